@@ -1,0 +1,90 @@
+import Crypto
+import CryptoExtras
+import Foundation
+import JOSE
+
+/// The checks identity tokens and notifications share: RS256 only, `kid` present and known, signature,
+/// `iss` among the accepted issuers, `aud` among our client ids (and nothing else).
+struct SignedJWTVerifier: Sendable {
+    let keySet: AppleKeySet
+    let audiences: Set<String>
+    let issuers: Set<String>
+
+    /// Verifies header and signature; returns the payload bytes.
+    func verifiedPayload(_ token: String) async throws(IdentityTokenError) -> Data {
+        let jws: CompactJWS
+        do {
+            jws = try CompactJWS(token)
+        } catch {
+            switch error {
+            case .tooLarge(let size):
+                throw IdentityTokenError(.tooLarge, "the token is \(size) bytes, more than the \(CompactJWS.maximumSize) accepted")
+            case .wrongPartCount(let count):
+                throw IdentityTokenError(.malformed, "a JWT has three dot-separated parts, this one has \(count)")
+            case .notBase64URL:
+                throw IdentityTokenError(.malformed, "a part of the token is not base64url")
+            case .headerNotJSON:
+                throw IdentityTokenError(.malformed, "the token header is not a JSON object")
+            }
+        }
+        guard let alg = jws.header.alg else {
+            throw IdentityTokenError(.algorithm, "the token header has no alg; only RS256 is accepted")
+        }
+        guard alg == "RS256" else {
+            throw IdentityTokenError(.algorithm, "alg \(alg) is refused; only RS256 is accepted")
+        }
+        guard let kid = jws.header.kid, !kid.isEmpty else {
+            throw IdentityTokenError(.keyIDMissing, "the token header has no kid, so no key can be chosen")
+        }
+        let key = try await keySet.key(for: kid)
+        var hasher = SHA256()
+        if jws.signingInput.withContiguousStorageIfAvailable({ hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }) == nil {
+            hasher.update(data: Array(jws.signingInput))
+        }
+        let digest = hasher.finalize()
+        guard key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: jws.signature), for: digest, padding: .insecurePKCS1v1_5) else {
+            throw IdentityTokenError(.signature, "the RS256 signature does not verify with key \(kid)")
+        }
+        return jws.payload
+    }
+
+    /// Checks `iss` and `aud` (a string or an array, every entry ours).
+    func checkIssuerAndAudience(iss: String, aud: Audience) throws(IdentityTokenError) {
+        guard issuers.contains(iss) else {
+            throw IdentityTokenError(.issuer, "iss is \(iss); accepted: \(issuers.sorted().joined(separator: ", "))")
+        }
+        guard !aud.values.isEmpty, aud.values.allSatisfy({ audiences.contains($0) }) else {
+            throw IdentityTokenError(.audience, "aud is \(aud.values.joined(separator: ", ")); accepted: \(audiences.sorted().joined(separator: ", "))")
+        }
+    }
+
+    /// Decodes claims, turning a decoding failure into a `claims` error that names the claim.
+    static func decodeClaims<Claims: Decodable>(_ type: Claims.Type, from payload: Data) throws(IdentityTokenError) -> Claims {
+        do {
+            return try JSONDecoder().decode(Claims.self, from: payload)
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw IdentityTokenError(.claims, "the claim \(key.stringValue) is missing")
+        } catch let DecodingError.typeMismatch(_, context) {
+            throw IdentityTokenError(.claims, "the claim \(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type")
+        } catch let DecodingError.dataCorrupted(context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw IdentityTokenError(.claims, path.isEmpty ? "the payload is not a JSON object" : "the claim \(path) is invalid")
+        } catch {
+            throw IdentityTokenError(.claims, "the payload could not be read")
+        }
+    }
+}
+
+/// The `aud` claim: one string or an array of strings.
+struct Audience: Decodable, Sendable {
+    var values: [String]
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let single = try? container.decode(String.self) {
+            values = [single]
+        } else {
+            values = try container.decode([String].self)
+        }
+    }
+}

@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The `siwa` command line.
+@main
+struct Siwa: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "siwa",
+        abstract: "Sign in with Apple for a website: server, emulator of Apple, and tools.",
+        subcommands: [ClientSecretCommand.self, VerifyTokenCommand.self, VerifyNotificationCommand.self]
+    )
+}
