@@ -61,7 +61,6 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Resources")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -90,12 +89,29 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "VerifyBenchmark",
+            dependencies: [
+                "AppleSignIn",
+                "JOSE",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Benchmarks/VerifyBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AppleSignInTests",
             dependencies: [
                 "AppleSignIn",
+                "JOSE",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
