@@ -20,3 +20,4 @@ enum CLIOutput {
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }
+

@@ -53,12 +53,15 @@ public final class ClientSecretSigner: Sendable {
 
     /// A valid client secret for `clientID`, from cache while less than 80% of its lifetime has passed.
     public func secret(for clientID: ClientID, now: Date = Date()) throws -> String {
-        if let cached = cache.withLock({ $0[clientID] }), now < cached.issuedAt.addingTimeInterval(lifetime * 0.8), now >= cached.issuedAt {
-            return cached.secret
+        // Signing under the lock makes concurrent callers on a cold or expiring cache share one signature.
+        try cache.withLock { cache in
+            if let cached = cache[clientID], now < cached.issuedAt.addingTimeInterval(lifetime * 0.8), now >= cached.issuedAt {
+                return cached.secret
+            }
+            let signed = try sign(for: clientID, now: now)
+            cache[clientID] = signed
+            return signed.secret
         }
-        let signed = try sign(for: clientID, now: now)
-        cache.withLock { $0[clientID] = signed }
-        return signed.secret
     }
 
     /// Signs a fresh secret without touching the cache (the CLI's `client-secret`).

@@ -1,0 +1,68 @@
+import AppleSignIn
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Everything `buildApplication` wires together, exposed for tests and for the CLI.
+public struct ServerComponents: Sendable {
+    /// The store.
+    public let store: any SignInStore
+    /// Apple's key set cache.
+    public let keySet: AppleKeySet
+    /// The client secret cache.
+    public let secrets: ClientSecretSigner
+    /// The sign-in flow.
+    public let flow: SignInFlow
+}
+
+/// Builds the store, the Apple clients and the flow from settings. The store is migrated.
+public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, store: (any SignInStore)? = nil, logger: Logger) async throws -> ServerComponents {
+    let store = try store ?? SQLiteStore(path: settings.database)
+    try await store.migrate()
+    let timeout = TimeAmount.milliseconds(Int64(settings.appleTimeoutMS))
+    let keySet = AppleKeySet(source: .remote(settings.apple.endpoint("/auth/keys"), httpClient, timeout: timeout), logger: logger)
+    let verifier = IdentityTokenVerifier(keySet: keySet, audiences: settings.apple.audiences, issuers: settings.apple.acceptedIssuers)
+    let secrets = ClientSecretSigner(configuration: settings.apple)
+    let client = AppleIDClient(configuration: settings.apple, httpClient: httpClient, secrets: secrets, timeout: timeout, logger: logger)
+    let flow = SignInFlow(configuration: settings.apple, returnURL: settings.returnURL, store: store, verifier: verifier, client: client, sessionLifetime: settings.sessionLifetime)
+    return ServerComponents(store: store, keySet: keySet, secrets: secrets, flow: flow)
+}
+
+/// Builds the router of the web front.
+public func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> Router<ServerContext> {
+    let router = Router(context: ServerContext.self)
+    var formActions: [String] = []
+    if let scheme = settings.apple.appleBaseURL.scheme, let host = settings.apple.appleBaseURL.host {
+        formActions.append("\(scheme)://\(host)" + (settings.apple.appleBaseURL.port.map { ":\($0)" } ?? ""))
+    }
+    router.add(middleware: SecurityHeadersMiddleware(formActionOrigins: formActions, hsts: settings.secureCookies))
+    router.add(middleware: ErrorPageMiddleware(renderer: renderer))
+    router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: Logger(label: "siwa.files")))
+    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: CookiePolicy(secure: settings.secureCookies), settings: settings)
+        .addRoutes(to: router)
+    return router
+}
+
+/// Builds the whole application: store, clients, router, listening on `settings.host:settings.port`.
+public func buildApplication(
+    settings: ServerSettings,
+    httpClient: HTTPClient,
+    store: (any SignInStore)? = nil,
+    services: [any Service] = [],
+    logger: Logger,
+    onRunning: (@Sendable (Int) async -> Void)? = nil
+) async throws -> some ApplicationProtocol {
+    let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
+    let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
+    let router = buildRouter(settings: settings, components: components, renderer: renderer)
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
+        services: services,
+        onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
+        logger: logger
+    )
+}

@@ -1,0 +1,30 @@
+import Hummingbird
+
+/// The cookies the server sets, with the attributes each needs (documented in the README).
+struct CookiePolicy: Sendable {
+    let secure: Bool
+
+    /// `__Host-siwa_session` over HTTPS (Secure, Path=/, no Domain), `siwa_session` on plain-HTTP local mode.
+    var sessionName: String { secure ? "__Host-siwa_session" : "siwa_session" }
+    /// The binding cookie that ties Apple's return to the browser that started the sign-in.
+    var bindingName: String { secure ? "__Host-siwa_binding" : "siwa_binding" }
+
+    /// Session: HttpOnly, SameSite=Lax (sent on top-level navigations, not on cross-site subrequests).
+    func session(_ value: String, maxAge: Int) -> Cookie {
+        Cookie(name: sessionName, value: value, maxAge: maxAge, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
+    }
+
+    /// Binding: must come back on Apple's cross-site form_post, so SameSite=None (which requires Secure) over
+    /// HTTPS. In local mode Apple's emulator is on the same host, so the POST is same-site and Lax suffices.
+    func binding(_ value: String) -> Cookie {
+        if secure {
+            return Cookie(name: bindingName, value: value, maxAge: 600, path: "/", secure: true, httpOnly: true, sameSite: .none)
+        }
+        return Cookie(name: bindingName, value: value, maxAge: 600, path: "/", secure: false, httpOnly: true, sameSite: .lax)
+    }
+
+    /// Deletes a cookie.
+    func expired(_ name: String) -> Cookie {
+        Cookie(name: name, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
+    }
+}

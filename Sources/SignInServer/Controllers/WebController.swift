@@ -1,0 +1,210 @@
+import AppleSignIn
+import Foundation
+import Hummingbird
+import JOSE
+import Logging
+
+/// The pages and the flow: sign-in page, start, callback, session page, sign-out.
+struct WebController: Sendable {
+    let flow: SignInFlow
+    let store: any SignInStore
+    let renderer: PageRenderer
+    let cookies: CookiePolicy
+    let settings: ServerSettings
+
+    func addRoutes(to router: Router<ServerContext>) {
+        router.get("/", use: signInPage)
+        router.get("/button.css") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"], body: .init(byteBuffer: ByteBuffer(string: settings.button.css)))
+        }
+        router.get("/auth/apple", use: start)
+        router.post("/auth/apple/callback", use: callbackPost)
+        router.get("/auth/apple/callback", use: callbackGet)
+        router.get("/session", use: sessionPage)
+        router.post("/auth/signout", use: signOut)
+        router.get("/healthz") { _, _ in "ok" }
+    }
+
+    // MARK: pages
+
+    @Sendable func signInPage(_ request: Request, context: ServerContext) async throws -> Response {
+        let language = Self.language(request)
+        let signedIn = (try? await currentSession(request)) != nil
+        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+        return renderer.page("signin", title: renderer.string("signInTitle", language), language: language, values: [
+            "signedIn": signedIn,
+            "buttonStyle": settings.button.style.rawValue,
+            "buttonTitle": renderer.string(settings.button.title.stringKey, language),
+            "startURL": "/auth/apple?return_to=" + FormEncoding.encode(returnTo),
+        ])
+    }
+
+    @Sendable func sessionPage(_ request: Request, context: ServerContext) async throws -> Response {
+        let language = Self.language(request)
+        let found: (SessionRecord, UserRecord)?
+        do {
+            found = try await currentSession(request)
+        } catch {
+            context.logger.error("store unavailable", metadata: ["error": "\(error)"])
+            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/session", actionKey: "tryAgain")
+        }
+        guard let (session, user) = found else {
+            return renderer.errorPage("signedOut", language: language, status: .unauthorized)
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: language == .english ? "en_US" : "zh_Hans_CN")
+        formatter.dateStyle = .medium
+        formatter.timeStyle = .short
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        let iso = ISO8601DateFormatter()
+        var values: [String: Any] = [
+            "sub": user.subject,
+            "privateEmail": user.isPrivateEmail,
+            "signedInAt": formatter.string(from: session.createdAt) + " UTC",
+            "signedInAtISO": iso.string(from: session.createdAt),
+            "expiresAt": formatter.string(from: session.expiresAt) + " UTC",
+            "expiresAtISO": iso.string(from: session.expiresAt),
+            "csrfToken": session.csrfToken,
+        ]
+        if let name = user.displayName { values["name"] = name }
+        if let email = user.email { values["email"] = email }
+        return renderer.page("session", title: renderer.string("sessionTitle", language), language: language, values: values)
+    }
+
+    // MARK: flow
+
+    @Sendable func start(_ request: Request, context: ServerContext) async throws -> Response {
+        let language = Self.language(request)
+        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+        // The binding cookie must be set on the host Apple returns to, or it will not come back.
+        // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it.
+        if settings.mode == .local, let host = request.head.authority, host != Self.authority(settings.returnURL) {
+            return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
+        }
+        let started: SignInFlow.Started
+        do {
+            started = try await flow.start(returnTo: returnTo)
+        } catch {
+            context.logger.error("could not start a sign-in", metadata: ["error": "\(error)"])
+            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
+        }
+        var response = Response.redirect(to: started.authorizeURL.absoluteString, type: .found)
+        response.setCookie(cookies.binding(started.bindingToken))
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    @Sendable func callbackPost(_ request: Request, context: ServerContext) async throws -> Response {
+        var request = request
+        let language = Self.language(request)
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: CallbackPayload.maximumBodySize)
+        } catch {
+            return failure(.tooLarge, language: language, context: context, clearBinding: false)
+        }
+        let payload: CallbackPayload
+        do {
+            payload = try CallbackPayload.parse(formBody: body.readableBytesView)
+        } catch {
+            return failure(.malformed(error.message), language: language, context: context, clearBinding: false)
+        }
+        return await complete(payload, request: request, language: language, context: context)
+    }
+
+    @Sendable func callbackGet(_ request: Request, context: ServerContext) async throws -> Response {
+        let language = Self.language(request)
+        let payload: CallbackPayload
+        do {
+            payload = try CallbackPayload.parse(query: request.uri.query ?? "")
+        } catch {
+            return failure(.malformed(error.message), language: language, context: context, clearBinding: false)
+        }
+        return await complete(payload, request: request, language: language, context: context)
+    }
+
+    private func complete(_ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext) async -> Response {
+        let binding = request.cookies[cookies.bindingName]?.value
+        do {
+            let completed = try await flow.complete(payload, bindingToken: binding, logger: context.logger)
+            var response = Response.redirect(to: completed.returnTo, type: .normal)
+            response.setCookie(cookies.session(completed.sessionID, maxAge: Int(settings.sessionLifetime)))
+            response.setCookie(cookies.expired(cookies.bindingName))
+            return response
+        } catch {
+            return failure(error, language: language, context: context, clearBinding: true)
+        }
+    }
+
+    private func failure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext, clearBinding: Bool) -> Response {
+        let level: Logger.Level = switch failure {
+        case .misconfigured: .critical
+        case .unavailable: .error
+        case .cancelled: .info
+        default: .notice
+        }
+        context.logger.log(level: level, "sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
+        var response: Response = switch failure {
+        case .cancelled: renderer.errorPage("cancelled", language: language, status: .ok, actionURL: "/", actionKey: "tryAgain")
+        case .expired: renderer.errorPage("expired", language: language, status: .badRequest)
+        case .malformed: renderer.errorPage("malformed", language: language, status: .badRequest)
+        case .notVerified: renderer.errorPage("notVerified", language: language, status: .badRequest)
+        case .unavailable: renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
+        case .misconfigured: renderer.errorPage("misconfigured", language: language, status: .internalServerError)
+        case .tooLarge: renderer.errorPage("tooLarge", language: language, status: .contentTooLarge)
+        }
+        if clearBinding { response.setCookie(cookies.expired(cookies.bindingName)) }
+        return response
+    }
+
+    @Sendable func signOut(_ request: Request, context: ServerContext) async throws -> Response {
+        var request = request
+        let language = Self.language(request)
+        let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
+        let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
+        guard let cookie = request.cookies[cookies.sessionName]?.value else {
+            return Response.redirect(to: "/", type: .normal)
+        }
+        let idHash = SignInFlow.hash(cookie)
+        do {
+            guard let (session, _) = try await store.session(idHash: idHash, now: Date()) else {
+                var response = Response.redirect(to: "/", type: .normal)
+                response.setCookie(cookies.expired(cookies.sessionName))
+                return response
+            }
+            guard let token = fields["csrf_token"], Self.constantTimeEqual(token, session.csrfToken) else {
+                context.logger.notice("sign-out refused: CSRF token missing or wrong")
+                return renderer.errorPage("csrf", language: language, status: .forbidden, actionURL: "/session", actionKey: "tryAgain")
+            }
+            _ = try await store.deleteSession(idHash: idHash)
+        } catch {
+            context.logger.error("store unavailable", metadata: ["error": "\(error)"])
+            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/session", actionKey: "tryAgain")
+        }
+        context.logger.info("signed out")
+        var response = Response.redirect(to: "/", type: .normal)
+        response.setCookie(cookies.expired(cookies.sessionName))
+        return response
+    }
+
+    // MARK: helpers
+
+    private func currentSession(_ request: Request) async throws -> (SessionRecord, UserRecord)? {
+        guard let cookie = request.cookies[cookies.sessionName]?.value, !cookie.isEmpty else { return nil }
+        return try await store.session(idHash: SignInFlow.hash(cookie), now: Date())
+    }
+
+    static func language(_ request: Request) -> PageLanguage {
+        PageLanguage.negotiate(request.headers[.acceptLanguage])
+    }
+
+    static func authority(_ url: URL) -> String {
+        (url.host ?? "") + (url.port.map { ":\($0)" } ?? "")
+    }
+
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let left = Array(a.utf8), right = Array(b.utf8)
+        guard left.count == right.count else { return false }
+        return zip(left, right).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}

@@ -1,0 +1,40 @@
+/// Why a sign-in did not complete, in the terms the person sees; each maps to one error page.
+public enum SignInFailure: Error, Sendable, Hashable {
+    /// The person pressed Cancel at Apple.
+    case cancelled
+    /// The state is unknown, used or older than 10 minutes, or the binding cookie is missing or wrong.
+    case expired
+    /// Apple's answer was malformed (bad form, missing fields).
+    case malformed(String)
+    /// Apple's answer did not verify (token signature, nonce, c_hash, sub mismatch…).
+    case notVerified(String)
+    /// Apple (or the database) could not be reached; trying again later may work.
+    case unavailable(String)
+    /// The server's Apple credentials are wrong; an operator must fix the configuration.
+    case misconfigured(String)
+    /// The callback body was larger than 64 KiB.
+    case tooLarge
+
+    /// A short code for logs and metrics.
+    public var reason: String {
+        switch self {
+        case .cancelled: "cancelled"
+        case .expired: "expired"
+        case .malformed: "malformed"
+        case .notVerified: "not_verified"
+        case .unavailable: "unavailable"
+        case .misconfigured: "misconfigured"
+        case .tooLarge: "too_large"
+        }
+    }
+
+    /// What the log says (never a secret).
+    public var detail: String {
+        switch self {
+        case .cancelled: "the user cancelled at Apple"
+        case .expired: "unknown, used or expired state, or binding cookie mismatch"
+        case .malformed(let detail), .notVerified(let detail), .unavailable(let detail), .misconfigured(let detail): detail
+        case .tooLarge: "callback body over 64 KiB"
+        }
+    }
+}

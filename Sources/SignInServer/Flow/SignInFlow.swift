@@ -1,0 +1,147 @@
+import AppleSignIn
+import Foundation
+import Logging
+
+/// The sign-in flow of ARCHITECTURE.md steps 2–3, independent of HTTP: start an authorization, complete it.
+public struct SignInFlow: Sendable {
+    /// How long a started sign-in stays usable.
+    public static let pendingLifetime: TimeInterval = 600
+
+    let configuration: AppleSignInConfiguration
+    let returnURL: URL
+    let store: any SignInStore
+    let verifier: IdentityTokenVerifier
+    let client: AppleIDClient
+    let sessionLifetime: TimeInterval
+
+    /// Creates the flow.
+    public init(configuration: AppleSignInConfiguration, returnURL: URL, store: any SignInStore, verifier: IdentityTokenVerifier, client: AppleIDClient, sessionLifetime: TimeInterval) {
+        self.configuration = configuration
+        self.returnURL = returnURL
+        self.store = store
+        self.verifier = verifier
+        self.client = client
+        self.sessionLifetime = sessionLifetime
+    }
+
+    /// A started sign-in: where to send the browser and the binding cookie value to set.
+    public struct Started: Sendable {
+        /// Apple's authorize URL with our parameters.
+        public var authorizeURL: URL
+        /// The binding cookie value (random; only its hash is stored).
+        public var bindingToken: String
+    }
+
+    /// Creates a pending authorization and the authorize URL.
+    public func start(returnTo: String, responseMode: ResponseMode = .formPost, now: Date = Date()) async throws -> Started {
+        let request = try AuthorizationRequest(
+            clientID: configuration.servicesID, redirectURI: returnURL,
+            responseType: .codeIDToken, responseMode: responseMode, scopes: responseMode == .formPost || responseMode == .webMessage ? [.name, .email] : []
+        )
+        let binding = RandomToken.generate()
+        try await store.savePending(PendingAuthorization(
+            state: request.state, nonce: request.nonce, returnTo: returnTo, bindingHash: Self.hash(binding),
+            createdAt: now, expiresAt: now.addingTimeInterval(Self.pendingLifetime)
+        ))
+        return Started(authorizeURL: request.url(base: configuration.appleBaseURL), bindingToken: binding)
+    }
+
+    /// A completed sign-in: the new session id (for the cookie) and where to go.
+    public struct Completed: Sendable {
+        /// The session id to put in the cookie (only its hash is stored).
+        public var sessionID: String
+        /// The relative path to return to.
+        public var returnTo: String
+        /// The user as stored.
+        public var user: UserRecord
+    }
+
+    /// Validates Apple's return and signs the user in. `bindingToken` is the binding cookie sent back, if any.
+    public func complete(_ payload: CallbackPayload, bindingToken: String?, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Completed {
+        if let error = payload.error {
+            if let state = payload.state { _ = try? await store.consumePending(state: state, now: now) }
+            if error == "user_cancelled_authorize" || error == "popup_closed_by_user" { throw .cancelled }
+            throw .notVerified("Apple returned error \(error)")
+        }
+        guard let state = payload.state, !state.isEmpty else { throw .malformed("state is missing") }
+        guard let code = payload.code, !code.isEmpty else { throw .malformed("code is missing") }
+
+        let pending: PendingAuthorization
+        do {
+            guard let found = try await store.consumePending(state: state, now: now) else { throw SignInFailure.expired }
+            pending = found
+        } catch let failure as SignInFailure {
+            throw failure
+        } catch {
+            throw .unavailable("store: \(error)")
+        }
+        guard let bindingToken, Self.hash(bindingToken) == pending.bindingHash else {
+            logger.notice("binding cookie missing or different from the one that started the sign-in")
+            throw .expired
+        }
+
+        var frontSubject: String?
+        if let idToken = payload.idToken {
+            do {
+                frontSubject = try await verifier.verify(idToken, nonce: pending.nonce, code: code, now: now).subject
+            } catch {
+                throw .notVerified("front-channel id_token: \(error)")
+            }
+        }
+
+        let tokens: TokenResponse
+        do {
+            tokens = try await client.exchange(code: code, redirectURI: returnURL, logger: logger)
+        } catch {
+            switch error.kind {
+            case .invalidClient, .unauthorizedClient: throw .misconfigured(error.message)
+            case .invalidGrant: throw .expired
+            default:
+                if error.isRetryable { throw .unavailable(error.message) }
+                throw .notVerified(error.message)
+            }
+        }
+        guard let backIDToken = tokens.idToken else { throw .notVerified("the token endpoint returned no id_token") }
+        let identity: AppleIdentity
+        do {
+            identity = try await verifier.verify(backIDToken, nonce: pending.nonce, now: now)
+        } catch {
+            throw .notVerified("token-endpoint id_token: \(error)")
+        }
+        if let frontSubject, frontSubject != identity.subject {
+            throw .notVerified("sub differs between the front-channel and token-endpoint id_tokens")
+        }
+
+        let sessionID = RandomToken.generate()
+        let email = identity.email ?? payload.user?.email
+        let completed = CompletedSignIn(
+            subject: identity.subject, email: email,
+            isPrivateEmail: identity.isPrivateEmail ?? (email?.hasSuffix("@privaterelay.appleid.com") ?? false),
+            firstName: payload.user?.firstName, lastName: payload.user?.lastName,
+            refreshToken: tokens.refreshToken, clientID: configuration.servicesID.rawValue,
+            session: SessionRecord(idHash: Self.hash(sessionID), subject: identity.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: now.addingTimeInterval(sessionLifetime)),
+            at: now
+        )
+        let user: UserRecord
+        do {
+            user = try await store.completeSignIn(completed)
+        } catch {
+            throw .unavailable("store: \(error)")
+        }
+        logger.info("signed in", metadata: ["sub": "\(identity.subject)", "first_time": "\(payload.user != nil)"])
+        return Completed(sessionID: sessionID, returnTo: pending.returnTo, user: user)
+    }
+
+    /// SHA-256 hex: how binding tokens and session ids are stored.
+    public static func hash(_ secret: String) -> String {
+        IdentityTokenVerifier.sha256Hex(secret)
+    }
+
+    /// Accepts only a relative path on this site (no scheme, no `//host`, no backslash tricks); `/session` otherwise.
+    public static func safeReturnPath(_ candidate: String?) -> String {
+        guard let candidate, candidate.hasPrefix("/"), !candidate.hasPrefix("//"), !candidate.contains("\\"),
+            candidate.utf8.count <= 512, !candidate.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        else { return "/session" }
+        return candidate
+    }
+}

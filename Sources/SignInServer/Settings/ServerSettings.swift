@@ -1,0 +1,78 @@
+import AppleSignIn
+import Foundation
+
+/// How the web front runs: where it listens, what it stores in, whom it talks to.
+public struct ServerSettings: Sendable {
+    /// Local mode (emulated Apple, plain HTTP on loopback) or Apple mode (real Apple, HTTPS).
+    public enum Mode: String, Sendable {
+        /// The emulator stands in for Apple.
+        case local
+        /// appleid.apple.com.
+        case apple
+    }
+
+    /// Which mode.
+    public var mode: Mode
+    /// Listen address.
+    public var host: String
+    /// Listen port.
+    public var port: Int
+    /// The store: a SQLite path.
+    public var database: String
+    /// Apple (or emulator) credentials and trust.
+    public var apple: AppleSignInConfiguration
+    /// How long a session lasts.
+    public var sessionLifetime: TimeInterval
+    /// The sign-in button.
+    public var button: ButtonSettings
+    /// Where the Mustache templates are.
+    public var templatesDirectory: String
+    /// Where static files are.
+    public var publicDirectory: String
+    /// Timeout of every call to Apple, in milliseconds.
+    public var appleTimeoutMS: Int
+
+    /// The return URL registered with Apple (the first one configured).
+    public var returnURL: URL { apple.returnURLs[0] }
+
+    /// Whether cookies must be `Secure` (and use the `__Host-` prefix): whenever the return URL is HTTPS.
+    public var secureCookies: Bool { returnURL.scheme == "https" }
+
+    /// The site's origin (scheme, host, port) as the return URL names it.
+    public var origin: String {
+        var origin = "\(returnURL.scheme ?? "http")://\(returnURL.host ?? "127.0.0.1")"
+        if let port = returnURL.port { origin += ":\(port)" }
+        return origin
+    }
+
+    /// Creates settings.
+    public init(
+        mode: Mode, host: String = "127.0.0.1", port: Int = 8080, database: String = "./siwa.sqlite",
+        apple: AppleSignInConfiguration, sessionLifetime: TimeInterval = 7 * 86_400, button: ButtonSettings = ButtonSettings(),
+        templatesDirectory: String = ResourceLocator.directory("Templates"), publicDirectory: String = ResourceLocator.directory("Public"),
+        appleTimeoutMS: Int = 10_000
+    ) {
+        self.mode = mode
+        self.host = host
+        self.port = port
+        self.database = database
+        self.apple = apple
+        self.sessionLifetime = sessionLifetime
+        self.button = button
+        self.templatesDirectory = templatesDirectory
+        self.publicDirectory = publicDirectory
+        self.appleTimeoutMS = appleTimeoutMS
+    }
+}
+
+/// Finds `Templates/` and `Public/`: in the working directory when there, else next to the package sources
+/// (so `swift run` and `swift test` work from any directory).
+public enum ResourceLocator {
+    /// The directory `name` to use.
+    public static func directory(_ name: String) -> String {
+        let local = FileManager.default.currentDirectoryPath + "/" + name
+        if FileManager.default.fileExists(atPath: local) { return local }
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return packageRoot.appendingPathComponent(name).path
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// A sign-in started at `/auth/apple` and not yet completed: kept server-side, consumed once.
+public struct PendingAuthorization: Sendable, Hashable {
+    /// The `state` sent to Apple (the key).
+    public var state: String
+    /// The `nonce` sent to Apple.
+    public var nonce: String
+    /// Where to go after signing in (a relative path).
+    public var returnTo: String
+    /// SHA-256 (hex) of the binding cookie set in the browser that started the sign-in.
+    public var bindingHash: String
+    /// When it was created.
+    public var createdAt: Date
+    /// When it stops being usable (10 minutes after creation).
+    public var expiresAt: Date
+}
+
+/// A person known by their Apple `sub`.
+public struct UserRecord: Sendable, Hashable {
+    /// Apple's stable user id.
+    public var subject: String
+    /// Email from the first `user` field or the identity token.
+    public var email: String?
+    /// Whether `email` is a private relay address.
+    public var isPrivateEmail: Bool
+    /// Given name from the first sign-in.
+    public var firstName: String?
+    /// Family name from the first sign-in.
+    public var lastName: String?
+    /// First sign-in.
+    public var createdAt: Date
+    /// Latest sign-in.
+    public var lastSignInAt: Date
+
+    /// "First Last", or whichever exists.
+    public var displayName: String? {
+        let parts = [firstName, lastName].compactMap { $0 }
+        return parts.isEmpty ? nil : parts.joined(separator: " ")
+    }
+}
+
+/// A signed-in browser. The id itself is never stored, only its SHA-256.
+public struct SessionRecord: Sendable, Hashable {
+    /// SHA-256 (hex) of the session id in the cookie.
+    public var idHash: String
+    /// The user.
+    public var subject: String
+    /// The token sign-out and other forms must carry.
+    public var csrfToken: String
+    /// When the user signed in.
+    public var createdAt: Date
+    /// When the session ends.
+    public var expiresAt: Date
+}
+
+/// The result of a sign-in to store in one transaction.
+public struct CompletedSignIn: Sendable {
+    /// Apple's user id.
+    public var subject: String
+    /// Email asserted by the identity token (or the first-time `user` field).
+    public var email: String?
+    /// Whether it is a relay address.
+    public var isPrivateEmail: Bool
+    /// Names from the first-time `user` field, if sent.
+    public var firstName: String?
+    /// Names from the first-time `user` field, if sent.
+    public var lastName: String?
+    /// Apple's refresh token, if one was returned.
+    public var refreshToken: String?
+    /// The client the token belongs to.
+    public var clientID: String
+    /// The new session.
+    public var session: SessionRecord
+    /// Now.
+    public var at: Date
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Hummingbird
+import Mustache
+
+/// The look of the Sign in with Apple button (Human Interface Guidelines: three styles, three titles,
+/// adjustable height and corner radius).
+public struct ButtonSettings: Sendable, Hashable {
+    /// Button colours.
+    public enum Style: String, Sendable, CaseIterable {
+        /// White logo and text on black.
+        case black
+        /// Black on white, for dark backgrounds.
+        case white
+        /// Black on white with a black outline, for light backgrounds.
+        case whiteOutline = "white-outline"
+    }
+
+    /// Button wording.
+    public enum Title: String, Sendable, CaseIterable {
+        /// "Sign in with Apple".
+        case signIn = "sign-in"
+        /// "Continue with Apple".
+        case `continue` = "continue"
+        /// "Sign up with Apple".
+        case signUp = "sign-up"
+
+        var stringKey: String {
+            switch self {
+            case .signIn: "signIn.title.signIn"
+            case .continue: "signIn.title.continue"
+            case .signUp: "signIn.title.signUp"
+            }
+        }
+    }
+
+    /// Colours.
+    public var style: Style
+    /// Wording.
+    public var title: Title
+    /// Height in CSS pixels (at least 30).
+    public var height: Int
+    /// Corner radius in CSS pixels.
+    public var cornerRadius: Int
+
+    /// Creates settings, clamping the height to the guidelines' minimum.
+    public init(style: Style = .black, title: Title = .signIn, height: Int = 44, cornerRadius: Int = 8) {
+        self.style = style
+        self.title = title
+        self.height = max(30, min(height, 64))
+        self.cornerRadius = max(0, min(cornerRadius, height / 2))
+    }
+
+    /// The stylesheet for the configured size (served at `/button.css`, so no inline style is needed).
+    var css: String {
+        ".siwa-button{height:\(height)px;border-radius:\(cornerRadius)px;font-size:\(Int(Double(height) * 0.43))px}\n"
+    }
+}
+
+/// Renders the Mustache templates in `Templates/` with the strings of the negotiated language.
+public struct PageRenderer: Sendable {
+    private let library: MustacheLibrary
+    let localMode: Bool
+
+    /// Loads every `*.mustache` file of `directory`.
+    public init(directory: String, localMode: Bool) async throws {
+        library = try await MustacheLibrary(directory: directory)
+        self.localMode = localMode
+        for name in ["signin", "session", "error"] where library.getTemplate(named: name) == nil {
+            throw HTTPError(.internalServerError, message: "template \(name).mustache missing in \(directory)")
+        }
+    }
+
+    /// Renders `template` into an HTML response.
+    func page(_ template: String, title: String, language: PageLanguage, values: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
+        let strings = Strings.table(language)
+        var context = values
+        context["t"] = strings
+        context["lang"] = language.htmlLang
+        context["title"] = title
+        context["localMode"] = localMode
+        let html = library.render(context, withTemplate: template) ?? "<!doctype html><title>\(status.code)</title>"
+        return Response(
+            status: status,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: html))
+        )
+    }
+
+    /// An error page: what happened, what to do, and a link to do it.
+    func errorPage(_ key: String, language: PageLanguage, status: HTTPResponse.Status, actionURL: String = "/", actionKey: String = "goToSignIn") -> Response {
+        let strings = Strings.table(language)
+        let heading = strings["error.\(key).heading"] ?? strings["error.internal.heading"] ?? "Error"
+        return page("error", title: heading, language: language, values: [
+            "heading": heading,
+            "message": strings["error.\(key).message"] ?? "",
+            "actionURL": actionURL,
+            "actionLabel": strings[actionKey] ?? actionKey,
+        ], status: status)
+    }
+
+    /// The string for `key` in `language`.
+    func string(_ key: String, _ language: PageLanguage) -> String {
+        Strings.table(language)[key] ?? key
+    }
+}

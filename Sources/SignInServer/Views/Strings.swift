@@ -1,0 +1,131 @@
+/// The languages pages are offered in.
+public enum PageLanguage: String, Sendable, CaseIterable {
+    /// English.
+    case english = "en"
+    /// Simplified Chinese.
+    case simplifiedChinese = "zh-Hans"
+
+    /// The best language for an `Accept-Language` header (q-values honoured); English when nothing matches.
+    public static func negotiate(_ header: String?) -> PageLanguage {
+        guard let header else { return .english }
+        var best: (PageLanguage, Double)?
+        for item in header.split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let tag = parts.first?.lowercased(), !tag.isEmpty else { continue }
+            var quality = 1.0
+            for parameter in parts.dropFirst() where parameter.hasPrefix("q=") {
+                quality = Double(parameter.dropFirst(2)) ?? 0
+            }
+            let language: PageLanguage?
+            if tag == "zh" || tag.hasPrefix("zh-hans") || tag == "zh-cn" || tag == "zh-sg" { language = .simplifiedChinese }
+            else if tag == "en" || tag.hasPrefix("en-") { language = .english }
+            else { language = nil }
+            if let language, quality > 0, quality > (best?.1 ?? 0) { best = (language, quality) }
+        }
+        return best?.0 ?? .english
+    }
+
+    /// The `lang` attribute value.
+    var htmlLang: String { self == .english ? "en" : "zh-Hans" }
+}
+
+/// Every sentence a page shows, per language.
+enum Strings {
+    static func table(_ language: PageLanguage) -> [String: String] {
+        language == .english ? english : chinese
+    }
+
+    static let english: [String: String] = [
+        "signInTitle": "Sign in",
+        "signInHeading": "Sign in",
+        "signInIntro": "Use your Apple Account to sign in. Apple asks you what to share: you can hide your email behind a private relay address.",
+        "alreadySignedIn": "You are already signed in.",
+        "viewSession": "View your session",
+        "sessionTitle": "Your session",
+        "sessionHeading": "You are signed in",
+        "name": "Name",
+        "email": "Email",
+        "notShared": "Not shared",
+        "privateRelay": "Private relay address (Hide My Email)",
+        "appleID": "Apple user ID",
+        "signedInAt": "Signed in",
+        "expiresAt": "Session expires",
+        "signOut": "Sign out",
+        "localModeNotice": "Local mode: Apple is emulated on this machine. No real Apple Account is used.",
+        "languageNote": "Language follows your browser (English, 简体中文).",
+        "signIn.title.signIn": "Sign in with Apple",
+        "signIn.title.continue": "Continue with Apple",
+        "signIn.title.signUp": "Sign up with Apple",
+        "tryAgain": "Try again",
+        "goToSignIn": "Go to the sign-in page",
+        "error.cancelled.heading": "Sign-in cancelled",
+        "error.cancelled.message": "You cancelled signing in with Apple. Nothing was shared. You can try again whenever you like.",
+        "error.expired.heading": "This sign-in link has expired or was already used",
+        "error.expired.message": "Sign-in links work once and for 10 minutes, in the browser that started them. Start again from the sign-in page.",
+        "error.malformed.heading": "The answer from Apple was incomplete",
+        "error.malformed.message": "The sign-in could not be read. Start again from the sign-in page; if it keeps happening, tell the site's operators.",
+        "error.notVerified.heading": "Apple's answer could not be verified",
+        "error.notVerified.message": "For your safety the sign-in was stopped because it did not pass our checks. Start again from the sign-in page.",
+        "error.unavailable.heading": "Apple could not be reached",
+        "error.unavailable.message": "Signing in needs Apple's servers, which did not answer in time. Please try again in a minute.",
+        "error.misconfigured.heading": "Sign in with Apple is not set up correctly",
+        "error.misconfigured.message": "This is a problem on our side, not yours: the server's Apple credentials were refused. The operators have been told in the log.",
+        "error.tooLarge.heading": "The sign-in request was too large",
+        "error.tooLarge.message": "The data sent to the sign-in page was larger than allowed. Start again from the sign-in page.",
+        "error.csrf.heading": "This form has expired",
+        "error.csrf.message": "The form was not sent from this page or is too old. Reload the page and try again.",
+        "error.notFound.heading": "Page not found",
+        "error.notFound.message": "There is nothing at this address.",
+        "error.signedOut.heading": "You are not signed in",
+        "error.signedOut.message": "Sign in to see your session.",
+        "error.internal.heading": "Something went wrong",
+        "error.internal.message": "The server could not finish your request. Please try again.",
+    ]
+
+    static let chinese: [String: String] = [
+        "signInTitle": "登录",
+        "signInHeading": "登录",
+        "signInIntro": "使用你的 Apple 账户登录。Apple 会询问你要共享哪些信息：你可以用私密中转地址隐藏你的电子邮件。",
+        "alreadySignedIn": "你已登录。",
+        "viewSession": "查看你的会话",
+        "sessionTitle": "你的会话",
+        "sessionHeading": "你已登录",
+        "name": "姓名",
+        "email": "电子邮件",
+        "notShared": "未共享",
+        "privateRelay": "私密中转地址（隐藏邮件地址）",
+        "appleID": "Apple 用户 ID",
+        "signedInAt": "登录时间",
+        "expiresAt": "会话到期",
+        "signOut": "退出登录",
+        "localModeNotice": "本地模式：Apple 在本机上模拟，不使用真实的 Apple 账户。",
+        "languageNote": "语言随浏览器设置（English、简体中文）。",
+        "signIn.title.signIn": "通过 Apple 登录",
+        "signIn.title.continue": "通过 Apple 继续",
+        "signIn.title.signUp": "通过 Apple 注册",
+        "tryAgain": "重试",
+        "goToSignIn": "前往登录页面",
+        "error.cancelled.heading": "已取消登录",
+        "error.cancelled.message": "你取消了通过 Apple 登录，没有共享任何信息。你可以随时重试。",
+        "error.expired.heading": "此登录链接已过期或已被使用",
+        "error.expired.message": "登录链接只能在发起登录的浏览器中使用一次，有效期 10 分钟。请从登录页面重新开始。",
+        "error.malformed.heading": "来自 Apple 的应答不完整",
+        "error.malformed.message": "无法读取此次登录。请从登录页面重新开始；如果反复出现，请告知网站运维人员。",
+        "error.notVerified.heading": "无法验证 Apple 的应答",
+        "error.notVerified.message": "为了你的安全，此次登录未通过我们的检查，已被停止。请从登录页面重新开始。",
+        "error.unavailable.heading": "无法连接 Apple",
+        "error.unavailable.message": "登录需要 Apple 的服务器，但它没有及时应答。请一分钟后重试。",
+        "error.misconfigured.heading": "通过 Apple 登录的配置有误",
+        "error.misconfigured.message": "这是我们这边的问题，不是你的问题：服务器的 Apple 凭据被拒绝。运维人员已在日志中收到通知。",
+        "error.tooLarge.heading": "登录请求过大",
+        "error.tooLarge.message": "发送到登录页面的数据超过了允许的大小。请从登录页面重新开始。",
+        "error.csrf.heading": "此表单已过期",
+        "error.csrf.message": "该表单不是从本页面发送的，或已过期。请刷新页面后重试。",
+        "error.notFound.heading": "找不到页面",
+        "error.notFound.message": "此地址没有内容。",
+        "error.signedOut.heading": "你尚未登录",
+        "error.signedOut.message": "登录后即可查看你的会话。",
+        "error.internal.heading": "出现了问题",
+        "error.internal.message": "服务器无法完成你的请求，请重试。",
+    ]
+}
