@@ -108,7 +108,8 @@ func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, he
     encoder.dateEncodingStrategy = .iso8601
     let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
     var headers: HTTPFields = [.contentType: "application/json;charset=UTF-8", .cacheControl: "no-store"]
-    headers.append(contentsOf: extra)
+    // A field given by the caller replaces the default (the key set is cacheable, not no-store).
+    for field in extra { headers[field.name] = field.value }
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }
 

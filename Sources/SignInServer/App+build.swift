@@ -16,19 +16,30 @@ public struct ServerComponents: Sendable {
     public let secrets: ClientSecretSigner
     /// The sign-in flow.
     public let flow: SignInFlow
+    /// Native apps' sign-in.
+    public let native: NativeSignIn
+    /// Notification verification.
+    public let notifications: NotificationVerifier
+    /// Deletion, refresh checks, revocation queue.
+    public let lifecycle: AccountLifecycle
 }
 
 /// Builds the store, the Apple clients and the flow from settings. The store is migrated.
 public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, store: (any SignInStore)? = nil, logger: Logger) async throws -> ServerComponents {
-    let store = try store ?? SQLiteStore(path: settings.database)
+    let store = try store ?? SQLiteStore(path: settings.database, cipher: TokenCipher(base64Keys: settings.dataKeys))
     try await store.migrate()
     let timeout = TimeAmount.milliseconds(Int64(settings.appleTimeoutMS))
     let keySet = AppleKeySet(source: .remote(settings.apple.endpoint("/auth/keys"), httpClient, timeout: timeout), logger: logger)
-    let verifier = IdentityTokenVerifier(keySet: keySet, audiences: settings.apple.audiences, issuers: settings.apple.acceptedIssuers)
+    // The web flow accepts the Services ID only; native apps their bundle IDs only; notifications any of ours.
+    let verifier = IdentityTokenVerifier(keySet: keySet, audiences: [settings.apple.servicesID], issuers: settings.apple.acceptedIssuers)
+    let nativeVerifier = IdentityTokenVerifier(keySet: keySet, audiences: settings.apple.extraAudiences, issuers: settings.apple.acceptedIssuers)
+    let notifications = NotificationVerifier(keySet: keySet, audiences: settings.apple.audiences, issuers: settings.apple.acceptedIssuers)
     let secrets = ClientSecretSigner(configuration: settings.apple)
     let client = AppleIDClient(configuration: settings.apple, httpClient: httpClient, secrets: secrets, timeout: timeout, logger: logger)
     let flow = SignInFlow(configuration: settings.apple, returnURL: settings.returnURL, store: store, verifier: verifier, client: client, sessionLifetime: settings.sessionLifetime)
-    return ServerComponents(store: store, keySet: keySet, secrets: secrets, flow: flow)
+    let native = NativeSignIn(store: store, verifier: nativeVerifier, client: client, sessionLifetime: settings.sessionLifetime)
+    let lifecycle = AccountLifecycle(store: store, client: client)
+    return ServerComponents(store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle)
 }
 
 /// Builds the router of the web front.
@@ -41,7 +52,12 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     router.add(middleware: SecurityHeadersMiddleware(formActionOrigins: formActions, hsts: settings.secureCookies))
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
     router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: Logger(label: "siwa.files")))
-    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: CookiePolicy(secure: settings.secureCookies), settings: settings)
+    let cookies = CookiePolicy(secure: settings.secureCookies)
+    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: cookies, settings: settings)
+        .addRoutes(to: router)
+    LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies)
+        .addRoutes(to: router)
+    APIController(native: components.native, store: components.store)
         .addRoutes(to: router)
     return router
 }
@@ -58,10 +74,11 @@ public func buildApplication(
     let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
     let router = buildRouter(settings: settings, components: components, renderer: renderer)
+    let lifecycle = LifecycleService(lifecycle: components.lifecycle, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     return Application(
         router: router,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
-        services: services,
+        services: services + [lifecycle],
         onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
         logger: logger
     )

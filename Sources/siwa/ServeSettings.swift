@@ -15,6 +15,7 @@ struct LayeredValues {
         "host", "port", "db", "emulator_port", "team_id", "key_id", "key_file", "services_id", "return_url",
         "extra_audiences", "apple_base_url", "accepted_issuers", "client_secret_lifetime", "session_lifetime",
         "button_style", "button_title", "button_height", "button_corner_radius", "apple_timeout_ms", "log_level",
+        "data_key", "refresh_check_interval",
     ]
 
     init(cli: [String: String?], configFile: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -111,7 +112,8 @@ extension ServePlan {
                 returnURLs: [returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM,
                 appleBaseURL: "http://127.0.0.1:\(emulatorPort)"
             )
-            settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout)
+            let dataKeys = values.list("data_key").isEmpty ? [try LocalDataKey.loadOrCreate(path: database + ".key")] : values.list("data_key")
+            settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: origin + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort
             return
@@ -133,8 +135,26 @@ extension ServePlan {
         if apple.isApple, apple.returnURLs[0].scheme != "https" {
             throw ConfigurationError(field: "return_url", "must be https in Apple mode")
         }
-        settings = ServerSettings(mode: .apple, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout)
+        let dataKeys = values.list("data_key")
+        guard !dataKeys.isEmpty else {
+            throw ConfigurationError(field: "data_key", "is required in Apple mode: refresh tokens are encrypted at rest with it. Create one with `openssl rand -base64 32`; to rotate, list the new key first, comma-separated, then the old ones")
+        }
+        settings = ServerSettings(mode: .apple, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
         emulator = nil
         self.emulatorPort = emulatorPort
+    }
+}
+
+/// The data key of local mode: created once in a file only its owner can read.
+enum LocalDataKey {
+    static func loadOrCreate(path: String) throws -> String {
+        if let data = FileManager.default.contents(atPath: path) {
+            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let key = TokenCipher.generateKey()
+        guard FileManager.default.createFile(atPath: path, contents: Data((key + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw ConfigurationError(field: "data_key", "cannot create the local data key file \(path)")
+        }
+        return key
     }
 }

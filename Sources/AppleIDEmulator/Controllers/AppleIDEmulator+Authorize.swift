@@ -195,7 +195,7 @@ extension AppleIDEmulator {
             }
             let result: [String: Any] = ["authorization": Dictionary(fields.filter { $0.0 != "user" && $0.0 != "error" }, uniquingKeysWith: { $1 })]
                 .merging(fields.first { $0.0 == "error" }.map { ["error": $0.1] } ?? [:]) { $1 }
-                .merging(fields.first { $0.0 == "user" }.map { ["user": $0.1] } ?? [:]) { $1 }
+                .merging(fields.first { $0.0 == "user" }.map { ["user": (try? JSONSerialization.jsonObject(with: Data($0.1.utf8))) ?? [:]] } ?? [:]) { $1 }
             let data = (try? JSONSerialization.data(withJSONObject: result, options: [.sortedKeys])) ?? Data("{}".utf8)
             return EmulatorPages.html(EmulatorPages.webMessage, ["title": "Returning", "origin": origin, "json": String(decoding: data, as: UTF8.self)])
         case "fragment":

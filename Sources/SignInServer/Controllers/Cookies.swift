@@ -9,6 +9,14 @@ struct CookiePolicy: Sendable {
     /// The binding cookie that ties Apple's return to the browser that started the sign-in.
     var bindingName: String { secure ? "__Host-siwa_binding" : "siwa_binding" }
 
+    /// The double-submit CSRF cookie of the popup flow.
+    var csrfName: String { secure ? "__Host-siwa_csrf" : "siwa_csrf" }
+
+    /// CSRF: HttpOnly (the page embeds the same value for the script), SameSite=Strict.
+    func csrf(_ value: String) -> Cookie {
+        Cookie(name: csrfName, value: value, maxAge: 86_400, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+    }
+
     /// Session: HttpOnly, SameSite=Lax (sent on top-level navigations, not on cross-site subrequests).
     func session(_ value: String, maxAge: Int) -> Cookie {
         Cookie(name: sessionName, value: value, maxAge: maxAge, path: "/", secure: secure, httpOnly: true, sameSite: .lax)

@@ -1,5 +1,6 @@
 import AppleSignIn
 import Foundation
+import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
@@ -19,6 +20,7 @@ struct WebController: Sendable {
         }
         router.get("/auth/apple", use: start)
         router.post("/auth/apple/callback", use: callbackPost)
+        router.post("/auth/apple/popup", use: popupResult)
         router.get("/auth/apple/callback", use: callbackGet)
         router.get("/session", use: sessionPage)
         router.post("/auth/signout", use: signOut)
@@ -31,12 +33,18 @@ struct WebController: Sendable {
         let language = Self.language(request)
         let signedIn = (try? await currentSession(request)) != nil
         let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
-        return renderer.page("signin", title: renderer.string("signInTitle", language), language: language, values: [
+        let csrf = request.cookies[cookies.csrfName]?.value ?? RandomToken.generate()
+        var response = renderer.page("signin", title: renderer.string("signInTitle", language), language: language, values: [
             "signedIn": signedIn,
             "buttonStyle": settings.button.style.rawValue,
             "buttonTitle": renderer.string(settings.button.title.stringKey, language),
             "startURL": "/auth/apple?return_to=" + FormEncoding.encode(returnTo),
+            "popupStartURL": "/auth/apple?mode=popup&return_to=" + FormEncoding.encode(returnTo),
+            "appleOrigin": Self.origin(settings.apple.appleBaseURL),
+            "csrfToken": csrf,
         ])
+        response.setCookie(cookies.csrf(csrf))
+        return response
     }
 
     @Sendable func sessionPage(_ request: Request, context: ServerContext) async throws -> Response {
@@ -68,6 +76,7 @@ struct WebController: Sendable {
         ]
         if let name = user.displayName { values["name"] = name }
         if let email = user.email { values["email"] = email }
+        values["forwardingDisabled"] = user.emailForwardingDisabled
         return renderer.page("session", title: renderer.string("sessionTitle", language), language: language, values: values)
     }
 
@@ -83,7 +92,7 @@ struct WebController: Sendable {
         }
         let started: SignInFlow.Started
         do {
-            started = try await flow.start(returnTo: returnTo)
+            started = try await flow.start(returnTo: returnTo, responseMode: request.uri.queryParameters.get("mode") == "popup" ? .webMessage : .formPost)
         } catch {
             context.logger.error("could not start a sign-in", metadata: ["error": "\(error)"])
             return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
@@ -123,6 +132,76 @@ struct WebController: Sendable {
         return await complete(payload, request: request, language: language, context: context)
     }
 
+    /// `POST /auth/apple/popup`: the result the popup received by postMessage, sent by `popup.js` with the
+    /// double-submit CSRF token; validated exactly like a form_post return. Answers JSON.
+    @Sendable func popupResult(_ request: Request, context: ServerContext) async throws -> Response {
+        var request = request
+        let language = Self.language(request)
+        guard let name = HTTPField.Name.xCSRFToken, let header = request.headers[name], let cookie = request.cookies[cookies.csrfName]?.value,
+            Self.constantTimeEqual(header, cookie), request.headers[.origin].map({ $0 == settings.origin }) ?? true
+        else {
+            context.logger.notice("popup result refused: CSRF token or origin wrong")
+            return APIController.json(["error": "csrf", "message": renderer.string("error.csrf.message", language)], status: .forbidden)
+        }
+        struct PopupResult: Decodable {
+            struct Authorization: Decodable {
+                var code: String?
+                var id_token: String?
+                var state: String?
+            }
+            struct User: Decodable {
+                struct Name: Decodable {
+                    var firstName: String?
+                    var lastName: String?
+                }
+                var name: Name?
+                var email: String?
+            }
+            var authorization: Authorization?
+            var user: User?
+            var error: String?
+            var state: String?
+        }
+        let result: PopupResult
+        do {
+            let body = try await request.collectBody(upTo: CallbackPayload.maximumBodySize)
+            result = try JSONDecoder().decode(PopupResult.self, from: Data(body.readableBytesView))
+        } catch {
+            return popupFailure(.malformed("popup result is not JSON"), language: language, context: context)
+        }
+        let user = result.user.map { AppleUser(firstName: $0.name?.firstName, lastName: $0.name?.lastName, email: $0.email) }
+        let payload = CallbackPayload(code: result.authorization?.code, idToken: result.authorization?.id_token, state: result.authorization?.state ?? result.state, user: user, error: result.error)
+        let binding = request.cookies[cookies.bindingName]?.value
+        do {
+            let completed = try await flow.complete(payload, bindingToken: binding, logger: context.logger)
+            var response = APIController.json(["redirect": completed.returnTo])
+            response.setCookie(cookies.session(completed.sessionID, maxAge: Int(settings.sessionLifetime)))
+            response.setCookie(cookies.expired(cookies.bindingName))
+            return response
+        } catch {
+            return popupFailure(error, language: language, context: context)
+        }
+    }
+
+    private func popupFailure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext) -> Response {
+        context.logger.notice("popup sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
+        let key = Self.pageKey(failure)
+        return APIController.json(["error": failure.reason, "message": renderer.string("error.\(key).heading", language) + ". " + renderer.string("error.\(key).message", language)], status: failure.httpStatus)
+    }
+
+    /// The error-page key for a failure.
+    static func pageKey(_ failure: SignInFailure) -> String {
+        switch failure {
+        case .cancelled: "cancelled"
+        case .expired: "expired"
+        case .malformed: "malformed"
+        case .notVerified: "notVerified"
+        case .unavailable: "unavailable"
+        case .misconfigured: "misconfigured"
+        case .tooLarge: "tooLarge"
+        }
+    }
+
     private func complete(_ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext) async -> Response {
         let binding = request.cookies[cookies.bindingName]?.value
         do {
@@ -144,15 +223,9 @@ struct WebController: Sendable {
         default: .notice
         }
         context.logger.log(level: level, "sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
-        var response: Response = switch failure {
-        case .cancelled: renderer.errorPage("cancelled", language: language, status: .ok, actionURL: "/", actionKey: "tryAgain")
-        case .expired: renderer.errorPage("expired", language: language, status: .badRequest)
-        case .malformed: renderer.errorPage("malformed", language: language, status: .badRequest)
-        case .notVerified: renderer.errorPage("notVerified", language: language, status: .badRequest)
-        case .unavailable: renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
-        case .misconfigured: renderer.errorPage("misconfigured", language: language, status: .internalServerError)
-        case .tooLarge: renderer.errorPage("tooLarge", language: language, status: .contentTooLarge)
-        }
+        let status = failure.httpStatus
+        let retry = failure == .cancelled || failure.reason == "unavailable"
+        var response = renderer.errorPage(Self.pageKey(failure), language: language, status: status, actionURL: "/", actionKey: retry ? "tryAgain" : "goToSignIn")
         if clearBinding { response.setCookie(cookies.expired(cookies.bindingName)) }
         return response
     }
@@ -198,6 +271,10 @@ struct WebController: Sendable {
         PageLanguage.negotiate(request.headers[.acceptLanguage])
     }
 
+    static func origin(_ url: URL) -> String {
+        "\(url.scheme ?? "https")://" + authority(url)
+    }
+
     static func authority(_ url: URL) -> String {
         (url.host ?? "") + (url.port.map { ":\($0)" } ?? "")
     }
@@ -206,5 +283,18 @@ struct WebController: Sendable {
         let left = Array(a.utf8), right = Array(b.utf8)
         guard left.count == right.count else { return false }
         return zip(left, right).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}
+
+extension SignInFailure {
+    /// The status of the page or answer that reports this failure.
+    var httpStatus: HTTPResponse.Status {
+        switch self {
+        case .cancelled: .ok
+        case .expired, .malformed, .notVerified: .badRequest
+        case .unavailable: .serviceUnavailable
+        case .misconfigured: .internalServerError
+        case .tooLarge: .contentTooLarge
+        }
     }
 }

@@ -118,7 +118,7 @@ public struct SignInFlow: Sendable {
             subject: identity.subject, email: email,
             isPrivateEmail: identity.isPrivateEmail ?? (email?.hasSuffix("@privaterelay.appleid.com") ?? false),
             firstName: payload.user?.firstName, lastName: payload.user?.lastName,
-            refreshToken: tokens.refreshToken, clientID: configuration.servicesID.rawValue,
+            refreshToken: tokens.refreshToken, clientID: configuration.servicesID.rawValue, transferSubject: identity.transferSubject,
             session: SessionRecord(idHash: Self.hash(sessionID), subject: identity.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: now.addingTimeInterval(sessionLifetime)),
             at: now
         )

@@ -29,6 +29,6 @@ extension HTTPField.Name {
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")
     /// `X-Frame-Options`, for browsers that predate `frame-ancestors`.
     static let xFrameOptions = HTTPField.Name("X-Frame-Options")
-    /// `X-Request-Id`.
-    static let xRequestID = HTTPField.Name("X-Request-Id")
+    /// `X-CSRF-Token`, sent by `popup.js`.
+    static let xCSRFToken = HTTPField.Name("X-CSRF-Token")
 }

@@ -31,6 +31,10 @@ public struct ServerSettings: Sendable {
     public var publicDirectory: String
     /// Timeout of every call to Apple, in milliseconds.
     public var appleTimeoutMS: Int
+    /// Seconds between runs of the refresh-check and revocation-queue service.
+    public var lifecycleIntervalSeconds: Int64 = 300
+    /// AES-256 keys (base64) sealing refresh tokens at rest, newest first (default: one ephemeral key, for tests).
+    public var dataKeys: [String]
 
     /// The return URL registered with Apple (the first one configured).
     public var returnURL: URL { apple.returnURLs[0] }
@@ -50,7 +54,7 @@ public struct ServerSettings: Sendable {
         mode: Mode, host: String = "127.0.0.1", port: Int = 8080, database: String = "./siwa.sqlite",
         apple: AppleSignInConfiguration, sessionLifetime: TimeInterval = 7 * 86_400, button: ButtonSettings = ButtonSettings(),
         templatesDirectory: String = ResourceLocator.directory("Templates"), publicDirectory: String = ResourceLocator.directory("Public"),
-        appleTimeoutMS: Int = 10_000
+        appleTimeoutMS: Int = 10_000, dataKeys: [String] = [TokenCipher.generateKey()]
     ) {
         self.mode = mode
         self.host = host
@@ -62,6 +66,7 @@ public struct ServerSettings: Sendable {
         self.templatesDirectory = templatesDirectory
         self.publicDirectory = publicDirectory
         self.appleTimeoutMS = appleTimeoutMS
+        self.dataKeys = dataKeys
     }
 }
 

@@ -32,6 +32,10 @@ public struct UserRecord: Sendable, Hashable {
     public var createdAt: Date
     /// Latest sign-in.
     public var lastSignInAt: Date
+    /// True after an `email-disabled` notification (relay forwarding off), false after `email-enabled`.
+    public var emailForwardingDisabled: Bool = false
+    /// When the user stopped using Sign in with Apple with us (`consent-revoked`, or a refresh check failing).
+    public var linkRevokedAt: Date?
 
     /// "First Last", or whichever exists.
     public var displayName: String? {
@@ -70,8 +74,42 @@ public struct CompletedSignIn: Sendable {
     public var refreshToken: String?
     /// The client the token belongs to.
     public var clientID: String
+    /// `transfer_sub` from the identity token, during a team transfer.
+    public var transferSubject: String?
     /// The new session.
     public var session: SessionRecord
     /// Now.
     public var at: Date
+}
+
+/// A stored refresh token due for its daily check, claimed by one instance.
+public struct RefreshCheck: Sendable, Hashable {
+    /// The user.
+    public var subject: String
+    /// The client the token was issued to.
+    public var clientID: String
+    /// The token (decrypted).
+    public var token: String
+}
+
+/// A revocation Apple could not be told about yet.
+public struct PendingRevocation: Sendable, Hashable {
+    /// Row id.
+    public var id: Int64
+    /// The client the token was issued to.
+    public var clientID: String
+    /// The token to revoke.
+    public var token: String
+    /// Attempts so far.
+    public var attempts: Int
+}
+
+/// What a notification did, for the log and the answer.
+public enum NotificationOutcome: String, Sendable {
+    /// Applied now.
+    case applied
+    /// Already received (same `jti`): nothing done again.
+    case duplicate
+    /// An event type we do not act on: recorded only.
+    case recorded
 }

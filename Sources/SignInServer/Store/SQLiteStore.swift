@@ -1,58 +1,27 @@
+import AppleSignIn
 import Foundation
 import GRDB
 
 /// The embedded store: SQLite through GRDB, in WAL mode (a `DatabasePool`).
 public final class SQLiteStore: SignInStore {
     private let pool: DatabasePool
+    private let cipher: TokenCipher
 
-    /// Opens (creating if needed) the database at `path`.
-    public init(path: String) throws {
+    /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`.
+    public init(path: String, cipher: TokenCipher) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         pool = try DatabasePool(path: path, configuration: configuration)
+        self.cipher = cipher
     }
 
     public func migrate() async throws {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE pending_authorizations (
-                    state TEXT PRIMARY KEY NOT NULL,
-                    nonce TEXT NOT NULL,
-                    return_to TEXT NOT NULL,
-                    binding_hash TEXT NOT NULL,
-                    created_at REAL NOT NULL,
-                    expires_at REAL NOT NULL
-                );
-                CREATE INDEX pending_expires ON pending_authorizations(expires_at);
-                CREATE TABLE users (
-                    sub TEXT PRIMARY KEY NOT NULL,
-                    email TEXT,
-                    is_private_email INTEGER NOT NULL DEFAULT 0,
-                    first_name TEXT,
-                    last_name TEXT,
-                    created_at REAL NOT NULL,
-                    last_sign_in_at REAL NOT NULL
-                );
-                CREATE TABLE refresh_tokens (
-                    sub TEXT PRIMARY KEY NOT NULL REFERENCES users(sub) ON DELETE CASCADE,
-                    client_id TEXT NOT NULL,
-                    token TEXT NOT NULL,
-                    updated_at REAL NOT NULL
-                );
-                CREATE TABLE sessions (
-                    id_hash TEXT PRIMARY KEY NOT NULL,
-                    sub TEXT NOT NULL REFERENCES users(sub) ON DELETE CASCADE,
-                    csrf_token TEXT NOT NULL,
-                    created_at REAL NOT NULL,
-                    expires_at REAL NOT NULL
-                );
-                CREATE INDEX sessions_sub ON sessions(sub);
-                CREATE INDEX sessions_expires ON sessions(expires_at);
-                """)
+            try db.execute(sql: SQLiteSchema.v1)
         }
         try migrator.migrate(pool)
     }
@@ -83,8 +52,15 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
-        try await pool.write { db in
+        let sealed = try completed.refreshToken.map { try cipher.seal($0) }
+        return try await pool.write { db in
             let at = completed.at.timeIntervalSince1970
+            if let transfer = completed.transferSubject,
+                try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) == nil
+            {
+                // Team transfer: the user known under the old team's sub (mapped by `siwa migrate-users`) becomes this sub.
+                try db.execute(sql: "UPDATE users SET sub = ? WHERE transfer_sub = ?", arguments: [completed.subject, transfer])
+            }
             try db.execute(
                 sql: """
                     INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
@@ -94,17 +70,19 @@ public final class SQLiteStore: SignInStore {
                         is_private_email = CASE WHEN excluded.email IS NULL THEN users.is_private_email ELSE excluded.is_private_email END,
                         first_name = COALESCE(excluded.first_name, users.first_name),
                         last_name = COALESCE(excluded.last_name, users.last_name),
-                        last_sign_in_at = excluded.last_sign_in_at
+                        last_sign_in_at = excluded.last_sign_in_at,
+                        link_revoked_at = NULL
                     """,
                 arguments: [completed.subject, completed.email, completed.isPrivateEmail, completed.firstName, completed.lastName, at, at]
             )
-            if let token = completed.refreshToken {
+            if let sealed {
                 try db.execute(
                     sql: """
-                        INSERT INTO refresh_tokens (sub, client_id, token, updated_at) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(sub) DO UPDATE SET client_id = excluded.client_id, token = excluded.token, updated_at = excluded.updated_at
+                        INSERT INTO refresh_tokens (sub, client_id, token, updated_at, next_check_at) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT(sub) DO UPDATE SET client_id = excluded.client_id, token = excluded.token,
+                            updated_at = excluded.updated_at, next_check_at = excluded.next_check_at
                         """,
-                    arguments: [completed.subject, completed.clientID, token, at]
+                    arguments: [completed.subject, completed.clientID, sealed, at, at + 86_400]
                 )
             }
             let session = completed.session
@@ -148,11 +126,195 @@ public final class SQLiteStore: SignInStore {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
+    public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
+        try await pool.write { db in
+            let at = receivedAt.timeIntervalSince1970
+            try db.execute(
+                sql: "INSERT INTO notifications (jti, type, sub, event_time, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(jti) DO NOTHING",
+                arguments: [notification.id, notification.event.type.rawValue, notification.event.subject, notification.event.eventTime.timeIntervalSince1970, at]
+            )
+            guard db.changesCount > 0 else { return .duplicate }
+            let sub = notification.event.subject
+            switch notification.event.type {
+            case .emailDisabled:
+                try db.execute(sql: "UPDATE users SET email_forwarding_disabled = 1 WHERE sub = ?", arguments: [sub])
+            case .emailEnabled:
+                try db.execute(sql: "UPDATE users SET email_forwarding_disabled = 0 WHERE sub = ?", arguments: [sub])
+            case .consentRevoked:
+                try Self.revokeLink(db, subject: sub, at: at)
+            case .accountDelete:
+                _ = try Self.deleteUser(db, subject: sub, tombstone: true, at: at)
+            case .unknown:
+                return .recorded
+            }
+            return .applied
+        }
+    }
+
+    public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
+        let row = try await pool.write { db in
+            try Self.deleteUser(db, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970)
+        }
+        guard let row else { return nil }
+        return RefreshCheck(subject: subject, clientID: row.clientID, token: try cipher.open(row.token))
+    }
+
+    public func revokeLink(subject: String, at: Date) async throws {
+        try await pool.write { db -> Void in
+            try Self.revokeLink(db, subject: subject, at: at.timeIntervalSince1970)
+        }
+    }
+
+    public func claimRefreshChecks(now: Date, limit: Int, nextCheck: @Sendable () -> Date) async throws -> [RefreshCheck] {
+        let rows: [(String, String, String)] = try await pool.write { db in
+            let due = try Row.fetchAll(
+                db, sql: "SELECT sub, client_id, token FROM refresh_tokens WHERE next_check_at <= ? ORDER BY next_check_at LIMIT ?",
+                arguments: [now.timeIntervalSince1970, limit]
+            )
+            for row in due {
+                try db.execute(
+                    sql: "UPDATE refresh_tokens SET next_check_at = ?, last_check_at = ? WHERE sub = ?",
+                    arguments: [max(nextCheck().timeIntervalSince1970, now.timeIntervalSince1970 + 86_400), now.timeIntervalSince1970, row["sub"] as String]
+                )
+            }
+            return due.map { ($0["sub"], $0["client_id"], $0["token"]) }
+        }
+        return try rows.map { RefreshCheck(subject: $0.0, clientID: $0.1, token: try cipher.open($0.2)) }
+    }
+
+    public func enqueueRevocation(clientID: String, token: String, at: Date) async throws {
+        let sealed = try cipher.seal(token)
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO revocations (client_id, token, attempts, next_attempt_at, created_at) VALUES (?, ?, 0, ?, ?)",
+                arguments: [clientID, sealed, at.timeIntervalSince1970, at.timeIntervalSince1970]
+            )
+        }
+    }
+
+    public func claimRevocations(now: Date, limit: Int, retryAt: Date) async throws -> [PendingRevocation] {
+        let rows: [(Int64, String, String, Int)] = try await pool.write { db in
+            let due = try Row.fetchAll(
+                db, sql: "SELECT id, client_id, token, attempts FROM revocations WHERE next_attempt_at <= ? ORDER BY id LIMIT ?",
+                arguments: [now.timeIntervalSince1970, limit]
+            )
+            for row in due {
+                try db.execute(
+                    sql: "UPDATE revocations SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?",
+                    arguments: [retryAt.timeIntervalSince1970, row["id"] as Int64]
+                )
+            }
+            return due.map { ($0["id"], $0["client_id"], $0["token"], ($0["attempts"] as Int) + 1) }
+        }
+        return try rows.map { PendingRevocation(id: $0.0, clientID: $0.1, token: try cipher.open($0.2), attempts: $0.3) }
+    }
+
+    public func finishRevocation(id: Int64) async throws {
+        try await pool.write { db -> Void in
+            try db.execute(sql: "DELETE FROM revocations WHERE id = ?", arguments: [id])
+        }
+    }
+
+    public func subjectsWithoutTransferSubject(limit: Int) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT sub FROM users WHERE transfer_sub IS NULL ORDER BY sub LIMIT ?", arguments: [limit])
+        }
+    }
+
+    public func setTransferSubject(_ transferSubject: String, for subject: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE users SET transfer_sub = ? WHERE sub = ?", arguments: [transferSubject, subject])
+        }
+    }
+
+    // MARK: shared statements
+
+    private static func revokeLink(_ db: Database, subject: String, at: Double) throws {
+        try db.execute(sql: "DELETE FROM sessions WHERE sub = ?", arguments: [subject])
+        try db.execute(sql: "DELETE FROM refresh_tokens WHERE sub = ?", arguments: [subject])
+        try db.execute(sql: "UPDATE users SET link_revoked_at = ? WHERE sub = ?", arguments: [at, subject])
+    }
+
+    private static func deleteUser(_ db: Database, subject: String, tombstone: Bool, at: Double) throws -> (clientID: String, token: String)? {
+        let token = try Row.fetchOne(db, sql: "SELECT client_id, token FROM refresh_tokens WHERE sub = ?", arguments: [subject])
+        try db.execute(sql: "DELETE FROM users WHERE sub = ?", arguments: [subject])
+        if tombstone {
+            try db.execute(sql: "INSERT INTO tombstones (sub, deleted_at) VALUES (?, ?) ON CONFLICT(sub) DO UPDATE SET deleted_at = excluded.deleted_at", arguments: [subject, at])
+        }
+        return token.map { ($0["client_id"], $0["token"]) }
+    }
+
     private static func user(_ row: Row) -> UserRecord {
         UserRecord(
             subject: row["sub"], email: row["email"], isPrivateEmail: row["is_private_email"],
             firstName: row["first_name"], lastName: row["last_name"],
-            createdAt: Date(timeIntervalSince1970: row["created_at"]), lastSignInAt: Date(timeIntervalSince1970: row["last_sign_in_at"])
+            createdAt: Date(timeIntervalSince1970: row["created_at"]), lastSignInAt: Date(timeIntervalSince1970: row["last_sign_in_at"]),
+            emailForwardingDisabled: row["email_forwarding_disabled"],
+            linkRevokedAt: (row["link_revoked_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
         )
     }
+}
+
+/// The SQLite schema, one string per migration.
+enum SQLiteSchema {
+    static let v1 = """
+        CREATE TABLE pending_authorizations (
+            state TEXT PRIMARY KEY NOT NULL,
+            nonce TEXT NOT NULL,
+            return_to TEXT NOT NULL,
+            binding_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX pending_expires ON pending_authorizations(expires_at);
+        CREATE TABLE users (
+            sub TEXT PRIMARY KEY NOT NULL,
+            email TEXT,
+            is_private_email INTEGER NOT NULL DEFAULT 0,
+            first_name TEXT,
+            last_name TEXT,
+            email_forwarding_disabled INTEGER NOT NULL DEFAULT 0,
+            link_revoked_at REAL,
+            transfer_sub TEXT UNIQUE,
+            created_at REAL NOT NULL,
+            last_sign_in_at REAL NOT NULL
+        );
+        CREATE TABLE refresh_tokens (
+            sub TEXT PRIMARY KEY NOT NULL REFERENCES users(sub) ON DELETE CASCADE ON UPDATE CASCADE,
+            client_id TEXT NOT NULL,
+            token TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            last_check_at REAL,
+            next_check_at REAL NOT NULL
+        );
+        CREATE INDEX refresh_due ON refresh_tokens(next_check_at);
+        CREATE TABLE sessions (
+            id_hash TEXT PRIMARY KEY NOT NULL,
+            sub TEXT NOT NULL REFERENCES users(sub) ON DELETE CASCADE ON UPDATE CASCADE,
+            csrf_token TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX sessions_sub ON sessions(sub);
+        CREATE INDEX sessions_expires ON sessions(expires_at);
+        CREATE TABLE notifications (
+            jti TEXT PRIMARY KEY NOT NULL,
+            type TEXT NOT NULL,
+            sub TEXT NOT NULL,
+            event_time REAL NOT NULL,
+            received_at REAL NOT NULL
+        );
+        CREATE TABLE tombstones (
+            sub TEXT PRIMARY KEY NOT NULL,
+            deleted_at REAL NOT NULL
+        );
+        CREATE TABLE revocations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            client_id TEXT NOT NULL,
+            token TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            created_at REAL NOT NULL
+        );
+        """
 }

@@ -1,3 +1,4 @@
+import AppleSignIn
 import Foundation
 
 /// Everything the server keeps between requests. One implementation per database; chosen once at start.
@@ -9,7 +10,8 @@ public protocol SignInStore: Sendable {
     /// Removes and returns the pending authorization for `state` if it exists and has not expired;
     /// atomic, so of many concurrent callers with the same state at most one gets it.
     func consumePending(state: String, now: Date) async throws -> PendingAuthorization?
-    /// Upserts the user (never erasing a stored name), stores the refresh token, and creates the session.
+    /// Upserts the user (never erasing a stored name; linking by `transfer_sub` during a team transfer),
+    /// stores the refresh token with its first check a day later, and creates the session.
     func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord
     /// The live session with this id hash, with its user.
     func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)?
@@ -17,4 +19,26 @@ public protocol SignInStore: Sendable {
     func deleteSession(idHash: String) async throws -> Bool
     /// True when the database answers.
     func ping() async throws
+
+    /// Applies a verified notification once (by `jti`), in one transaction with recording it.
+    func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome
+    /// Deletes the user's data (sessions, tokens, profile); returns the refresh token to revoke at Apple, if any.
+    func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck?
+    /// Ends the user's sessions, forgets the refresh token and marks the link revoked.
+    func revokeLink(subject: String, at: Date) async throws
+
+    /// Claims up to `limit` refresh tokens whose check is due, moving their next check to `nextCheck`
+    /// (at least a day ahead), so no other instance checks them again today.
+    func claimRefreshChecks(now: Date, limit: Int, nextCheck: @Sendable () -> Date) async throws -> [RefreshCheck]
+    /// Queues a revocation Apple could not be told about.
+    func enqueueRevocation(clientID: String, token: String, at: Date) async throws
+    /// Claims up to `limit` queued revocations that are due, pushing their next attempt to `retryAt`.
+    func claimRevocations(now: Date, limit: Int, retryAt: Date) async throws -> [PendingRevocation]
+    /// Removes a revocation that Apple accepted.
+    func finishRevocation(id: Int64) async throws
+
+    /// Users whose `transfer_sub` is not known yet (team transfer preparation).
+    func subjectsWithoutTransferSubject(limit: Int) async throws -> [String]
+    /// Records the `transfer_sub` Apple gave for a user.
+    func setTransferSubject(_ transferSubject: String, for subject: String) async throws
 }

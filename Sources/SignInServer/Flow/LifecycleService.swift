@@ -1,0 +1,31 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// The background service that runs refresh checks and queued revocations every `interval`, until shutdown.
+public struct LifecycleService: Service {
+    let lifecycle: AccountLifecycle
+    let interval: Duration
+    let logger: Logger
+
+    /// Creates the service.
+    public init(lifecycle: AccountLifecycle, interval: Duration, logger: Logger) {
+        self.lifecycle = lifecycle
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                try await lifecycle.runRevocationQueue(logger: logger)
+                try await lifecycle.runRefreshChecks(logger: logger)
+            } catch {
+                logger.error("lifecycle run failed; will try again", metadata: ["error": "\(error)"])
+            }
+            // Jitter so that several instances do not all wake at once.
+            let jitter = Duration.milliseconds(Int64.random(in: 0...max(1, interval.components.seconds * 100)))
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval + jitter) }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import AppleSignIn
+import Foundation
+import Logging
+
+/// Sign-in for native iOS apps: they send the `identityToken` and `authorizationCode` that
+/// `ASAuthorizationAppleIDCredential` gives them; the audience is the app's bundle ID.
+public struct NativeSignIn: Sendable {
+    let store: any SignInStore
+    let verifier: IdentityTokenVerifier
+    let client: AppleIDClient
+    let sessionLifetime: TimeInterval
+
+    /// Creates the native flow; `verifier` accepts the bundle IDs only.
+    public init(store: any SignInStore, verifier: IdentityTokenVerifier, client: AppleIDClient, sessionLifetime: TimeInterval) {
+        self.store = store
+        self.verifier = verifier
+        self.client = client
+        self.sessionLifetime = sessionLifetime
+    }
+
+    /// What an app sends.
+    public struct Request: Decodable, Sendable {
+        /// The identity token (JWT) from the credential.
+        public var identityToken: String
+        /// The authorization code from the credential.
+        public var authorizationCode: String
+        /// The raw nonce the app generated, if it set one (its SHA-256 is in the request to Apple).
+        public var nonce: String?
+        /// First-time only: the name the credential carried.
+        public var firstName: String?
+        /// First-time only.
+        public var lastName: String?
+        /// First-time only: the email the credential carried.
+        public var email: String?
+    }
+
+    /// A session for the app.
+    public struct Session: Encodable, Sendable {
+        /// Bearer token for `Authorization: Bearer …`.
+        public var sessionToken: String
+        /// When it expires.
+        public var expiresAt: Date
+        /// Apple's user id.
+        public var sub: String
+
+        enum CodingKeys: String, CodingKey {
+            case sessionToken = "session_token", expiresAt = "expires_at", sub
+        }
+    }
+
+    /// Verifies the identity token, exchanges the code with the bundle ID as `client_id`, and opens a session.
+    public func signIn(_ request: Request, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Session {
+        let front: AppleIdentity
+        do {
+            front = try await verifier.verify(request.identityToken, nonce: request.nonce, now: now)
+        } catch {
+            throw .notVerified("identityToken: \(error)")
+        }
+        guard let bundleID = try? ClientID(front.audience, field: "aud") else { throw .notVerified("audience is not a bundle ID") }
+        let tokens: TokenResponse
+        do {
+            tokens = try await client.exchange(code: request.authorizationCode, redirectURI: nil, clientID: bundleID, logger: logger)
+        } catch {
+            switch error.kind {
+            case .invalidClient, .unauthorizedClient: throw .misconfigured(error.message)
+            case .invalidGrant: throw .expired
+            default: throw error.isRetryable ? .unavailable(error.message) : .notVerified(error.message)
+            }
+        }
+        if let idToken = tokens.idToken {
+            do {
+                let back = try await verifier.verify(idToken, now: now)
+                guard back.subject == front.subject else { throw SignInFailure.notVerified("sub differs between identityToken and the token endpoint") }
+            } catch let failure as SignInFailure {
+                throw failure
+            } catch {
+                throw .notVerified("token-endpoint id_token: \(error)")
+            }
+        }
+        let sessionID = RandomToken.generate()
+        let email = front.email ?? request.email
+        let expiresAt = now.addingTimeInterval(sessionLifetime)
+        do {
+            _ = try await store.completeSignIn(CompletedSignIn(
+                subject: front.subject, email: email,
+                isPrivateEmail: front.isPrivateEmail ?? (email?.hasSuffix("@privaterelay.appleid.com") ?? false),
+                firstName: Self.nonEmpty(request.firstName), lastName: Self.nonEmpty(request.lastName),
+                refreshToken: tokens.refreshToken, clientID: bundleID.rawValue, transferSubject: front.transferSubject,
+                session: SessionRecord(idHash: SignInFlow.hash(sessionID), subject: front.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: expiresAt),
+                at: now
+            ))
+        } catch {
+            throw .unavailable("store: \(error)")
+        }
+        logger.info("native sign-in", metadata: ["sub": "\(front.subject)", "bundle_id": "\(bundleID)"])
+        return Session(sessionToken: sessionID, expiresAt: expiresAt, sub: front.subject)
+    }
+
+    private static func nonEmpty(_ text: String?) -> String? {
+        guard let text = text?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty else { return nil }
+        return text
+    }
+}
