@@ -72,9 +72,63 @@ extension AppleIDEmulator {
         group.get("deliveries") { _, _ in
             jsonResponse(await self.state.deliveries)
         }
+        group.post("native-authorization") { request, context in
+            let native = try await request.decode(as: NativeAuthorizationRequest.self, context: context)
+            return jsonResponse(try await self.nativeAuthorization(native))
+        }
         group.get("counters") { _, _ in
             jsonResponse(await self.state.counters)
         }
+    }
+
+    /// What a native app's `ASAuthorizationAppleIDProvider` request carries (admin API `POST native-authorization`).
+    public struct NativeAuthorizationRequest: Codable, Sendable {
+        /// The app's bundle ID.
+        public var clientID: String
+        /// The test user.
+        public var sub: String
+        /// The nonce the app put in the request (iOS apps send its SHA-256 hex).
+        public var nonce: String?
+        /// Whether the user hides their email.
+        public var hideEmail: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case clientID = "client_id", sub, nonce, hideEmail = "hide_email"
+        }
+    }
+
+    /// What the device hands the app: an identity token and an authorization code (no redirect URI), plus the
+    /// first-time name and email the credential carries.
+    public struct NativeAuthorization: Codable, Sendable {
+        /// The identity token.
+        public var identityToken: String
+        /// The authorization code, exchanged with the bundle ID as `client_id`.
+        public var authorizationCode: String
+        /// First-time only.
+        public var firstName: String?
+        /// First-time only.
+        public var lastName: String?
+        /// First-time only.
+        public var email: String?
+    }
+
+    /// Issues what a device would give a native app after the user consents.
+    public func nativeAuthorization(_ request: NativeAuthorizationRequest) async throws -> NativeAuthorization {
+        guard let client = client(request.clientID), client.enabled else { throw HTTPError(.badRequest, message: "unknown client_id") }
+        guard let user = user(request.sub) else { throw HTTPError(.badRequest, message: "unknown test user") }
+        let hide = request.hideEmail ?? false
+        let email = hide ? user.relayEmail : user.email
+        let now = Date()
+        let code = await state.issueCode(.init(
+            clientID: client.clientID, redirectURI: "", subject: user.sub, nonce: request.nonce, email: email, isPrivateEmail: hide,
+            authTime: now, expiresAt: now.addingTimeInterval(TimeInterval(configuration.codeLifetime))
+        ))
+        let token = try await signIDToken(clientID: client.clientID, subject: user.sub, nonce: request.nonce, email: email, isPrivateEmail: hide, authTime: now, code: code, now: now)
+        let firstTime = await state.recordConsent(clientID: client.clientID, subject: user.sub)
+        return NativeAuthorization(
+            identityToken: token, authorizationCode: code,
+            firstName: firstTime ? user.firstName : nil, lastName: firstTime ? user.lastName : nil, email: firstTime ? email : nil
+        )
     }
 
     /// Signs and posts a notification in Apple's format; returns the recorded deliveries.

@@ -55,6 +55,23 @@ public struct AppleIDClient: Sendable {
         _ = try await post("/auth/revoke", form: form, logger: logger)
     }
 
+    /// A bearer token for team-transfer lookups (`grant_type=client_credentials`, `scope=user.migration`).
+    public func migrationAccessToken(logger: Logger? = nil) async throws(AppleIDClientError) -> String {
+        let client = configuration.servicesID
+        let form = [("client_id", client.rawValue), ("client_secret", try secret(for: client)), ("grant_type", "client_credentials"), ("scope", "user.migration")]
+        return try await decode(TokenResponse.self, from: post("/auth/token", form: form, logger: logger)).accessToken
+    }
+
+    /// The `transfer_sub` of a user of this team, for a transfer to `targetTeam` (APPLE.md §8).
+    public func transferSubject(for subject: String, targetTeam: TeamID, accessToken: String, logger: Logger? = nil) async throws(AppleIDClientError) -> String {
+        struct Answer: Decodable {
+            var transfer_sub: String
+        }
+        let client = configuration.servicesID
+        let form = [("sub", subject), ("target", targetTeam.rawValue), ("client_id", client.rawValue), ("client_secret", try secret(for: client))]
+        return try await decode(Answer.self, from: post("/auth/usermigrationinfo", form: form, bearer: accessToken, logger: logger)).transfer_sub
+    }
+
     private func secret(for client: ClientID) throws(AppleIDClientError) -> String {
         do {
             return try secrets.secret(for: client)
@@ -67,7 +84,7 @@ public struct AppleIDClient: Sendable {
         var error: String
     }
 
-    private func post(_ path: String, form: [(String, String)], logger callerLogger: Logger?) async throws(AppleIDClientError) -> ByteBuffer {
+    private func post(_ path: String, form: [(String, String)], bearer: String? = nil, logger callerLogger: Logger?) async throws(AppleIDClientError) -> ByteBuffer {
         let logger = callerLogger ?? self.logger
         let url = configuration.endpoint(path)
         var request = HTTPClientRequest(url: url.absoluteString)
@@ -75,6 +92,7 @@ public struct AppleIDClient: Sendable {
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.headers.add(name: "Accept", value: "application/json")
         request.headers.add(name: "User-Agent", value: "siwa")
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
         let started = ContinuousClock.now
         let response: HTTPClientResponse
