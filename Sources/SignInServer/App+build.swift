@@ -24,10 +24,20 @@ public struct ServerComponents: Sendable {
     public let lifecycle: AccountLifecycle
 }
 
-/// Builds the store, the Apple clients and the flow from settings. The store is migrated.
+/// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
+public func makeStore(settings: ServerSettings, logger: Logger) throws -> any SignInStore {
+    let cipher = try TokenCipher(base64Keys: settings.dataKeys)
+    if settings.database.hasPrefix("postgres://") || settings.database.hasPrefix("postgresql://") {
+        return try PostgresStore(url: settings.database, cipher: cipher, logger: logger)
+    }
+    return try SQLiteStore(path: settings.database, cipher: cipher)
+}
+
+/// Builds the store, the Apple clients and the flow from settings. A SQLite store is migrated here; a
+/// PostgreSQL store needs its client running first, so `buildApplication` migrates it before serving.
 public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, store: (any SignInStore)? = nil, logger: Logger) async throws -> ServerComponents {
-    let store = try store ?? SQLiteStore(path: settings.database, cipher: TokenCipher(base64Keys: settings.dataKeys))
-    try await store.migrate()
+    let store = try store ?? makeStore(settings: settings, logger: logger)
+    if !(store is PostgresStore) { try await store.migrate() }
     let timeout = TimeAmount.milliseconds(Int64(settings.appleTimeoutMS))
     let keySet = AppleKeySet(source: .remote(settings.apple.endpoint("/auth/keys"), httpClient, timeout: timeout), logger: logger)
     // The web flow accepts the Services ID only; native apps their bundle IDs only; notifications any of ours.
@@ -75,11 +85,17 @@ public func buildApplication(
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
     let router = buildRouter(settings: settings, components: components, renderer: renderer)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
-    return Application(
+    var allServices = services
+    if let postgres = components.store as? PostgresStore { allServices.insert(postgres.client, at: 0) }
+    var app = Application(
         router: router,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
-        services: services + [lifecycle],
+        services: allServices + [lifecycle],
         onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
         logger: logger
     )
+    if let postgres = components.store as? PostgresStore {
+        app.beforeServerStarts { try await postgres.migrate() }
+    }
+    return app
 }

@@ -112,7 +112,7 @@ extension ServePlan {
                 returnURLs: [returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM,
                 appleBaseURL: "http://127.0.0.1:\(emulatorPort)"
             )
-            let dataKeys = values.list("data_key").isEmpty ? [try LocalDataKey.loadOrCreate(path: database + ".key")] : values.list("data_key")
+            let dataKeys = values.list("data_key").isEmpty ? [try LocalDataKey.loadOrCreate(path: database.contains("://") ? "./siwa.sqlite.key" : database + ".key")] : values.list("data_key")
             settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: origin + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort

@@ -98,8 +98,9 @@ public struct AppleIDClient: Sendable {
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
-            response = try await httpClient.execute(request, timeout: timeout, logger: logger)
-            body = try await response.body.collect(upTo: Self.maximumResponseSize)
+            let deadline = NIODeadline.now() + timeout
+            response = try await httpClient.execute(request, deadline: deadline, logger: logger)
+            body = try await response.body.collect(upTo: Self.maximumResponseSize, deadline: deadline)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             logger.warning("Apple call timed out", metadata: ["path": "\(path)", "timeout": "\(timeout)"])
             throw AppleIDClientError(kind: .timeout, appleCode: nil, message: "no answer from \(url.host ?? "Apple") within \(timeout.nanoseconds / 1_000_000) ms")

@@ -187,8 +187,9 @@ public final class AppleKeySet: Sendable {
             do {
                 var request = HTTPClientRequest(url: url.absoluteString)
                 request.headers.add(name: "Accept", value: "application/json")
-                let response = try await client.execute(request, timeout: timeout)
-                let body = try await response.body.collect(upTo: policy.maximumBodySize)
+                let deadline = NIODeadline.now() + timeout
+                let response = try await client.execute(request, deadline: deadline)
+                let body = try await response.body.collect(upTo: policy.maximumBodySize, deadline: deadline)
                 guard response.status == .ok else {
                     return .failure(FetchError(description: "HTTP \(response.status.code) from \(url.absoluteString)"))
                 }

@@ -1,0 +1,284 @@
+import AppleSignIn
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The shared store for several instances: PostgreSQL through postgres-nio. The `PostgresClient` is a
+/// service and must run (it is added to the application's services by `buildApplication`).
+public final class PostgresStore: SignInStore {
+    /// The connection pool; run it as a service.
+    public let client: PostgresClient
+    private let cipher: TokenCipher
+    private let logger: Logger
+
+    /// Creates a store for `postgres://user[:password]@host[:port]/database`.
+    public init(url: String, cipher: TokenCipher, logger: Logger) throws {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+            let host = components.host, let user = components.user
+        else {
+            throw ConfigurationError(field: "db", "must be a SQLite path or postgres://user[:password]@host[:port]/database, got \(url.hasPrefix("postgres") ? "an invalid postgres URL" : url)")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? user : database, tls: .disable
+        )
+        configuration.options.connectTimeout = .seconds(3)
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.cipher = cipher
+        self.logger = logger
+    }
+
+    public func migrate() async throws {
+        try await client.withConnection { connection in
+            // Several instances may start at once: one migrates while the others wait on the advisory lock.
+            try await connection.query("SELECT pg_advisory_lock(727472)", logger: self.logger)
+            do {
+                try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)", logger: self.logger)
+                let applied = try await connection.query("SELECT 1 FROM schema_migrations WHERE version = 'v1'", logger: self.logger).collect()
+                if applied.isEmpty {
+                    for statement in PostgresSchema.v1 {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+                    }
+                    try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES ('v1', \(Date().timeIntervalSince1970))", logger: self.logger)
+                }
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(727472)", logger: self.logger)
+                throw error
+            }
+            try await connection.query("SELECT pg_advisory_unlock(727472)", logger: self.logger)
+        }
+    }
+
+    public func savePending(_ pending: PendingAuthorization) async throws {
+        try await client.query(
+            "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at) VALUES (\(pending.state), \(pending.nonce), \(pending.returnTo), \(pending.bindingHash), \(pending.createdAt.timeIntervalSince1970), \(pending.expiresAt.timeIntervalSince1970))",
+            logger: logger
+        )
+    }
+
+    public func consumePending(state: String, now: Date) async throws -> PendingAuthorization? {
+        let rows = try await client.query(
+            "DELETE FROM pending_authorizations WHERE state = \(state) RETURNING nonce, return_to, binding_hash, created_at, expires_at",
+            logger: logger
+        )
+        for try await (nonce, returnTo, binding, created, expires) in rows.decode((String, String, String, Double, Double).self) {
+            guard expires > now.timeIntervalSince1970 else { return nil }
+            return PendingAuthorization(state: state, nonce: nonce, returnTo: returnTo, bindingHash: binding, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires))
+        }
+        return nil
+    }
+
+    public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
+        let sealed = try completed.refreshToken.map { try cipher.seal($0) }
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            let at = completed.at.timeIntervalSince1970
+            if let transfer = completed.transferSubject {
+                let exists = try await connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect()
+                if exists.isEmpty {
+                    try await connection.query("UPDATE users SET sub = \(completed.subject) WHERE transfer_sub = \(transfer)", logger: logger)
+                }
+            }
+            try await connection.query("""
+                INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
+                VALUES (\(completed.subject), \(completed.email), \(completed.isPrivateEmail), \(completed.firstName), \(completed.lastName), \(at), \(at))
+                ON CONFLICT (sub) DO UPDATE SET
+                    email = COALESCE(EXCLUDED.email, users.email),
+                    is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN users.is_private_email ELSE EXCLUDED.is_private_email END,
+                    first_name = COALESCE(EXCLUDED.first_name, users.first_name),
+                    last_name = COALESCE(EXCLUDED.last_name, users.last_name),
+                    last_sign_in_at = EXCLUDED.last_sign_in_at,
+                    link_revoked_at = NULL
+                """, logger: logger)
+            if let sealed {
+                try await connection.query("""
+                    INSERT INTO refresh_tokens (sub, client_id, token, updated_at, next_check_at) VALUES (\(completed.subject), \(completed.clientID), \(sealed), \(at), \(at + 86_400))
+                    ON CONFLICT (sub) DO UPDATE SET client_id = EXCLUDED.client_id, token = EXCLUDED.token, updated_at = EXCLUDED.updated_at, next_check_at = EXCLUDED.next_check_at
+                    """, logger: logger)
+            }
+            let session = completed.session
+            try await connection.query(
+                "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
+                logger: logger
+            )
+            let rows = try await connection.query("SELECT \(unescaped: PostgresStore.userColumns) FROM users WHERE sub = \(completed.subject)", logger: logger)
+            for try await row in rows { return try UserRow(row: row, offset: 0).user }
+            throw PostgresStoreError(description: "user vanished inside its own transaction")
+        }
+    }
+
+    public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
+        let rows = try await client.query(
+            "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: Self.userColumns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
+            logger: logger
+        )
+        for try await row in rows {
+            let (csrf, created, expires) = try row.decode((String, Double, Double).self)
+            let user = try UserRow(row: row, offset: 3).user
+            return (SessionRecord(idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires)), user)
+        }
+        return nil
+    }
+
+    public func deleteSession(idHash: String) async throws -> Bool {
+        let rows = try await client.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
+        return !rows.isEmpty
+    }
+
+    public func ping() async throws {
+        try await client.query("SELECT 1", logger: logger)
+    }
+
+    public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            let at = receivedAt.timeIntervalSince1970
+            let event = notification.event
+            let inserted = try await connection.query(
+                "INSERT INTO notifications (jti, type, sub, event_time, received_at) VALUES (\(notification.id), \(event.type.rawValue), \(event.subject), \(event.eventTime.timeIntervalSince1970), \(at)) ON CONFLICT (jti) DO NOTHING RETURNING 1",
+                logger: logger
+            ).collect()
+            guard !inserted.isEmpty else { return NotificationOutcome.duplicate }
+            switch event.type {
+            case .emailDisabled:
+                try await connection.query("UPDATE users SET email_forwarding_disabled = TRUE WHERE sub = \(event.subject)", logger: logger)
+            case .emailEnabled:
+                try await connection.query("UPDATE users SET email_forwarding_disabled = FALSE WHERE sub = \(event.subject)", logger: logger)
+            case .consentRevoked:
+                try await Self.revokeLink(connection, subject: event.subject, at: at, logger: logger)
+            case .accountDelete:
+                _ = try await Self.deleteUser(connection, subject: event.subject, tombstone: true, at: at, logger: logger)
+            case .unknown:
+                return NotificationOutcome.recorded
+            }
+            return NotificationOutcome.applied
+        }
+    }
+
+    public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
+        let logger = self.logger
+        let row = try await client.withTransaction(logger: logger) { connection in
+            try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+        }
+        guard let row else { return nil }
+        return RefreshCheck(subject: subject, clientID: row.0, token: try cipher.open(row.1))
+    }
+
+    public func revokeLink(subject: String, at: Date) async throws {
+        let logger = self.logger
+        try await client.withTransaction(logger: logger) { connection in
+            try await Self.revokeLink(connection, subject: subject, at: at.timeIntervalSince1970, logger: logger)
+        }
+    }
+
+    public func claimRefreshChecks(now: Date, limit: Int, nextCheck: @Sendable () -> Date) async throws -> [RefreshCheck] {
+        let current = now.timeIntervalSince1970
+        let next = max(nextCheck().timeIntervalSince1970, current + 86_400)
+        let rows = try await client.query("""
+            UPDATE refresh_tokens SET next_check_at = \(next) + random() * 60, last_check_at = \(current)
+            WHERE sub IN (SELECT sub FROM refresh_tokens WHERE next_check_at <= \(current) ORDER BY next_check_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING sub, client_id, token
+            """, logger: logger)
+        var result: [RefreshCheck] = []
+        for try await (sub, clientID, token) in rows.decode((String, String, String).self) {
+            result.append(RefreshCheck(subject: sub, clientID: clientID, token: try cipher.open(token)))
+        }
+        return result
+    }
+
+    public func enqueueRevocation(clientID: String, token: String, at: Date) async throws {
+        let sealed = try cipher.seal(token)
+        try await client.query(
+            "INSERT INTO revocations (client_id, token, attempts, next_attempt_at, created_at) VALUES (\(clientID), \(sealed), 0, \(at.timeIntervalSince1970), \(at.timeIntervalSince1970))",
+            logger: logger
+        )
+    }
+
+    public func claimRevocations(now: Date, limit: Int, retryAt: Date) async throws -> [PendingRevocation] {
+        let rows = try await client.query("""
+            UPDATE revocations SET attempts = attempts + 1, next_attempt_at = \(retryAt.timeIntervalSince1970)
+            WHERE id IN (SELECT id FROM revocations WHERE next_attempt_at <= \(now.timeIntervalSince1970) ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING id, client_id, token, attempts
+            """, logger: logger)
+        var result: [PendingRevocation] = []
+        for try await (id, clientID, token, attempts) in rows.decode((Int64, String, String, Int).self) {
+            result.append(PendingRevocation(id: id, clientID: clientID, token: try cipher.open(token), attempts: attempts))
+        }
+        return result
+    }
+
+    public func finishRevocation(id: Int64) async throws {
+        try await client.query("DELETE FROM revocations WHERE id = \(id)", logger: logger)
+    }
+
+    public func subjectsWithoutTransferSubject(limit: Int) async throws -> [String] {
+        let rows = try await client.query("SELECT sub FROM users WHERE transfer_sub IS NULL ORDER BY sub LIMIT \(limit)", logger: logger)
+        var result: [String] = []
+        for try await sub in rows.decode(String.self) { result.append(sub) }
+        return result
+    }
+
+    public func setTransferSubject(_ transferSubject: String, for subject: String) async throws {
+        try await client.query("UPDATE users SET transfer_sub = \(transferSubject) WHERE sub = \(subject)", logger: logger)
+    }
+
+    // MARK: shared statements
+
+    static let userColumns = "sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at, email_forwarding_disabled, link_revoked_at"
+
+    private struct UserRow {
+        var user: UserRecord
+
+        init(row: PostgresRow, offset: Int) throws {
+            let cells = Array(row)
+            func cell<T: PostgresDecodable>(_ index: Int, _ type: T.Type) throws -> T { try cells[offset + index].decode(T.self) }
+            user = UserRecord(
+                subject: try cell(0, String.self), email: try cell(1, String?.self), isPrivateEmail: try cell(2, Bool.self),
+                firstName: try cell(3, String?.self), lastName: try cell(4, String?.self),
+                createdAt: Date(timeIntervalSince1970: try cell(5, Double.self)), lastSignInAt: Date(timeIntervalSince1970: try cell(6, Double.self)),
+                emailForwardingDisabled: try cell(7, Bool.self), linkRevokedAt: try cell(8, Double?.self).map { Date(timeIntervalSince1970: $0) }
+            )
+        }
+    }
+
+    private static func revokeLink(_ connection: PostgresConnection, subject: String, at: Double, logger: Logger) async throws {
+        try await connection.query("DELETE FROM sessions WHERE sub = \(subject)", logger: logger)
+        try await connection.query("DELETE FROM refresh_tokens WHERE sub = \(subject)", logger: logger)
+        try await connection.query("UPDATE users SET link_revoked_at = \(at) WHERE sub = \(subject)", logger: logger)
+    }
+
+    private static func deleteUser(_ connection: PostgresConnection, subject: String, tombstone: Bool, at: Double, logger: Logger) async throws -> (String, String)? {
+        var token: (String, String)?
+        for try await row in try await connection.query("SELECT client_id, token FROM refresh_tokens WHERE sub = \(subject)", logger: logger).decode((String, String).self) {
+            token = row
+        }
+        try await connection.query("DELETE FROM users WHERE sub = \(subject)", logger: logger)
+        if tombstone {
+            try await connection.query("INSERT INTO tombstones (sub, deleted_at) VALUES (\(subject), \(at)) ON CONFLICT (sub) DO UPDATE SET deleted_at = EXCLUDED.deleted_at", logger: logger)
+        }
+        return token
+    }
+}
+
+/// A failure inside the PostgreSQL store that is not the database's own error.
+struct PostgresStoreError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The PostgreSQL schema, statement by statement.
+enum PostgresSchema {
+    static let v1 = [
+        "CREATE TABLE pending_authorizations (state TEXT PRIMARY KEY, nonce TEXT NOT NULL, return_to TEXT NOT NULL, binding_hash TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX pending_expires ON pending_authorizations(expires_at)",
+        "CREATE TABLE users (sub TEXT PRIMARY KEY, email TEXT, is_private_email BOOLEAN NOT NULL DEFAULT FALSE, first_name TEXT, last_name TEXT, email_forwarding_disabled BOOLEAN NOT NULL DEFAULT FALSE, link_revoked_at DOUBLE PRECISION, transfer_sub TEXT UNIQUE, created_at DOUBLE PRECISION NOT NULL, last_sign_in_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE refresh_tokens (sub TEXT PRIMARY KEY REFERENCES users(sub) ON DELETE CASCADE ON UPDATE CASCADE, client_id TEXT NOT NULL, token TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL, last_check_at DOUBLE PRECISION, next_check_at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX refresh_due ON refresh_tokens(next_check_at)",
+        "CREATE TABLE sessions (id_hash TEXT PRIMARY KEY, sub TEXT NOT NULL REFERENCES users(sub) ON DELETE CASCADE ON UPDATE CASCADE, csrf_token TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX sessions_sub ON sessions(sub)",
+        "CREATE INDEX sessions_expires ON sessions(expires_at)",
+        "CREATE TABLE notifications (jti TEXT PRIMARY KEY, type TEXT NOT NULL, sub TEXT NOT NULL, event_time DOUBLE PRECISION NOT NULL, received_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE tombstones (sub TEXT PRIMARY KEY, deleted_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE revocations (id BIGSERIAL PRIMARY KEY, client_id TEXT NOT NULL, token TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at DOUBLE PRECISION NOT NULL, created_at DOUBLE PRECISION NOT NULL)",
+    ]
+}
