@@ -3,27 +3,40 @@ import Foundation
 /// Base64url without padding (RFC 7515 §2), the encoding of every JWT part and of our random tokens.
 public enum Base64URL {
     /// Encodes bytes as base64url without padding.
+    // Both directions map bytes rather than call String.replacingOccurrences, which on Linux bridges through
+    // NSString and cost most of an id_token verification.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-")
-        text = text.replacingOccurrences(of: "/", with: "_")
-        while text.last == "=" { text.removeLast() }
-        return text
+        var encoded = Array(Data(bytes).base64EncodedData())
+        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
+        for index in encoded.indices {
+            switch encoded[index] {
+            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: encoded, as: UTF8.self)
     }
 
     /// Decodes base64url (padding optional); nil for anything that is not base64url.
     public static func decode(_ text: some StringProtocol) -> Data? {
-        var standard = String(text)
-        guard standard.utf8.allSatisfy({ isAlphabet($0) }) else { return nil }
-        standard = standard.replacingOccurrences(of: "-", with: "+")
-        standard = standard.replacingOccurrences(of: "_", with: "/")
-        switch standard.utf8.count % 4 {
+        var standard: [UInt8] = []
+        standard.reserveCapacity(text.utf8.count + 2)
+        for byte in text.utf8 {
+            guard isAlphabet(byte) else { return nil }
+            switch byte {
+            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
+            default: standard.append(byte)
+            }
+        }
+        switch standard.count % 4 {
         case 0: break
-        case 2: standard += "=="
-        case 3: standard += "="
+        case 2: standard += [UInt8(ascii: "="), UInt8(ascii: "=")]
+        case 3: standard.append(UInt8(ascii: "="))
         default: return nil
         }
-        return Data(base64Encoded: standard)
+        return Data(base64Encoded: Data(standard))
     }
 
     private static func isAlphabet(_ byte: UInt8) -> Bool {

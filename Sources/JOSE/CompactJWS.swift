@@ -39,10 +39,11 @@ public struct CompactJWS: Sendable {
     /// Splits and decodes a token.
     public init(_ token: String) throws(ParseFailure) {
         guard token.utf8.count <= Self.maximumSize else { throw .tooLarge(token.utf8.count) }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        // Split the UTF-8 bytes: splitting the String by Character runs grapheme breaking over the whole token.
+        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .wrongPartCount(parts.count) }
-        guard let headerData = Base64URL.decode(parts[0]), let payload = Base64URL.decode(parts[1]),
-            let signature = Base64URL.decode(parts[2])
+        guard let headerData = Base64URL.decode(Substring(parts[0])), let payload = Base64URL.decode(Substring(parts[1])),
+            let signature = Base64URL.decode(Substring(parts[2]))
         else { throw .notBase64URL }
         do {
             header = try JSONDecoder().decode(Header.self, from: headerData)
@@ -51,7 +52,6 @@ public struct CompactJWS: Sendable {
         }
         self.payload = payload
         self.signature = signature
-        let signedEnd = token.utf8.index(token.utf8.startIndex, offsetBy: parts[0].utf8.count + 1 + parts[1].utf8.count)
-        signingInput = token[token.startIndex..<signedEnd].utf8
+        signingInput = token[..<parts[1].endIndex].utf8
     }
 }

@@ -22,6 +22,8 @@ public struct ServerComponents: Sendable {
     public let notifications: NotificationVerifier
     /// Deletion, refresh checks, revocation queue.
     public let lifecycle: AccountLifecycle
+    /// Metrics served at `/metrics`.
+    public let metrics: ServerMetrics
 }
 
 /// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
@@ -45,11 +47,14 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
     let nativeVerifier = IdentityTokenVerifier(keySet: keySet, audiences: settings.apple.extraAudiences, issuers: settings.apple.acceptedIssuers)
     let notifications = NotificationVerifier(keySet: keySet, audiences: settings.apple.audiences, issuers: settings.apple.acceptedIssuers)
     let secrets = ClientSecretSigner(configuration: settings.apple)
-    let client = AppleIDClient(configuration: settings.apple, httpClient: httpClient, secrets: secrets, timeout: timeout, logger: logger)
+    let metrics = ServerMetrics()
+    let client = AppleIDClient(configuration: settings.apple, httpClient: httpClient, secrets: secrets, timeout: timeout, logger: logger) { path, outcome, duration in
+        metrics.appleCall(path: path, outcome: outcome, duration: duration)
+    }
     let flow = SignInFlow(configuration: settings.apple, returnURL: settings.returnURL, store: store, verifier: verifier, client: client, sessionLifetime: settings.sessionLifetime)
     let native = NativeSignIn(store: store, verifier: nativeVerifier, client: client, sessionLifetime: settings.sessionLifetime)
     let lifecycle = AccountLifecycle(store: store, client: client)
-    return ServerComponents(store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle)
+    return ServerComponents(store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle, metrics: metrics)
 }
 
 /// Builds the router of the web front.
@@ -63,11 +68,13 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
     router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: Logger(label: "siwa.files")))
     let cookies = CookiePolicy(secure: settings.secureCookies)
-    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: cookies, settings: settings)
+    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
         .addRoutes(to: router)
-    LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies)
+    LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
         .addRoutes(to: router)
     APIController(native: components.native, store: components.store)
+        .addRoutes(to: router)
+    OperationsController(components: components)
         .addRoutes(to: router)
     return router
 }

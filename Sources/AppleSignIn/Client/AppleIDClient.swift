@@ -21,11 +21,15 @@ public struct AppleIDClient: Sendable {
     private let secrets: ClientSecretSigner
     private let timeout: TimeAmount
     private let logger: Logger
+    private let observer: Observer?
+    /// Called after every call to Apple with the path, the outcome (`ok` or the error kind) and the duration.
+    public typealias Observer = @Sendable (_ path: String, _ outcome: String, _ duration: Duration) -> Void
     /// Largest answer accepted.
     public static let maximumResponseSize = 64 * 1024
 
     /// Creates a client; `httpClient` is owned by the caller, who shuts it down.
-    public init(configuration: AppleSignInConfiguration, httpClient: HTTPClient, secrets: ClientSecretSigner, timeout: TimeAmount = .seconds(10), logger: Logger = Logger(label: "siwa.apple")) {
+    public init(configuration: AppleSignInConfiguration, httpClient: HTTPClient, secrets: ClientSecretSigner, timeout: TimeAmount = .seconds(10), logger: Logger = Logger(label: "siwa.apple"), observer: Observer? = nil) {
+        self.observer = observer
         self.configuration = configuration
         self.httpClient = httpClient
         self.secrets = secrets
@@ -84,7 +88,19 @@ public struct AppleIDClient: Sendable {
         var error: String
     }
 
-    private func post(_ path: String, form: [(String, String)], bearer: String? = nil, logger callerLogger: Logger?) async throws(AppleIDClientError) -> ByteBuffer {
+    private func post(_ path: String, form: [(String, String)], bearer: String? = nil, logger: Logger?) async throws(AppleIDClientError) -> ByteBuffer {
+        let started = ContinuousClock.now
+        do {
+            let body = try await send(path, form: form, bearer: bearer, logger: logger)
+            observer?(path, "ok", ContinuousClock.now - started)
+            return body
+        } catch {
+            observer?(path, error.kind.name, ContinuousClock.now - started)
+            throw error
+        }
+    }
+
+    private func send(_ path: String, form: [(String, String)], bearer: String?, logger callerLogger: Logger?) async throws(AppleIDClientError) -> ByteBuffer {
         let logger = callerLogger ?? self.logger
         let url = configuration.endpoint(path)
         var request = HTTPClientRequest(url: url.absoluteString)
@@ -94,7 +110,6 @@ public struct AppleIDClient: Sendable {
         request.headers.add(name: "User-Agent", value: "siwa")
         if let bearer { request.headers.add(name: "Authorization", value: "Bearer " + bearer) }
         request.body = .bytes(ByteBuffer(string: FormEncoding.encode(form)))
-        let started = ContinuousClock.now
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
@@ -111,8 +126,7 @@ public struct AppleIDClient: Sendable {
             logger.warning("Apple call failed", metadata: ["path": "\(path)", "error": "\(String(describing: type(of: error)))"])
             throw AppleIDClientError(kind: .connectionFailed, appleCode: nil, message: "could not reach \(url.host ?? "Apple"): \(error)")
         }
-        let elapsed = ContinuousClock.now - started
-        logger.debug("Apple call", metadata: ["path": "\(path)", "status": "\(response.status.code)", "ms": "\(elapsed.components.attoseconds / 1_000_000_000_000_000 + elapsed.components.seconds * 1000)"])
+        logger.debug("Apple call", metadata: ["path": "\(path)", "status": "\(response.status.code)"])
         switch response.status.code {
         case 200:
             return body

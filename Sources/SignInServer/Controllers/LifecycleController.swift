@@ -10,6 +10,7 @@ struct LifecycleController: Sendable {
     let lifecycle: AccountLifecycle
     let renderer: PageRenderer
     let cookies: CookiePolicy
+    let metrics: ServerMetrics
 
     func addRoutes(to router: Router<ServerContext>) {
         router.post("/auth/apple/notifications", use: notification)
@@ -27,11 +28,13 @@ struct LifecycleController: Sendable {
         do {
             verified = try await notifications.verify(body: body.readableBytesView)
         } catch {
+            metrics.notification(type: "invalid", outcome: "refused")
             context.logger.notice("notification refused", metadata: ["check": "\(error.check)", "detail": "\(error.message)"])
             return Self.plain(.badRequest, "notification refused: \(error.check)")
         }
         do {
             let outcome = try await store.apply(verified, receivedAt: Date())
+            metrics.notification(type: verified.event.type.rawValue, outcome: outcome.rawValue)
             context.logger.info("notification", metadata: ["type": "\(verified.event.type)", "sub": "\(verified.event.subject)", "jti": "\(verified.id)", "outcome": "\(outcome.rawValue)"])
             return Self.plain(.ok, outcome.rawValue)
         } catch {

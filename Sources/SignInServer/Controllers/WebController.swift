@@ -12,6 +12,7 @@ struct WebController: Sendable {
     let renderer: PageRenderer
     let cookies: CookiePolicy
     let settings: ServerSettings
+    let metrics: ServerMetrics
 
     func addRoutes(to router: Router<ServerContext>) {
         router.get("/", use: signInPage)
@@ -24,7 +25,6 @@ struct WebController: Sendable {
         router.get("/auth/apple/callback", use: callbackGet)
         router.get("/session", use: sessionPage)
         router.post("/auth/signout", use: signOut)
-        router.get("/healthz") { _, _ in "ok" }
     }
 
     // MARK: pages
@@ -97,6 +97,7 @@ struct WebController: Sendable {
             context.logger.error("could not start a sign-in", metadata: ["error": "\(error)"])
             return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
         }
+        metrics.signInsStarted.increment()
         var response = Response.redirect(to: started.authorizeURL.absoluteString, type: .found)
         response.setCookie(cookies.binding(started.bindingToken))
         response.headers[.cacheControl] = "no-store"
@@ -174,6 +175,7 @@ struct WebController: Sendable {
         let binding = request.cookies[cookies.bindingName]?.value
         do {
             let completed = try await flow.complete(payload, bindingToken: binding, logger: context.logger)
+            metrics.signInsCompleted.increment()
             var response = APIController.json(["redirect": completed.returnTo])
             response.setCookie(cookies.session(completed.sessionID, maxAge: Int(settings.sessionLifetime)))
             response.setCookie(cookies.expired(cookies.bindingName))
@@ -184,6 +186,7 @@ struct WebController: Sendable {
     }
 
     private func popupFailure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext) -> Response {
+        metrics.signInFailed(failure.reason)
         context.logger.notice("popup sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
         let key = Self.pageKey(failure)
         return APIController.json(["error": failure.reason, "message": renderer.string("error.\(key).heading", language) + ". " + renderer.string("error.\(key).message", language)], status: failure.httpStatus)
@@ -204,8 +207,11 @@ struct WebController: Sendable {
 
     private func complete(_ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext) async -> Response {
         let binding = request.cookies[cookies.bindingName]?.value
+        let started = ContinuousClock.now
+        defer { metrics.callbackDuration.record(ContinuousClock.now - started) }
         do {
             let completed = try await flow.complete(payload, bindingToken: binding, logger: context.logger)
+            metrics.signInsCompleted.increment()
             var response = Response.redirect(to: completed.returnTo, type: .normal)
             response.setCookie(cookies.session(completed.sessionID, maxAge: Int(settings.sessionLifetime)))
             response.setCookie(cookies.expired(cookies.bindingName))
@@ -222,6 +228,7 @@ struct WebController: Sendable {
         case .cancelled: .info
         default: .notice
         }
+        metrics.signInFailed(failure.reason)
         context.logger.log(level: level, "sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
         let status = failure.httpStatus
         let retry = failure == .cancelled || failure.reason == "unavailable"

@@ -18,6 +18,8 @@ public struct LifecycleService: Service {
     public func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
+                let swept = try await lifecycle.store.sweepExpired(now: Date(), limit: 1000)
+                if swept > 0 { logger.debug("expired rows removed", metadata: ["count": "\(swept)"]) }
                 try await lifecycle.runRevocationQueue(logger: logger)
                 try await lifecycle.runRefreshChecks(logger: logger)
             } catch {

@@ -36,7 +36,8 @@ public struct SignInFlow: Sendable {
     public func start(returnTo: String, responseMode: ResponseMode = .formPost, now: Date = Date()) async throws -> Started {
         let request = try AuthorizationRequest(
             clientID: configuration.servicesID, redirectURI: returnURL,
-            responseType: .codeIDToken, responseMode: responseMode, scopes: responseMode == .formPost || responseMode == .webMessage ? [.name, .email] : []
+            // Apple refuses an id_token returned in a query string: query mode asks for the code alone.
+            responseType: responseMode == .query ? .code : .codeIDToken, responseMode: responseMode, scopes: responseMode == .formPost || responseMode == .webMessage ? [.name, .email] : []
         )
         let binding = RandomToken.generate()
         try await store.savePending(PendingAuthorization(

@@ -130,6 +130,20 @@ public final class PostgresStore: SignInStore {
         try await client.query("SELECT 1", logger: logger)
     }
 
+    public func countActiveSessions(now: Date) async throws -> Int {
+        for try await count in try await client.query("SELECT COUNT(*)::BIGINT FROM sessions WHERE expires_at > \(now.timeIntervalSince1970)", logger: logger).decode(Int64.self) {
+            return Int(count)
+        }
+        return 0
+    }
+
+    public func sweepExpired(now: Date, limit: Int) async throws -> Int {
+        let at = now.timeIntervalSince1970
+        let pending = try await client.query("DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
+        let sessions = try await client.query("DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
+        return pending.count + sessions.count
+    }
+
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection in

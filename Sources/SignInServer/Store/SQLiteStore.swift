@@ -126,6 +126,23 @@ public final class SQLiteStore: SignInStore {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
+    public func countActiveSessions(now: Date) async throws -> Int {
+        try await pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sessions WHERE expires_at > ?", arguments: [now.timeIntervalSince1970]) ?? 0
+        }
+    }
+
+    public func sweepExpired(now: Date, limit: Int) async throws -> Int {
+        try await pool.write { db in
+            let at = now.timeIntervalSince1970
+            try db.execute(sql: "DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
+            var removed = db.changesCount
+            try db.execute(sql: "DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
+            removed += db.changesCount
+            return removed
+        }
+    }
+
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
         try await pool.write { db in
             let at = receivedAt.timeIntervalSince1970

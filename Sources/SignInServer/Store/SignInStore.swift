@@ -19,6 +19,10 @@ public protocol SignInStore: Sendable {
     func deleteSession(idHash: String) async throws -> Bool
     /// True when the database answers.
     func ping() async throws
+    /// Sessions not yet expired.
+    func countActiveSessions(now: Date) async throws -> Int
+    /// Deletes up to `limit` expired pending authorizations and up to `limit` expired sessions; returns how many.
+    func sweepExpired(now: Date, limit: Int) async throws -> Int
 
     /// Applies a verified notification once (by `jti`), in one transaction with recording it.
     func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome

@@ -1,0 +1,60 @@
+import AppleSignIn
+import Foundation
+import Prometheus
+
+/// The server's metrics, in a registry of its own (no global state, so several servers can live in one
+/// process, as in tests), served at `/metrics` in Prometheus text format.
+public final class ServerMetrics: Sendable {
+    /// The registry `/metrics` emits.
+    public let registry = PrometheusCollectorRegistry()
+    let signInsStarted: Counter
+    let signInsCompleted: Counter
+    let callbackDuration: DurationHistogram
+    let keySetFetches: Gauge
+    let clientSecretSignatures: Gauge
+    let activeSessions: Gauge
+
+    /// Creates the metrics.
+    public init() {
+        signInsStarted = registry.makeCounter(name: "siwa_signins_started_total", help: "Sign-ins started at /auth/apple.")
+        signInsCompleted = registry.makeCounter(name: "siwa_signins_completed_total", help: "Sign-ins completed with a new session.")
+        callbackDuration = registry.makeDurationHistogram(
+            name: "siwa_callback_duration_seconds",
+            buckets: [.milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)],
+            help: "Time to handle Apple's return, including the code exchange."
+        )
+        keySetFetches = registry.makeGauge(name: "siwa_keyset_fetches", help: "Fetches of Apple's key set since start.")
+        clientSecretSignatures = registry.makeGauge(name: "siwa_client_secret_signatures", help: "Client secrets signed since start (the rest came from cache).")
+        activeSessions = registry.makeGauge(name: "siwa_active_sessions", help: "Sessions not yet expired.")
+    }
+
+    /// Counts a failed sign-in by reason.
+    func signInFailed(_ reason: String) {
+        registry.makeCounter(name: "siwa_signins_failed_total", labels: [("reason", reason)], help: "Sign-ins that failed, by reason.").increment()
+    }
+
+    /// Counts a notification by type and outcome.
+    func notification(type: String, outcome: String) {
+        registry.makeCounter(name: "siwa_notifications_total", labels: [("type", type), ("outcome", outcome)], help: "Server-to-server notifications received.").increment()
+    }
+
+    /// Records one call to Apple (wired as the `AppleIDClient` observer).
+    func appleCall(path: String, outcome: String, duration: Duration) {
+        registry.makeCounter(name: "siwa_apple_requests_total", labels: [("endpoint", path), ("outcome", outcome)], help: "Calls to Apple by endpoint and outcome (ok or error code).").increment()
+        registry.makeDurationHistogram(
+            name: "siwa_apple_request_duration_seconds", labels: [("endpoint", path)],
+            buckets: [.milliseconds(5), .milliseconds(20), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(10)],
+            help: "Latency of calls to Apple."
+        ).record(duration)
+    }
+
+    /// The Prometheus text, after refreshing the gauges read at scrape time.
+    func render(keySet: AppleKeySet, secrets: ClientSecretSigner, activeSessions count: Int?) -> String {
+        keySetFetches.set(Double(keySet.fetches))
+        clientSecretSignatures.set(Double(secrets.signatures))
+        if let count { activeSessions.set(Double(count)) }
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return String(decoding: buffer, as: UTF8.self)
+    }
+}
