@@ -1,0 +1,124 @@
+import AppleIDEmulator
+import AppleSignIn
+import Foundation
+import JOSE
+import Testing
+
+/// `GET /auth/keys` and key rotation through the admin API.
+@Suite("Keys and rotation")
+struct KeyRotationTests {
+    static func kids(_ emulator: EmulatorHarness) async throws -> [String] {
+        let keys = try await emulator.get("/auth/keys").json["keys"] as? [[String: Any]] ?? []
+        return keys.compactMap { $0["kid"] as? String }
+    }
+
+    @Test("/auth/keys publishes several RSA signing keys as Apple does")
+    func keySet() async throws {
+        try await withEmulator(initialKeys: 2) { emulator async throws in
+            let answer = try await emulator.get("/auth/keys")
+            #expect(answer.status == 200)
+            #expect(answer.headers["content-type"]?.hasPrefix("application/json") == true)
+            // Cacheable for the configured time, as Apple's is; not also marked no-store.
+            #expect(answer.headers["cache-control"] == "max-age=\(emulator.emulator.configuration.keySetMaxAge)")
+            let keys = try #require(answer.json["keys"] as? [[String: Any]])
+            #expect(keys.count >= 2)
+            for key in keys {
+                #expect(key["kty"] as? String == "RSA")
+                #expect(key["alg"] as? String == "RS256")
+                #expect(key["use"] as? String == "sig")
+                #expect((key["kid"] as? String)?.isEmpty == false)
+                #expect(key["e"] as? String == "AQAB")
+                let modulus = try #require((key["n"] as? String).flatMap(Base64URL.decode))
+                #expect(modulus.count == 256, "2048-bit modulus")
+            }
+            #expect(Set(keys.compactMap { $0["kid"] as? String }).count == keys.count, "kids are distinct")
+        }
+    }
+
+    @Test("a rotated-in key signs new tokens and AppleKeySet picks it up by refetching on the unknown kid")
+    func rotation() async throws {
+        try await withEmulator { emulator async throws in
+            let keySet = emulator.keySet(refetchAtOnce: true)
+            let verifier = try emulator.identityVerifier(keySet: keySet)
+            let before = try await emulator.authorize(nonce: "n1")["id_token"]!
+            _ = try await verifier.verify(before, nonce: "n1")
+            #expect(keySet.fetches == 1)
+            let oldKid = try #require(Decode.jwtHeader(before)["kid"] as? String)
+
+            let rotated = try await emulator.admin(.POST, "keys/rotate")
+            #expect(rotated.status == 200)
+            let newKid = try #require(rotated.json["kid"] as? String)
+            #expect(newKid != oldKid)
+            let published = try await Self.kids(emulator)
+            #expect(published.contains(newKid))
+            #expect(published.contains(oldKid), "the old key stays published until retired")
+
+            let after = try await emulator.authorize(nonce: "n2")["id_token"]!
+            #expect(Decode.jwtHeader(after)["kid"] as? String == newKid)
+            let identity = try await verifier.verify(after, nonce: "n2")
+            #expect(identity.subject == Fixtures.ada)
+            #expect(keySet.fetches == 2, "one refetch for the new kid")
+            // Tokens signed before the rotation still verify.
+            _ = try await verifier.verify(before, nonce: "n1")
+
+            // Tokens from the token endpoint and notifications use the new key too.
+            let tokens = try await emulator.appleClient().exchange(code: try await emulator.authorize()["code"]!, redirectURI: URL(string: Fixtures.redirectURI))
+            #expect(Decode.jwtHeader(tokens.idToken!)["kid"] as? String == newKid)
+        }
+    }
+
+    @Test("a retired key leaves the key set and tokens it signed no longer verify")
+    func retire() async throws {
+        try await withEmulator { emulator async throws in
+            let old = try await emulator.authorize(nonce: "n")["id_token"]!
+            let oldKid = try #require(Decode.jwtHeader(old)["kid"] as? String)
+            _ = try await emulator.identityVerifier().verify(old, nonce: "n")
+
+            let newKid = try #require(try await emulator.admin(.POST, "keys/rotate").json["kid"] as? String)
+            let retired = try await emulator.admin(.POST, "keys/\(oldKid)/retire")
+            #expect(retired.status == 200)
+            let published = try await Self.kids(emulator)
+            #expect(!published.contains(oldKid))
+            #expect(published.contains(newKid))
+
+            let error = await identityTokenError { _ = try await emulator.identityVerifier().verify(old, nonce: "n") }
+            #expect(error?.check == .unknownKey)
+            // New tokens still verify.
+            let fresh = try await emulator.authorize(nonce: "m")["id_token"]!
+            _ = try await emulator.identityVerifier().verify(fresh, nonce: "m")
+        }
+    }
+
+    @Test("retiring the active key makes the newest remaining key sign")
+    func retireActiveKey() async throws {
+        try await withEmulator(initialKeys: 2) { emulator async throws in
+            let active = Decode.jwtHeader(try await emulator.authorize()["id_token"]!)["kid"] as! String
+            #expect(try await emulator.admin(.POST, "keys/\(active)/retire").status == 200)
+            let remaining = try await Self.kids(emulator)
+            #expect(remaining.count == 1)
+            let token = try await emulator.authorize(nonce: "n")["id_token"]!
+            #expect(Decode.jwtHeader(token)["kid"] as? String == remaining.first)
+            _ = try await emulator.identityVerifier().verify(token, nonce: "n")
+        }
+    }
+
+    @Test("retiring an unknown key or the last key is refused with 404")
+    func retireRefused() async throws {
+        try await withEmulator(initialKeys: 1) { emulator async throws in
+            #expect(try await emulator.admin(.POST, "keys/no-such-kid/retire").status == 404)
+            let only = try await Self.kids(emulator)
+            #expect(only.count == 1)
+            #expect(try await emulator.admin(.POST, "keys/\(only[0])/retire").status == 404)
+            #expect(try await Self.kids(emulator) == only)
+        }
+    }
+
+    @Test("the admin key list names the published keys")
+    func adminKeyList() async throws {
+        try await withEmulator { emulator async throws in
+            let answer = try await emulator.admin(.GET, "keys")
+            #expect(answer.status == 200)
+            #expect(answer.json["kids"] as? [String] == (try await Self.kids(emulator)))
+        }
+    }
+}
