@@ -15,7 +15,7 @@ struct LayeredValues {
         "host", "port", "db", "emulator_port", "team_id", "key_id", "key_file", "services_id", "return_url",
         "extra_audiences", "apple_base_url", "accepted_issuers", "client_secret_lifetime", "session_lifetime",
         "button_style", "button_title", "button_height", "button_corner_radius", "apple_timeout_ms", "log_level",
-        "data_key", "refresh_check_interval",
+        "data_key", "notifications_url", "public_url",
     ]
 
     init(cli: [String: String?], configFile: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -49,6 +49,13 @@ struct LayeredValues {
     /// The value of `key` from the highest layer that has it.
     func string(_ key: String) -> String? {
         cli[key] ?? environment["SIWA_" + key.uppercased()] ?? file[key]
+    }
+
+    /// Every known key with the value of its highest layer.
+    var all: [String: String] {
+        var result: [String: String] = [:]
+        for key in Self.keys { if let value = string(key) { result[key] = value } }
+        return result
     }
 
     /// A comma-separated list.

@@ -164,7 +164,7 @@ extension AppleIDEmulator {
 
     struct TokenAnswer: Encodable {
         var access_token: String
-        var token_type = "Bearer"
+        var token_type = "bearer"
         var expires_in: Int
         var refresh_token: String?
         var id_token: String?

@@ -1,0 +1,23 @@
+import ArgumentParser
+import AsyncHTTPClient
+import SignInServer
+
+/// `siwa doctor`: one line per configuration check, pass or fail, with the fix; non-zero exit on any failure.
+struct DoctorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Check the configuration `siwa serve` would use, and with --online, Apple's answer to it."
+    )
+
+    @Option(help: "A JSON file of configuration keys (SIWA_CONFIG).") var config: String?
+    @Flag(help: "Also fetch Apple's key set and probe the token endpoint with a dummy code.") var online = false
+
+    func run() async throws {
+        let values = try LayeredValues(cli: [:], configFile: config)
+        let checks = await ConfigurationDoctor(values: values.all, httpClient: .shared).run(online: online)
+        for check in checks { print(check.line) }
+        let failed = checks.filter { !$0.passed }.count
+        print(failed == 0 ? "all \(checks.count) checks passed" : "\(failed) of \(checks.count) checks failed")
+        if failed > 0 { throw ExitCode.failure }
+    }
+}
