@@ -3,9 +3,7 @@
 FROM swift:6.1-bookworm AS build
 WORKDIR /src
 RUN apt-get update && apt-get install -y --no-install-recommends libsqlite3-dev && rm -rf /var/lib/apt/lists/*
-COPY Package.swift ./
-COPY Sources ./Sources
-COPY Benchmarks ./Benchmarks
+COPY . .
 RUN swift build -c release --product siwa --static-swift-stdlib \
     && cp "$(swift build -c release --show-bin-path)/siwa" /siwa
 
