@@ -15,7 +15,7 @@ struct LayeredValues {
         "host", "port", "db", "emulator_port", "team_id", "key_id", "key_file", "services_id", "return_url",
         "extra_audiences", "apple_base_url", "accepted_issuers", "client_secret_lifetime", "session_lifetime",
         "button_style", "button_title", "button_height", "button_corner_radius", "apple_timeout_ms", "log_level",
-        "data_key", "notifications_url", "public_url",
+        "data_key", "notifications_url", "public_url", "rate_limit_per_minute", "trusted_proxies",
     ]
 
     init(cli: [String: String?], configFile: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -108,6 +108,8 @@ extension ServePlan {
         let timeout = try values.int("apple_timeout_ms", default: 10_000)
         let database = values.string("db") ?? "./siwa.sqlite"
         logLevel = values.string("log_level") ?? "info"
+        let rateLimit = try values.int("rate_limit_per_minute", default: 60)
+        let trustedProxies = values.list("trusted_proxies")
 
         if given.isEmpty {
             let publicHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
@@ -121,6 +123,8 @@ extension ServePlan {
             )
             let dataKeys = values.list("data_key").isEmpty ? [try LocalDataKey.loadOrCreate(path: database.contains("://") ? "./siwa.sqlite.key" : database + ".key")] : values.list("data_key")
             settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
+            settings.rateLimitPerMinute = rateLimit
+            settings.trustedProxies = trustedProxies
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: origin + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort
             return
@@ -147,6 +151,8 @@ extension ServePlan {
             throw ConfigurationError(field: "data_key", "is required in Apple mode: refresh tokens are encrypted at rest with it. Create one with `openssl rand -base64 32`; to rotate, list the new key first, comma-separated, then the old ones")
         }
         settings = ServerSettings(mode: .apple, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
+        settings.rateLimitPerMinute = rateLimit
+        settings.trustedProxies = trustedProxies
         emulator = nil
         self.emulatorPort = emulatorPort
     }

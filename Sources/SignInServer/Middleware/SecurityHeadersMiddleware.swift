@@ -29,6 +29,8 @@ extension HTTPField.Name {
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")
     /// `X-Frame-Options`, for browsers that predate `frame-ancestors`.
     static let xFrameOptions = HTTPField.Name("X-Frame-Options")
+    /// `X-Forwarded-For`, believed from trusted proxies only.
+    static let xForwardedFor = HTTPField.Name("X-Forwarded-For")
     /// `X-CSRF-Token`, sent by `popup.js`.
     static let xCSRFToken = HTTPField.Name("X-CSRF-Token")
 }

@@ -31,6 +31,10 @@ public struct ServerSettings: Sendable {
     public var publicDirectory: String
     /// Timeout of every call to Apple, in milliseconds.
     public var appleTimeoutMS: Int
+    /// Sign-in starts and callbacks allowed per client and minute (0 disables the limit).
+    public var rateLimitPerMinute: Int = 60
+    /// Addresses of reverse proxies whose `X-Forwarded-*` headers are believed.
+    public var trustedProxies: [String] = []
     /// Seconds between runs of the refresh-check and revocation-queue service.
     public var lifecycleIntervalSeconds: Int64 = 300
     /// AES-256 keys (base64) sealing refresh tokens at rest, newest first (default: one ephemeral key, for tests).

@@ -94,6 +94,8 @@ enum Strings {
         "popupButton": "Sign in with Apple in a pop-up window",
         "popupBlocked": "Your browser blocked the pop-up window. Allow pop-ups for this site, or use the button above.",
         "popupNetworkError": "The server could not be reached. Check your connection and try again.",
+        "error.rateLimited.heading": "Too many sign-in attempts",
+        "error.rateLimited.message": "Please wait a minute, then try again.",
         "error.revoked.heading": "You stopped using Sign in with Apple here",
         "error.revoked.message": "Sign in again to continue.",
     ]
@@ -157,6 +159,8 @@ enum Strings {
         "popupButton": "在弹出窗口中通过 Apple 登录",
         "popupBlocked": "浏览器阻止了弹出窗口。请允许本站弹出窗口，或使用上面的按钮。",
         "popupNetworkError": "无法连接服务器。请检查网络后重试。",
+        "error.rateLimited.heading": "登录尝试过于频繁",
+        "error.rateLimited.message": "请等待一分钟后再试。",
         "error.revoked.heading": "你已停止在本站使用“通过 Apple 登录”",
         "error.revoked.message": "请重新登录以继续。",
     ]
