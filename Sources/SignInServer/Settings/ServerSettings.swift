@@ -31,8 +31,9 @@ public struct ServerSettings: Sendable {
     public var publicDirectory: String
     /// Timeout of every call to Apple, in milliseconds.
     public var appleTimeoutMS: Int
-    /// Sign-in starts and callbacks allowed per client and minute (0 disables the limit).
-    public var rateLimitPerMinute: Int = 60
+    /// Sign-in starts and callbacks allowed per client and minute; 0 (the library default) disables the
+    /// limit, `siwa serve` sets 60 unless configured.
+    public var rateLimitPerMinute: Int = 0
     /// Addresses of reverse proxies whose `X-Forwarded-*` headers are believed.
     public var trustedProxies: [String] = []
     /// Seconds between runs of the refresh-check and revocation-queue service.
