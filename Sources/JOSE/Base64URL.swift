@@ -2,9 +2,10 @@ import Foundation
 
 /// Base64url without padding (RFC 7515 §2), the encoding of every JWT part and of our random tokens.
 public enum Base64URL {
-    /// Encodes bytes as base64url without padding.
     // Both directions map bytes rather than call String.replacingOccurrences, which on Linux bridges through
     // NSString and cost most of an id_token verification.
+
+    /// Encodes bytes as base64url without padding.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var encoded = Array(Data(bytes).base64EncodedData())
         while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }

@@ -58,7 +58,7 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
 }
 
 /// Builds the router of the web front.
-public func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> Router<ServerContext> {
+public func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer, logger: Logger = Logger(label: "siwa")) -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
     var formActions: [String] = []
     if let scheme = settings.apple.appleBaseURL.scheme, let host = settings.apple.appleBaseURL.host {
@@ -72,7 +72,7 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
             resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)), renderer: renderer
         ))
     }
-    router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: Logger(label: "siwa.files")))
+    router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
     let cookies = CookiePolicy(secure: settings.secureCookies)
     WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
         .addRoutes(to: router)
@@ -96,7 +96,7 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
-    let router = buildRouter(settings: settings, components: components, renderer: renderer)
+    let router = buildRouter(settings: settings, components: components, renderer: renderer, logger: logger)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     var allServices = services
     if let postgres = components.store as? PostgresStore { allServices.insert(postgres.client, at: 0) }

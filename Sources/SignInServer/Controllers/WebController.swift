@@ -130,7 +130,7 @@ struct WebController: Sendable {
         } catch {
             return failure(.malformed(error.message), language: language, context: context, clearBinding: false)
         }
-        return await complete(payload, request: request, language: language, context: context)
+        return await complete(payload, request: request, language: language, context: context, requireFrontChannelToken: false)
     }
 
     /// `POST /auth/apple/popup`: the result the popup received by postMessage, sent by `popup.js` with the
@@ -205,12 +205,12 @@ struct WebController: Sendable {
         }
     }
 
-    private func complete(_ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext) async -> Response {
+    private func complete(_ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext, requireFrontChannelToken: Bool = true) async -> Response {
         let binding = request.cookies[cookies.bindingName]?.value
         let started = ContinuousClock.now
         defer { metrics.callbackDuration.record(ContinuousClock.now - started) }
         do {
-            let completed = try await flow.complete(payload, bindingToken: binding, logger: context.logger)
+            let completed = try await flow.complete(payload, bindingToken: binding, requireFrontChannelToken: requireFrontChannelToken, logger: context.logger)
             metrics.signInsCompleted.increment()
             var response = Response.redirect(to: completed.returnTo, type: .normal)
             response.setCookie(cookies.session(completed.sessionID, maxAge: Int(settings.sessionLifetime)))

@@ -54,7 +54,7 @@ public struct NativeSignIn: Sendable {
         do {
             front = try await verifier.verify(request.identityToken, nonce: request.nonce, now: now)
         } catch {
-            throw .notVerified("identityToken: \(error)")
+            throw SignInFlow.failure(error, "identityToken")
         }
         guard let bundleID = try? ClientID(front.audience, field: "aud") else { throw .notVerified("audience is not a bundle ID") }
         let tokens: TokenResponse

@@ -58,7 +58,8 @@ public struct SignInFlow: Sendable {
     }
 
     /// Validates Apple's return and signs the user in. `bindingToken` is the binding cookie sent back, if any.
-    public func complete(_ payload: CallbackPayload, bindingToken: String?, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Completed {
+    /// `requireFrontChannelToken` is true for form_post and popup returns (requested `code id_token`), false for query mode.
+    public func complete(_ payload: CallbackPayload, bindingToken: String?, requireFrontChannelToken: Bool = true, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Completed {
         if let error = payload.error {
             if let state = payload.state { _ = try? await store.consumePending(state: state, now: now) }
             if error == "user_cancelled_authorize" || error == "popup_closed_by_user" { throw .cancelled }
@@ -82,11 +83,14 @@ public struct SignInFlow: Sendable {
         }
 
         var frontSubject: String?
+        if requireFrontChannelToken && payload.idToken == nil {
+            throw .malformed("id_token is missing (the request asked for code id_token)")
+        }
         if let idToken = payload.idToken {
             do {
                 frontSubject = try await verifier.verify(idToken, nonce: pending.nonce, code: code, now: now).subject
             } catch {
-                throw .notVerified("front-channel id_token: \(error)")
+                throw Self.failure(error, "front-channel id_token")
             }
         }
 
@@ -107,7 +111,7 @@ public struct SignInFlow: Sendable {
         do {
             identity = try await verifier.verify(backIDToken, nonce: pending.nonce, now: now)
         } catch {
-            throw .notVerified("token-endpoint id_token: \(error)")
+            throw Self.failure(error, "token-endpoint id_token")
         }
         if let frontSubject, frontSubject != identity.subject {
             throw .notVerified("sub differs between the front-channel and token-endpoint id_tokens")
@@ -131,6 +135,11 @@ public struct SignInFlow: Sendable {
         }
         logger.info("signed in", metadata: ["sub": "\(identity.subject)", "first_time": "\(payload.user != nil)"])
         return Completed(sessionID: sessionID, returnTo: pending.returnTo, user: user)
+    }
+
+    /// A token that did not verify is a refusal, unless Apple's key set could not be loaded: that is an outage.
+    static func failure(_ error: IdentityTokenError, _ which: String) -> SignInFailure {
+        error.check == .keySetUnavailable ? .unavailable("\(which): \(error)") : .notVerified("\(which): \(error)")
     }
 
     /// SHA-256 hex: how binding tokens and session ids are stored.

@@ -1,0 +1,80 @@
+import AppleIDEmulator
+import AppleSignIn
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import SignInServer
+import Testing
+
+/// When Apple fails or refuses the server, the person is told what happened and nothing half-done is stored.
+@Suite("Apple down or refusing")
+struct AppleDownTests {
+    @Test(
+        "the token endpoint failing shows the unavailable page, 503",
+        arguments: [#"{"status":503}"#, #"{"status":500}"#, #"{"status":429}"#, #"{"drop":true}"#, #"{"malformed":true}"#]
+    )
+    func tokenEndpointDown(fault: String) async throws {
+        try await withServer { h in
+            try await h.fault("token", fault)
+            let signIn = try await h.signIn()
+            #expect(signIn.response.status == .serviceUnavailable)
+            #expect(signIn.response.errorTitle == Fixtures.Heading.unavailable)
+            #expect(signIn.response.element("error-action") == "Try again")
+            try CallbackFailureTests.expectNothingStored(h, signIn.response)
+        }
+    }
+
+    @Test("the token endpoint slower than appleTimeoutMS shows the unavailable page, without waiting for Apple")
+    func tokenEndpointSlow() async throws {
+        try await withServer(ServerOptions(appleTimeoutMS: 300)) { h in
+            try await h.fault("token", #"{"latency_ms":4000}"#)
+            let started = try await h.start()
+            let fields = try await h.authorize(started.authorizeURL)
+            let clock = ContinuousClock()
+            let begin = clock.now
+            let response = try await h.callback(fields, binding: started.binding)
+            let elapsed = clock.now - begin
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.errorTitle == Fixtures.Heading.unavailable)
+            #expect(elapsed < .milliseconds(3000), "gave up after \(elapsed)")
+            try CallbackFailureTests.expectNothingStored(h, response)
+        }
+    }
+
+    /// The key set is fetched for the front-channel token, before the code exchange; with no key cached the
+    /// token cannot be checked at all: an outage, so the person is told Apple could not be reached.
+    @Test("Apple's key set unreachable with nothing cached: the sign-in stops, nothing stored", arguments: [#"{"status":503}"#, #"{"latency_ms":2000}"#])
+    func keysDown(fault: String) async throws {
+        try await withServer(ServerOptions(appleTimeoutMS: 300)) { h in
+            try await h.fault("keys", fault)
+            let signIn = try await h.signIn()
+            #expect(signIn.response.status == .serviceUnavailable)
+            #expect(signIn.response.errorTitle == Fixtures.Heading.unavailable)
+            try CallbackFailureTests.expectNothingStored(h, signIn.response)
+            #expect(try await h.emulatorCounters()["codesExchanged"] == 0)
+        }
+    }
+
+    @Test("a key set fetched once keeps sign-ins working while Apple's key endpoint is down")
+    func keysDownAfterCaching() async throws {
+        try await withServer { h in
+            #expect(try await h.signIn().response.status == .seeOther)
+            try await h.fault("keys", #"{"status":503}"#)
+            let second = try await h.signIn(user: Fixtures.grace)
+            #expect(second.response.status == .seeOther)
+        }
+    }
+
+    @Test("a client secret Apple refuses (invalid_client) shows the misconfigured page, 500, and tells the operator")
+    func invalidClient() async throws {
+        let unknownKey = P256.Signing.PrivateKey().pemRepresentation
+        try await withServer(ServerOptions(privateKeyPEM: unknownKey)) { h in
+            let signIn = try await h.signIn()
+            #expect(signIn.response.status == .internalServerError)
+            #expect(signIn.response.errorTitle == Fixtures.Heading.misconfigured)
+            try CallbackFailureTests.expectNothingStored(h, signIn.response)
+            #expect(h.logs.all.contains { $0.hasPrefix("critical") && $0.contains("invalid_client") })
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import AppleSignIn
+import JOSE
+import SignInServer
+import Testing
+
+@Suite("Session and sign-out")
+struct SessionTests {
+    @Test("the session page without a session says you are not signed in, 401")
+    func notSignedIn() async throws {
+        try await withServer { h in
+            for cookie in [nil, "", RandomToken.generate()] {
+                let page = try await h.sessionPage(cookie)
+                #expect(page.status == .unauthorized)
+                #expect(page.errorTitle == Fixtures.Heading.signedOut)
+                #expect(page.element("error-action") == "Go to the sign-in page")
+            }
+        }
+    }
+
+    @Test("a session past its lifetime is over: the cookie's Max-Age says so and the server refuses it")
+    func sessionExpires() async throws {
+        try await withServer(ServerOptions(sessionLifetime: 1)) { h in
+            let signIn = try await h.signIn()
+            #expect(signIn.response.setCookie(h.sessionCookie)?["Max-Age"] == "1")
+            let session = try #require(signIn.session)
+            #expect(try await h.sessionPage(session).status == .ok)
+            try await Task.sleep(for: .milliseconds(1500))
+            let page = try await h.sessionPage(session)
+            #expect(page.status == .unauthorized)
+            #expect(page.errorTitle == Fixtures.Heading.signedOut)
+        }
+    }
+
+    @Test("the sign-in page knows when you are already signed in")
+    func alreadySignedIn() async throws {
+        try await withServer { h in
+            let signIn = try await h.signIn()
+            let page = try await h.get("/", cookies: [h.sessionCookie: try #require(signIn.session)])
+            #expect(page.text.contains("You are already signed in."))
+            #expect(!(try await h.get("/")).text.contains("You are already signed in."))
+        }
+    }
+
+    @Test("sign-out without the CSRF token, or with a wrong one: 403 form-expired page, the session still valid")
+    func signOutWithoutCSRF() async throws {
+        try await withServer { h in
+            let session = try #require(try await h.signIn().session)
+            for form in ["", "csrf_token=", "csrf_token=" + RandomToken.generate(), "csrf_token=a&csrf_token=b"] {
+                let response = try await h.post("/auth/signout", form: form, cookies: [h.sessionCookie: session])
+                #expect(response.status == .forbidden, "form: \(form)")
+                #expect(response.errorTitle == Fixtures.Heading.csrf)
+                #expect(response.setCookie(h.sessionCookie) == nil)
+            }
+            #expect(try await h.sessionPage(session).status == .ok)
+            #expect(try h.database.count("sessions") == 1)
+        }
+    }
+
+    @Test("another session's CSRF token does not sign you out")
+    func csrfOfAnotherSession() async throws {
+        try await withServer { h in
+            let mine = try #require(try await h.signIn(user: Fixtures.ada).session)
+            let theirs = try #require(try await h.signIn(user: Fixtures.grace).session)
+            let theirToken = try #require(try await h.sessionPage(theirs).csrfToken)
+            let response = try await h.post("/auth/signout", form: "csrf_token=" + FormEncoding.encode(theirToken), cookies: [h.sessionCookie: mine])
+            #expect(response.status == .forbidden)
+            #expect(try await h.sessionPage(mine).status == .ok)
+        }
+    }
+
+    @Test("sign-out with the page's CSRF token: 303 to /, the session deleted server-side, the old cookie useless")
+    func signOut() async throws {
+        try await withServer { h in
+            let signIn = try await h.signIn()
+            let session = try #require(signIn.session)
+            let page = try await h.sessionPage(session)
+            let token = try #require(page.csrfToken)
+            #expect(token.count >= 43)
+
+            let response = try await h.post("/auth/signout", form: "csrf_token=" + FormEncoding.encode(token), cookies: [h.sessionCookie: session])
+            #expect(response.status == .seeOther)
+            #expect(response.location == "/")
+            #expect(try #require(response.setCookie(h.sessionCookie)).isDeletion)
+            #expect(try h.database.count("sessions") == 0)
+            // The user stays known (their name is kept for the next sign-in).
+            #expect(try h.database.count("users") == 1)
+
+            let after = try await h.sessionPage(session)
+            #expect(after.status == .unauthorized)
+            #expect(after.errorTitle == Fixtures.Heading.signedOut)
+            // Signing out again with the old cookie changes nothing and does not fail.
+            let again = try await h.post("/auth/signout", form: "csrf_token=" + FormEncoding.encode(token), cookies: [h.sessionCookie: session])
+            #expect(again.status == .seeOther)
+            #expect(again.location == "/")
+        }
+    }
+
+    @Test("sign-out without a session cookie just goes home")
+    func signOutWithoutSession() async throws {
+        try await withServer { h in
+            let response = try await h.post("/auth/signout", form: "")
+            #expect(response.status == .seeOther)
+            #expect(response.location == "/")
+        }
+    }
+}
