@@ -20,33 +20,39 @@ public enum Base64URL {
     }
 
     /// Decodes base64url (padding optional); nil for anything that is not base64url.
+    /// One pass through a lookup table: this runs three times per verified token.
     public static func decode(_ text: some StringProtocol) -> Data? {
-        var standard: [UInt8] = []
-        standard.reserveCapacity(text.utf8.count + 2)
-        for byte in text.utf8 {
-            guard isAlphabet(byte) else { return nil }
-            switch byte {
-            case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
-            default: standard.append(byte)
-            }
-        }
-        switch standard.count % 4 {
-        case 0: break
-        case 2: standard += [UInt8(ascii: "="), UInt8(ascii: "=")]
-        case 3: standard.append(UInt8(ascii: "="))
-        default: return nil
-        }
-        return Data(base64Encoded: Data(standard))
+        decode(utf8: Substring(text).utf8)
     }
 
-    private static func isAlphabet(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "="):
-            return true
-        default:
-            return false
+    /// Decodes base64url from UTF-8 bytes (concrete, so it is fast across modules).
+    public static func decode(utf8 text: Substring.UTF8View) -> Data? {
+        var utf8 = [UInt8](text)
+        let total = utf8.count
+        while utf8.last == UInt8(ascii: "=") { utf8.removeLast() }
+        guard total - utf8.count <= 2, utf8.count % 4 != 1 else { return nil }
+        var output = [UInt8]()
+        output.reserveCapacity(utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for byte in utf8 {
+            let value = decodeTable[Int(byte)]
+            guard value != 0xFF else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
         }
+        return Data(output)
     }
+
+    /// Maps an ASCII byte to its 6-bit value; 0xFF for bytes outside the base64url alphabet.
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }()
 }

@@ -3,7 +3,7 @@ import Foundation
 /// A JWS in compact serialization (`header.payload.signature`), split and decoded but not verified.
 public struct CompactJWS: Sendable {
     /// The protected header fields Sign in with Apple uses.
-    public struct Header: Decodable, Sendable {
+    public struct Header: Sendable {
         /// Algorithm.
         public var alg: String?
         /// Key id.
@@ -42,14 +42,11 @@ public struct CompactJWS: Sendable {
         // Split the UTF-8 bytes: splitting the String by Character runs grapheme breaking over the whole token.
         let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .wrongPartCount(parts.count) }
-        guard let headerData = Base64URL.decode(Substring(parts[0])), let payload = Base64URL.decode(Substring(parts[1])),
-            let signature = Base64URL.decode(Substring(parts[2]))
+        guard let headerData = Base64URL.decode(utf8: parts[0]), let payload = Base64URL.decode(utf8: parts[1]),
+            let signature = Base64URL.decode(utf8: parts[2])
         else { throw .notBase64URL }
-        do {
-            header = try JSONDecoder().decode(Header.self, from: headerData)
-        } catch {
-            throw .headerNotJSON
-        }
+        guard let fields = try? ParsedJSON.parse(headerData).objectValue else { throw .headerNotJSON }
+        header = Header(alg: fields["alg"]?.stringValue, kid: fields["kid"]?.stringValue, typ: fields["typ"]?.stringValue)
         self.payload = payload
         self.signature = signature
         signingInput = token[..<parts[1].endIndex].utf8

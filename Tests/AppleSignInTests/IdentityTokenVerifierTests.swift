@@ -66,13 +66,13 @@ struct IdentityTokenVerifierTests {
     @Test(
         "boolean claims arrive as JSON booleans or strings",
         arguments: [
-            (JSONValue.bool(true), JSONValue.bool(false), true, false),
+            (TestJSON.bool(true), TestJSON.bool(false), true, false),
             (.string("true"), .string("false"), true, false),
             (.string("false"), .string("true"), false, true),
             (.string("TRUE"), .bool(true), true, true),
         ]
     )
-    func flexibleBooleans(emailVerified: JSONValue, isPrivate: JSONValue, expectedVerified: Bool, expectedPrivate: Bool) async throws {
+    func flexibleBooleans(emailVerified: TestJSON, isPrivate: TestJSON, expectedVerified: Bool, expectedPrivate: Bool) async throws {
         let identity = try await verify(TestTokens.rs256(TestTokens.claims(["email_verified": emailVerified, "is_private_email": isPrivate])))
         #expect(identity.emailVerified == expectedVerified)
         #expect(identity.isPrivateEmail == expectedPrivate)
@@ -228,14 +228,14 @@ struct IdentityTokenVerifierTests {
         #expect(try await verify(skewed).subject.isEmpty == false)
     }
 
-    @Test("a missing or empty sub is refused as a claim error", arguments: [nil, .string("")] as [JSONValue?])
-    func missingSubject(sub: JSONValue?) async {
+    @Test("a missing or empty sub is refused as a claim error", arguments: [nil, .string("")] as [TestJSON?])
+    func missingSubject(sub: TestJSON?) async {
         let error = await refused(TestTokens.rs256(TestTokens.claims(["sub": sub])), check: .claims)
         #expect(error?.message.contains("sub") == true)
     }
 
-    @Test("a missing exp or a string exp is refused as a claim error", arguments: [nil, .string("soon")] as [JSONValue?])
-    func badExpiry(exp: JSONValue?) async {
+    @Test("a missing exp or a string exp is refused as a claim error", arguments: [nil, .string("soon")] as [TestJSON?])
+    func badExpiry(exp: TestJSON?) async {
         let error = await refused(TestTokens.rs256(TestTokens.claims(["exp": exp])), check: .claims)
         #expect(error?.message.contains("exp") == true)
     }
@@ -274,14 +274,14 @@ struct IdentityTokenVerifierTests {
         await refused(TestTokens.rs256(TestTokens.claims(["nonce": .string(hex)])), nonce: "raw-nonce-value", check: .nonceMismatch)
     }
 
-    @Test("no nonce in the token when one was sent is refused unless nonce_supported is false", arguments: [nil, .bool(true), .string("true")] as [JSONValue?])
-    func nonceMissing(nonceSupported: JSONValue?) async {
+    @Test("no nonce in the token when one was sent is refused unless nonce_supported is false", arguments: [nil, .bool(true), .string("true")] as [TestJSON?])
+    func nonceMissing(nonceSupported: TestJSON?) async {
         let token = TestTokens.rs256(TestTokens.claims(["nonce_supported": nonceSupported]))
         await refused(token, nonce: "raw-nonce-value", check: .nonceMissing)
     }
 
-    @Test("no nonce in the token is accepted when nonce_supported is false", arguments: [JSONValue.bool(false), .string("false")])
-    func nonceUnsupported(nonceSupported: JSONValue) async throws {
+    @Test("no nonce in the token is accepted when nonce_supported is false", arguments: [TestJSON.bool(false), .string("false")])
+    func nonceUnsupported(nonceSupported: TestJSON) async throws {
         let identity = try await verify(TestTokens.rs256(TestTokens.claims(["nonce_supported": nonceSupported])), nonce: "raw-nonce-value")
         #expect(identity.nonceSupported == false)
         #expect(identity.nonce == nil)

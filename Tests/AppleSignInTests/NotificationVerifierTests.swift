@@ -14,8 +14,8 @@ struct NotificationVerifierTests {
     /// 2025-06-15 15:06:40.123 UTC in milliseconds, as Apple sends `event_time`.
     let eventTimeMilliseconds = 1_750_000_000_123
 
-    private func event(type: String, email: Bool = false) -> JSONValue {
-        var event: [String: JSONValue] = ["type": .string(type), "sub": "001234.abcdef.1234", "event_time": .int(eventTimeMilliseconds)]
+    private func event(type: String, email: Bool = false) -> TestJSON {
+        var event: [String: TestJSON] = ["type": .string(type), "sub": "001234.abcdef.1234", "event_time": .int(eventTimeMilliseconds)]
         if email {
             event["email"] = "jane@privaterelay.appleid.com"
             event["is_private_email"] = "true"
@@ -23,7 +23,7 @@ struct NotificationVerifierTests {
         return .object(event)
     }
 
-    private func claims(events: JSONValue, aud: JSONValue = .string(TestTokens.audience), iat: Int? = nil) -> [String: JSONValue] {
+    private func claims(events: TestJSON, aud: TestJSON = .string(TestTokens.audience), iat: Int? = nil) -> [String: TestJSON] {
         [
             "iss": .string(TestTokens.issuer),
             "aud": aud,
@@ -133,8 +133,8 @@ struct NotificationVerifierTests {
         await refused(Array(text.utf8), check: .malformed)
     }
 
-    @Test("events that are missing, not JSON or lack a type are refused as claim errors", arguments: [nil, .string("{not json"), .object(["sub": "x", "event_time": 1])] as [JSONValue?])
-    func malformedEvents(events: JSONValue?) async {
+    @Test("events that are missing, not JSON or lack a type are refused as claim errors", arguments: [nil, .string("{not json"), .object(["sub": "x", "event_time": 1])] as [TestJSON?])
+    func malformedEvents(events: TestJSON?) async {
         var claims = claims(events: "")
         claims["events"] = events
         await refused(body(TestTokens.rs256(claims)), check: .claims)

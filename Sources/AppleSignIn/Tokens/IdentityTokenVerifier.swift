@@ -4,24 +4,6 @@ import Foundation
 
 /// Verifies Apple identity tokens exactly as the server does (APPLE.md §5), each failure naming its check.
 public struct IdentityTokenVerifier: Sendable {
-    private struct Claims: Decodable {
-        var iss: String
-        var aud: Audience
-        var exp: NumericDate
-        var iat: NumericDate
-        var sub: String
-        var nonce: String?
-        var nonce_supported: FlexibleBool?
-        var c_hash: String?
-        var auth_time: NumericDate?
-        var email: String?
-        var email_verified: FlexibleBool?
-        var is_private_email: FlexibleBool?
-        var real_user_status: Int?
-        var transfer_sub: String?
-        var org_id: String?
-    }
-
     private let jwt: SignedJWTVerifier
     /// Allowed clock skew for `exp` and `iat`.
     public let leeway: TimeInterval
@@ -36,32 +18,40 @@ public struct IdentityTokenVerifier: Sendable {
     /// send), and `code` when the token came with an authorization code (checks `c_hash`).
     public func verify(_ token: String, nonce expectedNonce: String? = nil, code: String? = nil, now: Date = Date()) async throws(IdentityTokenError) -> AppleIdentity {
         let payload = try await jwt.verifiedPayload(token)
-        let claims = try SignedJWTVerifier.decodeClaims(Claims.self, from: payload)
-        try jwt.checkIssuerAndAudience(iss: claims.iss, aud: claims.aud)
+        let claims = try ClaimSet(payload: payload)
+        let iss = try claims.string("iss")
+        let aud = try claims.audience()
+        let exp = try claims.date("exp")
+        let iat = try claims.date("iat")
+        let sub = try claims.string("sub")
+        let tokenNonce = try claims.optionalString("nonce")
+        let nonceSupported = try claims.flexibleBool("nonce_supported")
+        let cHashClaim = try claims.optionalString("c_hash")
+        try jwt.checkIssuerAndAudience(iss: iss, aud: aud)
 
         let current = now.timeIntervalSince1970
-        guard current <= claims.exp.secondsSince1970 + leeway else {
-            throw IdentityTokenError(.expired, "the token expired at \(Int(claims.exp.secondsSince1970)), \(Int(current - claims.exp.secondsSince1970)) s ago")
+        guard current <= exp + leeway else {
+            throw IdentityTokenError(.expired, "the token expired at \(Int(exp)), \(Int(current - exp)) s ago")
         }
-        guard claims.iat.secondsSince1970 <= current + leeway else {
-            throw IdentityTokenError(.issuedInFuture, "iat \(Int(claims.iat.secondsSince1970)) is \(Int(claims.iat.secondsSince1970 - current)) s in the future (leeway \(Int(leeway)) s)")
+        guard iat <= current + leeway else {
+            throw IdentityTokenError(.issuedInFuture, "iat \(Int(iat)) is \(Int(iat - current)) s in the future (leeway \(Int(leeway)) s)")
         }
-        guard !claims.sub.isEmpty else {
+        guard !sub.isEmpty else {
             throw IdentityTokenError(.claims, "the claim sub is empty")
         }
 
         if let expectedNonce {
-            if let nonce = claims.nonce {
+            if let nonce = tokenNonce {
                 guard nonce == expectedNonce || nonce == Self.sha256Hex(expectedNonce) else {
                     throw IdentityTokenError(.nonceMismatch, "the token's nonce is neither the nonce sent nor its SHA-256")
                 }
-            } else if claims.nonce_supported?.value != false {
+            } else if nonceSupported != false {
                 throw IdentityTokenError(.nonceMissing, "a nonce was sent but the token carries none")
             }
         }
 
         if let code {
-            guard let cHash = claims.c_hash else {
+            guard let cHash = cHashClaim else {
                 throw IdentityTokenError(.codeHash, "the token has no c_hash to bind it to the authorization code")
             }
             guard cHash == Self.codeHash(code) else {
@@ -70,20 +60,20 @@ public struct IdentityTokenVerifier: Sendable {
         }
 
         return AppleIdentity(
-            subject: claims.sub,
-            audience: claims.aud.values.first ?? "",
-            issuer: claims.iss,
-            issuedAt: Date(timeIntervalSince1970: claims.iat.secondsSince1970),
-            expiresAt: Date(timeIntervalSince1970: claims.exp.secondsSince1970),
-            authTime: claims.auth_time.map { Date(timeIntervalSince1970: $0.secondsSince1970) },
-            email: claims.email,
-            emailVerified: claims.email_verified?.value,
-            isPrivateEmail: claims.is_private_email?.value,
-            nonceSupported: claims.nonce_supported?.value,
-            nonce: claims.nonce,
-            realUserStatus: claims.real_user_status,
-            transferSubject: claims.transfer_sub,
-            organizationID: claims.org_id
+            subject: sub,
+            audience: aud.values.first ?? "",
+            issuer: iss,
+            issuedAt: Date(timeIntervalSince1970: iat),
+            expiresAt: Date(timeIntervalSince1970: exp),
+            authTime: try claims.optionalDate("auth_time").map { Date(timeIntervalSince1970: $0) },
+            email: try claims.optionalString("email"),
+            emailVerified: try claims.flexibleBool("email_verified"),
+            isPrivateEmail: try claims.flexibleBool("is_private_email"),
+            nonceSupported: nonceSupported,
+            nonce: tokenNonce,
+            realUserStatus: try claims.optionalInt("real_user_status"),
+            transferSubject: try claims.optionalString("transfer_sub"),
+            organizationID: try claims.optionalString("org_id")
         )
     }
 

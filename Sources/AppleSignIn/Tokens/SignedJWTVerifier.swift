@@ -79,6 +79,10 @@ struct SignedJWTVerifier: Sendable {
 struct Audience: Decodable, Sendable {
     var values: [String]
 
+    init(values: [String]) {
+        self.values = values
+    }
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let single = try? container.decode(String.self) {

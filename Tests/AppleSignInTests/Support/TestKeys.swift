@@ -35,22 +35,22 @@ enum TestKeys {
 }
 
 /// A JSON value, so tests can write claims of any shape (Apple's booleans-as-strings, arrays for `aud`).
-enum JSONValue: Encodable, Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+enum TestJSON: Encodable, Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByFloatLiteral
 {
     case string(String)
     case int(Int)
     case double(Double)
     case bool(Bool)
-    case array([JSONValue])
-    case object([String: JSONValue])
+    case array([TestJSON])
+    case object([String: TestJSON])
 
     init(stringLiteral value: String) { self = .string(value) }
     init(integerLiteral value: Int) { self = .int(value) }
     init(floatLiteral value: Double) { self = .double(value) }
     init(booleanLiteral value: Bool) { self = .bool(value) }
-    init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(Dictionary(uniqueKeysWithValues: elements)) }
+    init(arrayLiteral elements: TestJSON...) { self = .array(elements) }
+    init(dictionaryLiteral elements: (String, TestJSON)...) { self = .object(Dictionary(uniqueKeysWithValues: elements)) }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
@@ -80,9 +80,9 @@ enum TestTokens {
     /// A fixed "now" so tests do not depend on the wall clock.
     static let now = Date(timeIntervalSince1970: 1_750_000_000)
 
-    static func claims(at now: Date = now, _ overrides: [String: JSONValue?] = [:]) -> [String: JSONValue] {
+    static func claims(at now: Date = now, _ overrides: [String: TestJSON?] = [:]) -> [String: TestJSON] {
         let seconds = Int(now.timeIntervalSince1970)
-        var claims: [String: JSONValue] = [
+        var claims: [String: TestJSON] = [
             "iss": .string(issuer),
             "aud": .string(audience),
             "exp": .int(seconds + 600),
@@ -98,7 +98,7 @@ enum TestTokens {
     }
 
     static func rs256(
-        _ claims: [String: JSONValue],
+        _ claims: [String: TestJSON],
         key: _RSA.Signing.PrivateKey = TestKeys.apple,
         header: [String: String] = ["alg": "RS256", "kid": TestKeys.appleKID]
     ) -> String {
@@ -106,7 +106,7 @@ enum TestTokens {
     }
 
     /// A token with the given header and an arbitrary signature (for algorithm tests).
-    static func unsigned(header: [String: String], claims: [String: JSONValue], signature: String = "") -> String {
+    static func unsigned(header: [String: String], claims: [String: TestJSON], signature: String = "") -> String {
         try! JWTSigning.signingInput(header: header, claims: claims) + "." + signature
     }
 }

@@ -1,0 +1,75 @@
+import Foundation
+import JOSE
+
+/// Typed access to a JWT payload, each failure a `claims` error naming the claim.
+struct ClaimSet {
+    private let fields: [String: ParsedJSON]
+
+    /// Parses the payload bytes; anything but a JSON object is a `claims` error.
+    init(payload: Data) throws(IdentityTokenError) {
+        guard let object = try? ParsedJSON.parse(payload).objectValue else {
+            throw IdentityTokenError(.claims, "the payload is not a JSON object")
+        }
+        fields = object
+    }
+
+    func string(_ name: String) throws(IdentityTokenError) -> String {
+        guard let value = try optionalString(name) else { throw IdentityTokenError(.claims, "the claim \(name) is missing") }
+        return value
+    }
+
+    func optionalString(_ name: String) throws(IdentityTokenError) -> String? {
+        switch fields[name] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw IdentityTokenError(.claims, "the claim \(name) has the wrong type")
+        }
+    }
+
+    /// A NumericDate (seconds since 1970).
+    func date(_ name: String) throws(IdentityTokenError) -> Double {
+        guard let value = try optionalDate(name) else { throw IdentityTokenError(.claims, "the claim \(name) is missing") }
+        return value
+    }
+
+    func optionalDate(_ name: String) throws(IdentityTokenError) -> Double? {
+        switch fields[name] {
+        case nil, .null?: return nil
+        case .number(let number)?: return number
+        default: throw IdentityTokenError(.claims, "the claim \(name) has the wrong type")
+        }
+    }
+
+    func optionalInt(_ name: String) throws(IdentityTokenError) -> Int? {
+        guard let number = try optionalDate(name) else { return nil }
+        guard number == number.rounded(), abs(number) < 1e15 else { throw IdentityTokenError(.claims, "the claim \(name) has the wrong type") }
+        return Int(number)
+    }
+
+    /// A boolean Apple may send as `true` or as `"true"`.
+    func flexibleBool(_ name: String) throws(IdentityTokenError) -> Bool? {
+        switch fields[name] {
+        case nil, .null?: return nil
+        case .bool(let value)?: return value
+        case .string(let text)? where text.lowercased() == "true": return true
+        case .string(let text)? where text.lowercased() == "false": return false
+        default: throw IdentityTokenError(.claims, "the claim \(name) has the wrong type")
+        }
+    }
+
+    /// `aud`: one string or an array of strings.
+    func audience() throws(IdentityTokenError) -> Audience {
+        switch fields["aud"] {
+        case .string(let single)?: return Audience(values: [single])
+        case .array(let items)?:
+            var values: [String] = []
+            for item in items {
+                guard let text = item.stringValue else { throw IdentityTokenError(.claims, "the claim aud has the wrong type") }
+                values.append(text)
+            }
+            return Audience(values: values)
+        case nil, .null?: throw IdentityTokenError(.claims, "the claim aud is missing")
+        default: throw IdentityTokenError(.claims, "the claim aud has the wrong type")
+        }
+    }
+}

@@ -1,0 +1,217 @@
+import AppleIDEmulator
+import Foundation
+import Testing
+
+/// Sign in with Apple as a person does it, in a real headless Chromium against the site in local mode.
+/// Each test picks the test user whose state it relies on (the emulator sends `user` only on a user's first
+/// authorization), so the tests hold in any order.
+@Suite("Sign in with Apple in headless Chromium", .serialized, .localSiteInChromium)
+struct BrowserSignInTests {
+    @Test("first sign-in: the consent page is the emulator's, and the session shows the edited name, the email and the sub")
+    func firstSignIn() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        let ada = e2e.site.user("Ada")
+        try await e2e.startClean()
+
+        #expect(try await browser.execute("return document.documentElement.lang").string == "en")
+        #expect(try await browser.element("#siwa-button").text() == "Sign in with Apple")
+        try await expectStrictMarkup(browser)
+        let signInShot = try await Artifacts.screenshot(browser, named: "signin")
+
+        try await browser.element("#siwa-button").click()
+        try await waitForConsent(e2e)
+        #expect(try await browser.title().contains("Apple ID emulator"))
+        #expect(try await browser.element(".banner").text().contains("emulator"))
+        try await browser.element(userRadio(ada)).click()
+        let firstName = try await browser.element("#first_name")
+        try await firstName.clear()
+        try await firstName.type("Augusta")
+        let consentShot = try await Artifacts.screenshot(browser, named: "consent")
+
+        try await browser.element("#continue").click()
+        try await browser.waitForPage(e2e.site.url("/session"))
+        #expect(try await browser.element("#name").text() == "Augusta Lovelace")
+        #expect(try await browser.element("#email").text() == ada.email)
+        #expect(try await browser.elements("#relay").isEmpty)
+        #expect(try await browser.element("#sub").text() == ada.sub)
+        try await expectStrictMarkup(browser)
+        let sessionShot = try await Artifacts.screenshot(browser, named: "session")
+
+        for shot in [signInShot, consentShot, sessionShot] {
+            expectPNG(shot)
+        }
+        try await expectNoCSPViolations(browser)
+    }
+
+    @Test("second sign-in after sign-out: Apple sends no name this time, and the first one is still shown")
+    func secondSignInKeepsName() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        let grace = e2e.site.user("Grace")
+        try await e2e.startClean()
+
+        try await signIn(e2e, as: grace, firstName: "Amazing")
+        #expect(try await browser.element("#name").text() == "Amazing Hopper")
+        try await browser.element("#sign-out").click()
+        try await browser.waitForPage(e2e.site.url("/"))
+
+        // What is typed now is not sent: Apple gives the name only on a user's first authorization.
+        try await signIn(e2e, as: grace, firstName: "Ignored")
+        #expect(try await browser.element("#name").text() == "Amazing Hopper")
+        #expect(try await browser.element("#email").text() == grace.email)
+        #expect(try await browser.element("#sub").text() == grace.sub)
+        try await expectNoCSPViolations(browser)
+    }
+
+    @Test("hide my email: the session shows the private relay address with its marker")
+    func hideMyEmail() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        let lilei = e2e.site.user("李")
+        try await e2e.startClean()
+
+        try await signIn(e2e, as: lilei, hideEmail: true)
+        let email = try await browser.element("#email").text()
+        #expect(email.hasPrefix(lilei.relayEmail))
+        #expect(email.contains("@privaterelay.appleid.com"))
+        #expect(!email.contains(lilei.email))
+        #expect(try await browser.element("#relay").text() == "Private relay address (Hide My Email)")
+        #expect(try await browser.element("#sub").text() == lilei.sub)
+        try await expectStrictMarkup(browser)
+        try await expectNoCSPViolations(browser)
+    }
+
+    @Test("cancel on Apple's page: a page says the sign-in was cancelled, and no one is signed in")
+    func cancel() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        try await e2e.startClean()
+
+        try await browser.element("#siwa-button").click()
+        try await waitForConsent(e2e)
+        try await browser.element("#cancel").click()
+        try await browser.waitForPage(e2e.site.url("/auth/apple/callback"))
+        #expect(try await browser.element("#error-title").text() == "Sign-in cancelled")
+        #expect(try await browser.element("#error-message").text().contains("Nothing was shared"))
+        #expect(try await browser.element("#error-action").attribute("href") == "/")
+        try await expectStrictMarkup(browser)
+
+        try await browser.open(e2e.site.url("/session"))
+        #expect(try await browser.element("#error-title").text() == "You are not signed in")
+        #expect(try await browser.elements("#sub").isEmpty)
+        #expect(try await browser.elements("#sign-out").isEmpty)
+        try await expectNoCSPViolations(browser)
+    }
+
+    @Test("sign-out: back on the sign-in page, and the session page no longer shows the user")
+    func signOut() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        let lilei = e2e.site.user("李")
+        try await e2e.startClean()
+
+        try await signIn(e2e, as: lilei)
+        #expect(try await browser.element("#sub").text() == lilei.sub)
+        try await browser.open(e2e.site.url("/"))
+        #expect(try await browser.element("main").text().contains("You are already signed in."))
+
+        try await browser.open(e2e.site.url("/session"))
+        try await browser.element("#sign-out").click()
+        try await browser.waitForPage(e2e.site.url("/"))
+        #expect(try await browser.element("#siwa-button").text() == "Sign in with Apple")
+        #expect(try await !browser.element("main").text().contains("You are already signed in."))
+
+        try await browser.open(e2e.site.url("/session"))
+        #expect(try await browser.element("#error-title").text() == "You are not signed in")
+        #expect(try await browser.elements("#sub").isEmpty)
+        try await expectNoCSPViolations(browser)
+    }
+
+    @Test("a browser asking for Chinese (zh-CN) gets the sign-in page in Simplified Chinese")
+    func chinesePage() async throws {
+        let e2e = try EndToEnd.current()
+        try await e2e.sessions.with(language: "zh-CN") { browser in
+            try await browser.open(e2e.site.url("/"))
+            #expect(try await browser.execute("return document.documentElement.lang").string == "zh-Hans")
+            #expect(try await browser.element("#siwa-button").text() == "通过 Apple 登录")
+            #expect(try await browser.element("h1").text() == "登录")
+            try await expectStrictMarkup(browser)
+            expectPNG(try await Artifacts.screenshot(browser, named: "signin-zh-Hans"))
+            try await expectNoCSPViolations(browser)
+        }
+    }
+
+    @Test("the CSP checks can fail: the site's policy is enforced, and a violation reaches the browser log")
+    func cspViolationIsSeen() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        try await e2e.startClean()
+
+        try await browser.execute("document.body.setAttribute('style', 'outline: 3px solid red');")
+        var log: [Browser.LogEntry] = []
+        try await browser.waitUntil("a CSP violation in the browser log") {
+            log += try await browser.browserLog()
+            return log.contains(where: \.isCSPViolation)
+        }
+        #expect(try await browser.execute("return document.querySelectorAll('[style]').length").number == 1)
+    }
+
+    // MARK: steps
+
+    /// From the sign-in page through the emulator's consent page to the session page.
+    private func signIn(_ e2e: EndToEnd, as user: EmulatorConfiguration.User, firstName: String? = nil, hideEmail: Bool = false) async throws {
+        let browser = e2e.browser
+        try await browser.open(e2e.site.url("/"))
+        try await browser.element("#siwa-button").click()
+        try await waitForConsent(e2e)
+        try await browser.element(userRadio(user)).click()
+        #expect(try await browser.element(userRadio(user)).isSelected())
+        if let firstName {
+            let field = try await browser.element("#first_name")
+            try await field.clear()
+            try await field.type(firstName)
+        }
+        if hideEmail {
+            try await browser.element("input[name=emulator_email][value=hide]").click()
+        }
+        try await browser.element("#continue").click()
+        try await browser.waitForPage(e2e.site.url("/session"))
+    }
+
+    private func waitForConsent(_ e2e: EndToEnd) async throws {
+        try await e2e.browser.waitForPage(e2e.site.emulatorOrigin + "/auth/authorize")
+        _ = try await e2e.browser.element("#continue")
+    }
+
+    private func userRadio(_ user: EmulatorConfiguration.User) -> String {
+        "input[name=emulator_user][value=\"\(user.sub)\"]"
+    }
+
+    // MARK: checks
+
+    /// The page needs nothing a strict Content-Security-Policy forbids: no style attributes, no inline scripts.
+    private func expectStrictMarkup(_ browser: Browser, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let found = try await browser.execute("""
+            return {
+                styled: document.querySelectorAll('[style]').length,
+                inlineScripts: Array.from(document.scripts).filter(function (s) { return !s.src; }).length,
+                url: location.href
+            };
+            """)
+        #expect(found["styled"]?.number == 0, "elements with a style attribute on \(found["url"]?.string ?? "?")", sourceLocation: sourceLocation)
+        #expect(found["inlineScripts"]?.number == 0, "inline scripts on \(found["url"]?.string ?? "?")", sourceLocation: sourceLocation)
+    }
+
+    /// No page seen since the last look at the log made the browser refuse something under the site's CSP.
+    private func expectNoCSPViolations(_ browser: Browser, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let violations = try await browser.browserLog().filter(\.isCSPViolation)
+        #expect(violations.isEmpty, "CSP violations: \(violations)", sourceLocation: sourceLocation)
+    }
+
+    private func expectPNG(_ file: URL, sourceLocation: SourceLocation = #_sourceLocation) {
+        let data = FileManager.default.contents(atPath: file.path) ?? Data()
+        #expect(data.count > 1000, "\(file.path) is \(data.count) bytes", sourceLocation: sourceLocation)
+        #expect(Array(data.prefix(8)) == Artifacts.pngSignature, "\(file.path) is not a PNG", sourceLocation: sourceLocation)
+    }
+}

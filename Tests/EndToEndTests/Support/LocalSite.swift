@@ -1,0 +1,84 @@
+import AppleIDEmulator
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import SignInServer
+@testable import siwa
+
+/// The site as `swift run siwa serve` runs it in local mode, in this process: the configuration comes from
+/// `ServePlan` itself (free ports, a throwaway SQLite file), the emulator runs as a service of the server,
+/// and the end is the graceful shutdown SIGTERM would start.
+struct LocalSite: Sendable {
+    /// The server's origin, e.g. `http://127.0.0.1:54321` (what the return URL names).
+    let origin: String
+    /// The emulator's origin.
+    let emulatorOrigin: String
+    /// The emulator's test users, in the order the consent page lists them.
+    let users: [EmulatorConfiguration.User]
+
+    /// The absolute URL of `path` on the server.
+    func url(_ path: String) -> String {
+        origin + path
+    }
+
+    /// The test user whose first name is `firstName`.
+    func user(_ firstName: String) -> EmulatorConfiguration.User {
+        users.first { $0.firstName == firstName }!
+    }
+
+    /// Starts the emulator and the server, runs `body`, then shuts both down and deletes the database.
+    static func run(_ body: (LocalSite) async throws -> Void) async throws {
+        let ports = try await FreePorts.reserve(2)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-e2e-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        let values = try LayeredValues(
+            cli: ["port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path],
+            configFile: nil, environment: [:]
+        )
+        let plan = try ServePlan(values: values)
+        guard plan.settings.mode == .local, let emulatorConfiguration = plan.emulator else {
+            throw EndToEndError("ServePlan did not choose local mode without Apple credentials")
+        }
+        let logger = Logger(label: "siwa.e2e") { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+        let (running, announce) = AsyncStream.makeStream(of: Int.self)
+        let emulator = try AppleIDEmulator(configuration: emulatorConfiguration, logger: logger)
+        let emulatorApp = emulator.buildApplication(host: "127.0.0.1", port: plan.emulatorPort) { port in announce.yield(port) }
+        let app = try await buildApplication(settings: plan.settings, httpClient: .shared, services: [emulatorApp], logger: logger) { port in
+            announce.yield(port)
+        }
+        let site = LocalSite(origin: plan.settings.origin, emulatorOrigin: "http://127.0.0.1:\(plan.emulatorPort)", users: emulatorConfiguration.users)
+
+        // What SIGTERM does to `siwa serve`: a graceful shutdown of the server and the emulator it runs.
+        let services = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { announce.finish() }
+                try await services.run()
+            }
+            var listening = 0
+            for await _ in running {
+                listening += 1
+                if listening == 2 { break }
+            }
+            guard listening == 2 else {
+                try await group.next()
+                throw EndToEndError("the site stopped before listening on ports \(ports)")
+            }
+            do {
+                try await body(site)
+            } catch {
+                await services.triggerGracefulShutdown()
+                throw error
+            }
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
+        }
+    }
+}
