@@ -133,9 +133,11 @@ public struct ConfigurationDoctor: Sendable {
         for text in urls {
             do {
                 let url = try ReturnURL.parse(text, requireApplesRules: requireApplesRules, field: "return_url")
-                if url.path != "/auth/apple/callback" {
-                    let hint = url.path == "/auth/apple/callback/" ? "drop the trailing slash here and on the Services ID (they must match exactly)" : "siwa receives Apple's return at /auth/apple/callback"
-                    checks.append(Check(name: "return_url", passed: false, message: "\(text): path is \(url.path); \(hint)"))
+                // URL.path drops a trailing slash; URLComponents keeps the path exactly as registered.
+                let path = URLComponents(string: text)?.path ?? url.path
+                if path != "/auth/apple/callback" {
+                    let hint = path == "/auth/apple/callback/" ? "drop the trailing slash here and on the Services ID (they must match exactly)" : "siwa receives Apple's return at /auth/apple/callback"
+                    checks.append(Check(name: "return_url", passed: false, message: "\(text): path is \(path); \(hint)"))
                 } else if let publicHost, url.host != publicHost {
                     checks.append(Check(name: "return_url", passed: false, message: "\(text) names \(url.host ?? "?") but the site is reached at \(publicHost) (public_url); the binding cookie would be set on one host and expected on the other"))
                 } else {

@@ -25,6 +25,8 @@ struct ServerOptions: Sendable {
     var sessionLifetime: TimeInterval = 7 * 86_400
     /// When set, "Apple" as the server sees it also publishes this key (see `KeyProxy`).
     var trustedForger: Forger?
+    /// Sign-in starts and callbacks per client and minute (0: no limit).
+    var rateLimitPerMinute = 0
 }
 
 /// A running emulator, the server built by `buildApplication` on a fresh SQLite file, and ways to drive both.
@@ -76,7 +78,9 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
         returnURLs: [options.returnURL], privateKeyPEM: options.privateKeyPEM,
         appleBaseURL: appleBaseURL, acceptedIssuers: [emulatorURL]
     )
-    let settings = ServerSettings(mode: options.mode, host: "127.0.0.1", port: 0, database: path, apple: apple, sessionLifetime: options.sessionLifetime, appleTimeoutMS: options.appleTimeoutMS)
+    var configured = ServerSettings(mode: options.mode, host: "127.0.0.1", port: 0, database: path, apple: apple, sessionLifetime: options.sessionLifetime, appleTimeoutMS: options.appleTimeoutMS)
+    configured.rateLimitPerMinute = options.rateLimitPerMinute
+    let settings = configured
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     let store = try SQLiteStore(path: path, cipher: cipher)
     let logs = LogCapture()
