@@ -27,15 +27,20 @@ public enum Base64URL {
 
     /// Decodes base64url from UTF-8 bytes (concrete, so it is fast across modules).
     public static func decode(utf8 text: Substring.UTF8View) -> Data? {
-        var utf8 = [UInt8](text)
-        let total = utf8.count
-        while utf8.last == UInt8(ascii: "=") { utf8.removeLast() }
-        guard total - utf8.count <= 2, utf8.count % 4 != 1 else { return nil }
+        if let decoded = text.withContiguousStorageIfAvailable({ decode(bytes: $0) }) { return decoded }
+        return [UInt8](text).withUnsafeBufferPointer { decode(bytes: $0) }
+    }
+
+    /// Decodes base64url from a buffer of UTF-8 bytes: one pass through a lookup table.
+    public static func decode(bytes buffer: UnsafeBufferPointer<UInt8>) -> Data? {
+        var end = buffer.count
+        while end > 0, buffer[end - 1] == UInt8(ascii: "=") { end -= 1 }
+        guard buffer.count - end <= 2, end % 4 != 1 else { return nil }
         var output = [UInt8]()
-        output.reserveCapacity(utf8.count * 3 / 4)
+        output.reserveCapacity(end * 3 / 4)
         var accumulator: UInt32 = 0
         var bits = 0
-        for byte in utf8 {
+        for byte in UnsafeBufferPointer(rebasing: buffer[0..<end]) {
             let value = decodeTable[Int(byte)]
             guard value != 0xFF else { return nil }
             accumulator = accumulator << 6 | UInt32(value)

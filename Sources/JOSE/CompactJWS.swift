@@ -39,16 +39,34 @@ public struct CompactJWS: Sendable {
     /// Splits and decodes a token.
     public init(_ token: String) throws(ParseFailure) {
         guard token.utf8.count <= Self.maximumSize else { throw .tooLarge(token.utf8.count) }
-        // Split the UTF-8 bytes: splitting the String by Character runs grapheme breaking over the whole token.
-        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .wrongPartCount(parts.count) }
-        guard let headerData = Base64URL.decode(utf8: parts[0]), let payload = Base64URL.decode(utf8: parts[1]),
-            let signature = Base64URL.decode(utf8: parts[2])
-        else { throw .notBase64URL }
-        guard let fields = try? ParsedJSON.parse(headerData).objectValue else { throw .headerNotJSON }
-        header = Header(alg: fields["alg"]?.stringValue, kid: fields["kid"]?.stringValue, typ: fields["typ"]?.stringValue)
+        // Work on the contiguous UTF-8 bytes: no per-Character iteration, no copies before decoding.
+        var token = token
+        token.makeContiguousUTF8()
+        let decoded = token.utf8.withContiguousStorageIfAvailable { bytes -> Result<(Data, Data, Data, Int), ParseFailure> in
+            var dots: [Int] = []
+            for index in bytes.indices where bytes[index] == UInt8(ascii: ".") {
+                dots.append(index)
+                if dots.count > 2 { break }
+            }
+            guard dots.count == 2 else { return .failure(.wrongPartCount(dots.count + 1)) }
+            let header = UnsafeBufferPointer(rebasing: bytes[0..<dots[0]])
+            let payload = UnsafeBufferPointer(rebasing: bytes[(dots[0] + 1)..<dots[1]])
+            let signature = UnsafeBufferPointer(rebasing: bytes[(dots[1] + 1)...])
+            guard let headerData = Base64URL.decode(bytes: header), let payloadData = Base64URL.decode(bytes: payload),
+                let signatureData = Base64URL.decode(bytes: signature)
+            else { return .failure(.notBase64URL) }
+            return .success((headerData, payloadData, signatureData, dots[1]))
+        }
+        guard let decoded else { throw .notBase64URL }
+        let (headerData, payload, signature, signedLength): (Data, Data, Data, Int)
+        switch decoded {
+        case .success(let parts): (headerData, payload, signature, signedLength) = parts
+        case .failure(let failure): throw failure
+        }
+        guard let fields = try? ParsedJSON.parse(headerData), fields.isObject else { throw .headerNotJSON }
+        header = Header(alg: fields[member: "alg"]?.stringValue, kid: fields[member: "kid"]?.stringValue, typ: fields[member: "typ"]?.stringValue)
         self.payload = payload
         self.signature = signature
-        signingInput = token[..<parts[1].endIndex].utf8
+        signingInput = token[..<token.utf8.index(token.utf8.startIndex, offsetBy: signedLength)].utf8
     }
 }

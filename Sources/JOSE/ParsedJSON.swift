@@ -14,8 +14,17 @@ public enum ParsedJSON: Sendable, Hashable {
     case null
     /// An array.
     case array([ParsedJSON])
-    /// An object (duplicate keys refused).
-    case object([String: ParsedJSON])
+    /// An object's members in order (duplicate keys refused). An array, not a dictionary: JWT objects are
+    /// small, and a linear scan beats hashing every key.
+    case object([Member])
+
+    /// One member of an object.
+    public struct Member: Sendable, Hashable {
+        /// The key.
+        public var key: String
+        /// The value.
+        public var value: ParsedJSON
+    }
 
     /// Why a text is not JSON.
     public struct ParseError: Error, Sendable, Hashable {
@@ -42,8 +51,20 @@ public enum ParsedJSON: Sendable, Hashable {
     public var stringValue: String? { if case .string(let text) = self { text } else { nil } }
     /// The number, if this is one.
     public var numberValue: Double? { if case .number(let number) = self { number } else { nil } }
-    /// The object, if this is one.
-    public var objectValue: [String: ParsedJSON]? { if case .object(let object) = self { object } else { nil } }
+    /// The object as a dictionary, if this is one.
+    public var objectValue: [String: ParsedJSON]? {
+        guard case .object(let members) = self else { return nil }
+        return Dictionary(members.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The value of member `key`, if this is an object that has it.
+    public subscript(member key: String) -> ParsedJSON? {
+        guard case .object(let members) = self else { return nil }
+        return members.first { $0.key == key }?.value
+    }
+
+    /// Whether this is an object.
+    public var isObject: Bool { if case .object = self { true } else { false } }
 
     private struct Parser {
         let bytes: [UInt8]
@@ -80,7 +101,8 @@ public enum ParsedJSON: Sendable, Hashable {
 
         mutating func object(depth: Int) throws(ParseError) -> ParsedJSON {
             index += 1
-            var result: [String: ParsedJSON] = [:]
+            var result: [Member] = []
+            var seen: Set<String>?
             skipSpace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                 index += 1
@@ -95,7 +117,14 @@ public enum ParsedJSON: Sendable, Hashable {
                 index += 1
                 skipSpace()
                 let item = try value(depth: depth + 1)
-                guard result.updateValue(item, forKey: key) == nil else { throw ParseError(offset: index) }
+                // Duplicate keys: a linear check while small, a set beyond (bounded work for hostile input).
+                if result.count < 32 {
+                    guard !result.contains(where: { $0.key == key }) else { throw ParseError(offset: index) }
+                } else {
+                    if seen == nil { seen = Set(result.map(\.key)) }
+                    guard seen?.insert(key).inserted == true else { throw ParseError(offset: index) }
+                }
+                result.append(Member(key: key, value: item))
                 skipSpace()
                 guard index < bytes.count else { throw ParseError(offset: index) }
                 if bytes[index] == UInt8(ascii: ",") {

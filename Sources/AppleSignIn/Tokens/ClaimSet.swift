@@ -3,14 +3,22 @@ import JOSE
 
 /// Typed access to a JWT payload, each failure a `claims` error naming the claim.
 struct ClaimSet {
-    private let fields: [String: ParsedJSON]
+    private let object: ParsedJSON
 
     /// Parses the payload bytes; anything but a JSON object is a `claims` error.
     init(payload: Data) throws(IdentityTokenError) {
-        guard let object = try? ParsedJSON.parse(payload).objectValue else {
+        guard let parsed = try? ParsedJSON.parse(payload), parsed.isObject else {
             throw IdentityTokenError(.claims, "the payload is not a JSON object")
         }
-        fields = object
+        object = parsed
+    }
+
+    private var fields: Fields { Fields(object: object) }
+
+    /// Member lookup by name.
+    private struct Fields {
+        let object: ParsedJSON
+        subscript(_ name: String) -> ParsedJSON? { object[member: name] }
     }
 
     func string(_ name: String) throws(IdentityTokenError) -> String {
