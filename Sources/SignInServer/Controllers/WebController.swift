@@ -59,12 +59,8 @@ struct WebController: Sendable {
         guard let (session, user) = found else {
             return renderer.errorPage("signedOut", language: language, status: .unauthorized)
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: language == .english ? "en_US" : "zh_Hans_CN")
-        formatter.dateStyle = .medium
-        formatter.timeStyle = .short
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        let iso = ISO8601DateFormatter()
+        let formatter = DateFormatters.shared.display(language)
+        let iso = DateFormatters.shared.iso
         var values: [String: Any] = [
             "sub": user.subject,
             "privateEmail": user.isPrivateEmail,
@@ -303,5 +299,32 @@ extension SignInFailure {
         case .misconfigured: .internalServerError
         case .tooLarge: .contentTooLarge
         }
+    }
+}
+
+/// Date formatters are expensive to create: made once, reused (they are thread-safe for formatting).
+final class DateFormatters: @unchecked Sendable {
+    // @unchecked: the formatters are configured once in init and only used to format afterwards, which
+    // Foundation documents as thread-safe.
+    static let shared = DateFormatters()
+    let iso = ISO8601DateFormatter()
+    private let english: DateFormatter
+    private let chinese: DateFormatter
+
+    private init() {
+        func make(_ locale: String) -> DateFormatter {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: locale)
+            formatter.dateStyle = .medium
+            formatter.timeStyle = .short
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            return formatter
+        }
+        english = make("en_US")
+        chinese = make("zh_Hans_CN")
+    }
+
+    func display(_ language: PageLanguage) -> DateFormatter {
+        language == .english ? english : chinese
     }
 }
