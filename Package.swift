@@ -104,6 +104,14 @@ let package = Package(
             path: "Benchmarks/VerifyBenchmark",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "HelloWorld",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            path: "Benchmarks/HelloWorld",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AppleSignInTests",
             dependencies: [
