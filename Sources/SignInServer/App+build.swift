@@ -66,15 +66,16 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     }
     router.add(middleware: SecurityHeadersMiddleware(formActionOrigins: formActions, hsts: settings.secureCookies))
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
+    let proxy = ClientAddressResolver(trustedProxies: Set(settings.trustedProxies))
     if settings.rateLimitPerMinute > 0 {
         router.add(middleware: RateLimitMiddleware(
             perMinute: settings.rateLimitPerMinute, paths: ["/auth/apple", "/auth/apple/callback", "/auth/apple/popup", "/api/apple/native"],
-            resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)), renderer: renderer
+            resolver: proxy, renderer: renderer
         ))
     }
     router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
     let cookies = CookiePolicy(secure: settings.secureCookies)
-    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
+    WebController(flow: components.flow, store: components.store, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, proxy: proxy)
         .addRoutes(to: router)
     LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
         .addRoutes(to: router)

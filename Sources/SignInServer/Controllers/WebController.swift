@@ -13,6 +13,7 @@ struct WebController: Sendable {
     let cookies: CookiePolicy
     let settings: ServerSettings
     let metrics: ServerMetrics
+    let proxy: ClientAddressResolver
 
     func addRoutes(to router: Router<ServerContext>) {
         router.get("/", use: signInPage)
@@ -83,7 +84,11 @@ struct WebController: Sendable {
         let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
         // The binding cookie must be set on the host Apple returns to, or it will not come back.
         // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it.
-        if settings.mode == .local, let host = request.head.authority, host != Self.authority(settings.returnURL) {
+        if settings.mode == .local, let host = proxy.host(request, context: context), host != Self.authority(settings.returnURL) {
+            return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
+        }
+        // Behind a proxy in Apple mode, a browser on plain HTTP would never send the Secure binding cookie back.
+        if settings.secureCookies, proxy.trustedProxies.contains(context.remoteAddress?.ipAddress ?? ""), proxy.scheme(request, context: context) != "https" {
             return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
         }
         let started: SignInFlow.Started

@@ -4,10 +4,31 @@ import Hummingbird
 import NIOCore
 import Synchronization
 
-/// Who the client is: the peer address, or, when the peer is a trusted proxy, the address it forwarded
-/// (the right-most `X-Forwarded-For` entry that is not itself a trusted proxy).
+/// What the request looked like before a trusted reverse proxy: the client's address (the right-most
+/// `X-Forwarded-For` entry that is not itself a trusted proxy), the host (`X-Forwarded-Host`) and the scheme
+/// (`X-Forwarded-Proto`). From any other peer these headers are ignored.
 struct ClientAddressResolver: Sendable {
     let trustedProxies: Set<String>
+
+    private func trusted(_ context: ServerContext) -> Bool {
+        trustedProxies.contains(context.remoteAddress?.ipAddress ?? "")
+    }
+
+    /// The host the browser used.
+    func host(_ request: Request, context: ServerContext) -> String? {
+        if trusted(context), let name = HTTPField.Name.xForwardedHost, let forwarded = request.headers[name]?.split(separator: ",").first {
+            return forwarded.trimmingCharacters(in: .whitespaces)
+        }
+        return request.head.authority
+    }
+
+    /// The scheme the browser used.
+    func scheme(_ request: Request, context: ServerContext) -> String {
+        if trusted(context), let name = HTTPField.Name.xForwardedProto, let forwarded = request.headers[name]?.split(separator: ",").first {
+            return forwarded.trimmingCharacters(in: .whitespaces).lowercased()
+        }
+        return "http"
+    }
 
     func clientAddress(_ request: Request, context: ServerContext) -> String {
         let peer = context.remoteAddress?.ipAddress ?? "unknown"

@@ -31,6 +31,10 @@ extension HTTPField.Name {
     static let xFrameOptions = HTTPField.Name("X-Frame-Options")
     /// `X-Forwarded-For`, believed from trusted proxies only.
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")
+    /// `X-Forwarded-Host`, believed from trusted proxies only.
+    static let xForwardedHost = HTTPField.Name("X-Forwarded-Host")
+    /// `X-Forwarded-Proto`, believed from trusted proxies only.
+    static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")
     /// `X-CSRF-Token`, sent by `popup.js`.
     static let xCSRFToken = HTTPField.Name("X-CSRF-Token")
 }

@@ -10,9 +10,12 @@ public final class PostgresStore: SignInStore {
     public let client: PostgresClient
     private let cipher: TokenCipher
     private let logger: Logger
+    /// How long one operation may take, waiting for a connection included. The pool queues requests while
+    /// the database is down; without a bound a request during an outage would hang until it is back.
+    public let operationTimeout: Duration
 
     /// Creates a store for `postgres://user[:password]@host[:port]/database`.
-    public init(url: String, cipher: TokenCipher, logger: Logger) throws {
+    public init(url: String, cipher: TokenCipher, logger: Logger, operationTimeout: Duration = .seconds(5)) throws {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, let user = components.user
         else {
@@ -27,6 +30,7 @@ public final class PostgresStore: SignInStore {
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.cipher = cipher
         self.logger = logger
+        self.operationTimeout = operationTimeout
     }
 
     public func migrate() async throws {
@@ -51,190 +55,240 @@ public final class PostgresStore: SignInStore {
     }
 
     public func savePending(_ pending: PendingAuthorization) async throws {
-        try await client.query(
-            "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at) VALUES (\(pending.state), \(pending.nonce), \(pending.returnTo), \(pending.bindingHash), \(pending.createdAt.timeIntervalSince1970), \(pending.expiresAt.timeIntervalSince1970))",
-            logger: logger
-        )
+        try await bounded { [self] () async throws -> Void in
+            try await client.query(
+                "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at) VALUES (\(pending.state), \(pending.nonce), \(pending.returnTo), \(pending.bindingHash), \(pending.createdAt.timeIntervalSince1970), \(pending.expiresAt.timeIntervalSince1970))",
+                logger: logger
+            )
+        }
     }
 
     public func consumePending(state: String, now: Date) async throws -> PendingAuthorization? {
-        let rows = try await client.query(
-            "DELETE FROM pending_authorizations WHERE state = \(state) RETURNING nonce, return_to, binding_hash, created_at, expires_at",
-            logger: logger
-        )
-        for try await (nonce, returnTo, binding, created, expires) in rows.decode((String, String, String, Double, Double).self) {
-            guard expires > now.timeIntervalSince1970 else { return nil }
-            return PendingAuthorization(state: state, nonce: nonce, returnTo: returnTo, bindingHash: binding, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires))
+        try await bounded { [self] in
+            let rows = try await client.query(
+                "DELETE FROM pending_authorizations WHERE state = \(state) RETURNING nonce, return_to, binding_hash, created_at, expires_at",
+                logger: logger
+            )
+            for try await (nonce, returnTo, binding, created, expires) in rows.decode((String, String, String, Double, Double).self) {
+                guard expires > now.timeIntervalSince1970 else { return nil }
+                return PendingAuthorization(state: state, nonce: nonce, returnTo: returnTo, bindingHash: binding, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires))
+            }
+            return nil
         }
-        return nil
     }
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
-        let sealed = try completed.refreshToken.map { try cipher.seal($0) }
-        let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
-            let at = completed.at.timeIntervalSince1970
-            if let transfer = completed.transferSubject {
-                let exists = try await connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect()
-                if exists.isEmpty {
-                    try await connection.query("UPDATE users SET sub = \(completed.subject) WHERE transfer_sub = \(transfer)", logger: logger)
+        try await bounded { [self] in
+            let sealed = try completed.refreshToken.map { try cipher.seal($0) }
+            let logger = self.logger
+            return try await client.withTransaction(logger: logger) { connection in
+                let at = completed.at.timeIntervalSince1970
+                if let transfer = completed.transferSubject {
+                    let exists = try await connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect()
+                    if exists.isEmpty {
+                        try await connection.query("UPDATE users SET sub = \(completed.subject) WHERE transfer_sub = \(transfer)", logger: logger)
+                    }
                 }
-            }
-            try await connection.query("""
-                INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
-                VALUES (\(completed.subject), \(completed.email), \(completed.isPrivateEmail), \(completed.firstName), \(completed.lastName), \(at), \(at))
-                ON CONFLICT (sub) DO UPDATE SET
-                    email = COALESCE(EXCLUDED.email, users.email),
-                    is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN users.is_private_email ELSE EXCLUDED.is_private_email END,
-                    first_name = COALESCE(EXCLUDED.first_name, users.first_name),
-                    last_name = COALESCE(EXCLUDED.last_name, users.last_name),
-                    last_sign_in_at = EXCLUDED.last_sign_in_at,
-                    link_revoked_at = NULL
-                """, logger: logger)
-            if let sealed {
                 try await connection.query("""
-                    INSERT INTO refresh_tokens (sub, client_id, token, updated_at, next_check_at) VALUES (\(completed.subject), \(completed.clientID), \(sealed), \(at), \(at + 86_400))
-                    ON CONFLICT (sub) DO UPDATE SET client_id = EXCLUDED.client_id, token = EXCLUDED.token, updated_at = EXCLUDED.updated_at, next_check_at = EXCLUDED.next_check_at
+                    INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
+                    VALUES (\(completed.subject), \(completed.email), \(completed.isPrivateEmail), \(completed.firstName), \(completed.lastName), \(at), \(at))
+                    ON CONFLICT (sub) DO UPDATE SET
+                        email = COALESCE(EXCLUDED.email, users.email),
+                        is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN users.is_private_email ELSE EXCLUDED.is_private_email END,
+                        first_name = COALESCE(EXCLUDED.first_name, users.first_name),
+                        last_name = COALESCE(EXCLUDED.last_name, users.last_name),
+                        last_sign_in_at = EXCLUDED.last_sign_in_at,
+                        link_revoked_at = NULL
                     """, logger: logger)
+                if let sealed {
+                    try await connection.query("""
+                        INSERT INTO refresh_tokens (sub, client_id, token, updated_at, next_check_at) VALUES (\(completed.subject), \(completed.clientID), \(sealed), \(at), \(at + 86_400))
+                        ON CONFLICT (sub) DO UPDATE SET client_id = EXCLUDED.client_id, token = EXCLUDED.token, updated_at = EXCLUDED.updated_at, next_check_at = EXCLUDED.next_check_at
+                        """, logger: logger)
+                }
+                let session = completed.session
+                try await connection.query(
+                    "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
+                    logger: logger
+                )
+                let rows = try await connection.query("SELECT \(unescaped: PostgresStore.userColumns) FROM users WHERE sub = \(completed.subject)", logger: logger)
+                for try await row in rows { return try UserRow(row: row, offset: 0).user }
+                throw PostgresStoreError(description: "user vanished inside its own transaction")
             }
-            let session = completed.session
-            try await connection.query(
-                "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
-                logger: logger
-            )
-            let rows = try await connection.query("SELECT \(unescaped: PostgresStore.userColumns) FROM users WHERE sub = \(completed.subject)", logger: logger)
-            for try await row in rows { return try UserRow(row: row, offset: 0).user }
-            throw PostgresStoreError(description: "user vanished inside its own transaction")
         }
     }
 
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
-        let rows = try await client.query(
-            "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: Self.userColumns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
-            logger: logger
-        )
-        for try await row in rows {
-            let (csrf, created, expires) = try row.decode((String, Double, Double).self)
-            let user = try UserRow(row: row, offset: 3).user
-            return (SessionRecord(idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires)), user)
+        try await bounded { [self] in
+            let rows = try await client.query(
+                "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: Self.userColumns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
+                logger: logger
+            )
+            for try await row in rows {
+                let (csrf, created, expires) = try row.decode((String, Double, Double).self)
+                let user = try UserRow(row: row, offset: 3).user
+                return (SessionRecord(idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires)), user)
+            }
+            return nil
         }
-        return nil
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
-        let rows = try await client.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
-        return !rows.isEmpty
+        try await bounded { [self] in
+            let rows = try await client.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
+            return !rows.isEmpty
+        }
     }
 
     public func ping() async throws {
-        try await client.query("SELECT 1", logger: logger)
+        try await bounded { [self] () async throws -> Void in
+            try await client.query("SELECT 1", logger: logger)
+        }
     }
 
     public func countActiveSessions(now: Date) async throws -> Int {
-        for try await count in try await client.query("SELECT COUNT(*)::BIGINT FROM sessions WHERE expires_at > \(now.timeIntervalSince1970)", logger: logger).decode(Int64.self) {
-            return Int(count)
+        try await bounded { [self] in
+            for try await count in try await client.query("SELECT COUNT(*)::BIGINT FROM sessions WHERE expires_at > \(now.timeIntervalSince1970)", logger: logger).decode(Int64.self) {
+                return Int(count)
+            }
+            return 0
         }
-        return 0
     }
 
     public func sweepExpired(now: Date, limit: Int) async throws -> Int {
-        let at = now.timeIntervalSince1970
-        let pending = try await client.query("DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
-        let sessions = try await client.query("DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
-        return pending.count + sessions.count
+        try await bounded { [self] in
+            let at = now.timeIntervalSince1970
+            let pending = try await client.query("DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
+            let sessions = try await client.query("DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
+            return pending.count + sessions.count
+        }
     }
 
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
-        let logger = self.logger
-        return try await client.withTransaction(logger: logger) { connection in
-            let at = receivedAt.timeIntervalSince1970
-            let event = notification.event
-            let inserted = try await connection.query(
-                "INSERT INTO notifications (jti, type, sub, event_time, received_at) VALUES (\(notification.id), \(event.type.rawValue), \(event.subject), \(event.eventTime.timeIntervalSince1970), \(at)) ON CONFLICT (jti) DO NOTHING RETURNING 1",
-                logger: logger
-            ).collect()
-            guard !inserted.isEmpty else { return NotificationOutcome.duplicate }
-            switch event.type {
-            case .emailDisabled:
-                try await connection.query("UPDATE users SET email_forwarding_disabled = TRUE WHERE sub = \(event.subject)", logger: logger)
-            case .emailEnabled:
-                try await connection.query("UPDATE users SET email_forwarding_disabled = FALSE WHERE sub = \(event.subject)", logger: logger)
-            case .consentRevoked:
-                try await Self.revokeLink(connection, subject: event.subject, at: at, logger: logger)
-            case .accountDelete:
-                _ = try await Self.deleteUser(connection, subject: event.subject, tombstone: true, at: at, logger: logger)
-            case .unknown:
-                return NotificationOutcome.recorded
+        try await bounded { [self] in
+            let logger = self.logger
+            return try await client.withTransaction(logger: logger) { connection in
+                let at = receivedAt.timeIntervalSince1970
+                let event = notification.event
+                let inserted = try await connection.query(
+                    "INSERT INTO notifications (jti, type, sub, event_time, received_at) VALUES (\(notification.id), \(event.type.rawValue), \(event.subject), \(event.eventTime.timeIntervalSince1970), \(at)) ON CONFLICT (jti) DO NOTHING RETURNING 1",
+                    logger: logger
+                ).collect()
+                guard !inserted.isEmpty else { return NotificationOutcome.duplicate }
+                switch event.type {
+                case .emailDisabled:
+                    try await connection.query("UPDATE users SET email_forwarding_disabled = TRUE WHERE sub = \(event.subject)", logger: logger)
+                case .emailEnabled:
+                    try await connection.query("UPDATE users SET email_forwarding_disabled = FALSE WHERE sub = \(event.subject)", logger: logger)
+                case .consentRevoked:
+                    try await Self.revokeLink(connection, subject: event.subject, at: at, logger: logger)
+                case .accountDelete:
+                    _ = try await Self.deleteUser(connection, subject: event.subject, tombstone: true, at: at, logger: logger)
+                case .unknown:
+                    return NotificationOutcome.recorded
+                }
+                return NotificationOutcome.applied
             }
-            return NotificationOutcome.applied
         }
     }
 
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
-        let logger = self.logger
-        let row = try await client.withTransaction(logger: logger) { connection in
-            try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+        try await bounded { [self] in
+            let logger = self.logger
+            let row = try await client.withTransaction(logger: logger) { connection in
+                try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+            }
+            guard let row else { return nil }
+            return RefreshCheck(subject: subject, clientID: row.0, token: try cipher.open(row.1))
         }
-        guard let row else { return nil }
-        return RefreshCheck(subject: subject, clientID: row.0, token: try cipher.open(row.1))
     }
 
     public func revokeLink(subject: String, at: Date) async throws {
-        let logger = self.logger
-        try await client.withTransaction(logger: logger) { connection in
-            try await Self.revokeLink(connection, subject: subject, at: at.timeIntervalSince1970, logger: logger)
+        try await bounded { [self] () async throws -> Void in
+            let logger = self.logger
+            try await client.withTransaction(logger: logger) { connection in
+                try await Self.revokeLink(connection, subject: subject, at: at.timeIntervalSince1970, logger: logger)
+            }
         }
     }
 
     public func claimRefreshChecks(now: Date, limit: Int, nextCheck: @Sendable () -> Date) async throws -> [RefreshCheck] {
         let current = now.timeIntervalSince1970
         let next = max(nextCheck().timeIntervalSince1970, current + 86_400)
-        let rows = try await client.query("""
-            UPDATE refresh_tokens SET next_check_at = \(next) + random() * 60, last_check_at = \(current)
-            WHERE sub IN (SELECT sub FROM refresh_tokens WHERE next_check_at <= \(current) ORDER BY next_check_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-            RETURNING sub, client_id, token
-            """, logger: logger)
-        var result: [RefreshCheck] = []
-        for try await (sub, clientID, token) in rows.decode((String, String, String).self) {
-            result.append(RefreshCheck(subject: sub, clientID: clientID, token: try cipher.open(token)))
+        return try await bounded { [self] in
+            let rows = try await client.query("""
+                UPDATE refresh_tokens SET next_check_at = \(next) + random() * 60, last_check_at = \(current)
+                WHERE sub IN (SELECT sub FROM refresh_tokens WHERE next_check_at <= \(current) ORDER BY next_check_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING sub, client_id, token
+                """, logger: logger)
+            var result: [RefreshCheck] = []
+            for try await (sub, clientID, token) in rows.decode((String, String, String).self) {
+                result.append(RefreshCheck(subject: sub, clientID: clientID, token: try cipher.open(token)))
+            }
+            return result
         }
-        return result
     }
 
     public func enqueueRevocation(clientID: String, token: String, at: Date) async throws {
-        let sealed = try cipher.seal(token)
-        try await client.query(
-            "INSERT INTO revocations (client_id, token, attempts, next_attempt_at, created_at) VALUES (\(clientID), \(sealed), 0, \(at.timeIntervalSince1970), \(at.timeIntervalSince1970))",
-            logger: logger
-        )
+        try await bounded { [self] () async throws -> Void in
+            let sealed = try cipher.seal(token)
+            try await client.query(
+                "INSERT INTO revocations (client_id, token, attempts, next_attempt_at, created_at) VALUES (\(clientID), \(sealed), 0, \(at.timeIntervalSince1970), \(at.timeIntervalSince1970))",
+                logger: logger
+            )
+        }
     }
 
     public func claimRevocations(now: Date, limit: Int, retryAt: Date) async throws -> [PendingRevocation] {
-        let rows = try await client.query("""
-            UPDATE revocations SET attempts = attempts + 1, next_attempt_at = \(retryAt.timeIntervalSince1970)
-            WHERE id IN (SELECT id FROM revocations WHERE next_attempt_at <= \(now.timeIntervalSince1970) ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-            RETURNING id, client_id, token, attempts
-            """, logger: logger)
-        var result: [PendingRevocation] = []
-        for try await (id, clientID, token, attempts) in rows.decode((Int64, String, String, Int).self) {
-            result.append(PendingRevocation(id: id, clientID: clientID, token: try cipher.open(token), attempts: attempts))
+        try await bounded { [self] in
+            let rows = try await client.query("""
+                UPDATE revocations SET attempts = attempts + 1, next_attempt_at = \(retryAt.timeIntervalSince1970)
+                WHERE id IN (SELECT id FROM revocations WHERE next_attempt_at <= \(now.timeIntervalSince1970) ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING id, client_id, token, attempts
+                """, logger: logger)
+            var result: [PendingRevocation] = []
+            for try await (id, clientID, token, attempts) in rows.decode((Int64, String, String, Int).self) {
+                result.append(PendingRevocation(id: id, clientID: clientID, token: try cipher.open(token), attempts: attempts))
+            }
+            return result
         }
-        return result
     }
 
     public func finishRevocation(id: Int64) async throws {
-        try await client.query("DELETE FROM revocations WHERE id = \(id)", logger: logger)
+        try await bounded { [self] () async throws -> Void in
+            try await client.query("DELETE FROM revocations WHERE id = \(id)", logger: logger)
+        }
     }
 
     public func subjectsWithoutTransferSubject(limit: Int) async throws -> [String] {
-        let rows = try await client.query("SELECT sub FROM users WHERE transfer_sub IS NULL ORDER BY sub LIMIT \(limit)", logger: logger)
-        var result: [String] = []
-        for try await sub in rows.decode(String.self) { result.append(sub) }
-        return result
+        try await bounded { [self] in
+            let rows = try await client.query("SELECT sub FROM users WHERE transfer_sub IS NULL ORDER BY sub LIMIT \(limit)", logger: logger)
+            var result: [String] = []
+            for try await sub in rows.decode(String.self) { result.append(sub) }
+            return result
+        }
     }
 
     public func setTransferSubject(_ transferSubject: String, for subject: String) async throws {
-        try await client.query("UPDATE users SET transfer_sub = \(transferSubject) WHERE sub = \(subject)", logger: logger)
+        try await bounded { [self] () async throws -> Void in
+            try await client.query("UPDATE users SET transfer_sub = \(transferSubject) WHERE sub = \(subject)", logger: logger)
+        }
+    }
+
+    /// Runs `operation`, failing with a `PostgresStoreError` (so the request gets a 503) when it takes longer
+    /// than `operationTimeout`; the operation is cancelled, which also withdraws a pending connection request.
+    private func bounded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let timeout = operationTimeout
+        return try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw PostgresStoreError(description: "PostgreSQL did not answer within \(timeout)")
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            return first
+        }
     }
 
     // MARK: shared statements
