@@ -128,6 +128,55 @@ struct BrowserSignInTests {
         try await expectNoCSPViolations(browser)
     }
 
+    @Test("popup sign-in: Apple's page opens in a popup, its result comes back by postMessage, and the opener shows the session")
+    func popupSignIn() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        let grace = e2e.site.user("Grace")
+        try await e2e.startClean()
+
+        let popup = try await openPopupConsent(e2e)
+        try await browser.element(userRadio(grace)).click()
+        #expect(try await browser.element(userRadio(grace)).isSelected())
+        // The same first name as secondSignInKeepsName types: whichever of the two is Grace's first
+        // authorization, the name stored is "Amazing Hopper" (Apple sends it only that once).
+        let firstName = try await browser.element("#first_name")
+        try await firstName.clear()
+        try await firstName.type("Amazing")
+        try await browser.element("#continue").click()
+
+        // The emulator's web_message page posts the result to the opener and closes itself.
+        let opener = try await backToOpener(e2e, from: popup)
+        try await browser.switchToWindow(opener)
+        try await browser.waitForPage(e2e.site.url("/session"))
+        #expect(try await browser.element("#name").text() == "Amazing Hopper")
+        #expect(try await browser.element("#email").text() == grace.email)
+        #expect(try await browser.element("#sub").text() == grace.sub)
+        try await expectStrictMarkup(browser)
+        try await expectNoCSPViolations(browser)
+    }
+
+    @Test("popup sign-in cancelled: the popup closes, the sign-in page says so, and no one is signed in")
+    func popupCancel() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        try await e2e.startClean()
+
+        let popup = try await openPopupConsent(e2e)
+        try await browser.element("#cancel").click()
+        let opener = try await backToOpener(e2e, from: popup)
+        try await browser.switchToWindow(opener)
+        try await browser.waitUntil("the popup status to report the cancellation") {
+            try await browser.element("#siwa-popup-status").text().contains("Sign-in cancelled")
+        }
+        #expect(try await browser.currentURL() == e2e.site.url("/"))
+
+        try await browser.open(e2e.site.url("/session"))
+        #expect(try await browser.element("#error-title").text() == "You are not signed in")
+        #expect(try await browser.elements("#sub").isEmpty)
+        try await expectNoCSPViolations(browser)
+    }
+
     @Test("a browser asking for Chinese (zh-CN) gets the sign-in page in Simplified Chinese")
     func chinesePage() async throws {
         let e2e = try EndToEnd.current()
@@ -177,6 +226,28 @@ struct BrowserSignInTests {
         }
         try await browser.element("#continue").click()
         try await browser.waitForPage(e2e.site.url("/session"))
+    }
+
+    /// Clicks the popup button on the sign-in page, switches to the popup it opens and waits there for the
+    /// emulator's consent page; returns the popup's handle and the opener's.
+    private func openPopupConsent(_ e2e: EndToEnd) async throws -> (popup: String, opener: String) {
+        let browser = e2e.browser
+        let opener = try await browser.windowHandle()
+        let before = try await browser.windowHandles()
+        try await browser.element("#siwa-popup").click()
+        let popup = try await browser.waitForNewWindow(besides: before)
+        try await browser.switchToWindow(popup)
+        try await waitForConsent(e2e)
+        #expect(try await browser.execute("return window.name").string == "siwa-popup")
+        #expect(try await browser.execute("return window.opener !== null").bool == true)
+        return (popup, opener)
+    }
+
+    /// Waits for the popup to close itself after answering and returns the opener's handle.
+    private func backToOpener(_ e2e: EndToEnd, from windows: (popup: String, opener: String)) async throws -> String {
+        try await e2e.browser.waitForWindowToClose(windows.popup)
+        #expect(try await e2e.browser.windowHandles() == [windows.opener])
+        return windows.opener
     }
 
     private func waitForConsent(_ e2e: EndToEnd) async throws {

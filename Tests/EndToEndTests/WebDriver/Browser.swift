@@ -73,6 +73,38 @@ struct Browser: Sendable {
         }
     }
 
+    /// The handle of the window commands go to now.
+    func windowHandle() async throws -> String {
+        try await connection.command(.GET, path + "/window").string ?? ""
+    }
+
+    /// The handles of every open window of the session (popups included).
+    func windowHandles() async throws -> [String] {
+        try await connection.command(.GET, path + "/window/handles").array?.compactMap(\.string) ?? []
+    }
+
+    /// Sends the following commands to the window `handle`.
+    func switchToWindow(_ handle: String) async throws {
+        try await connection.command(.POST, path + "/window", ["handle": .string(handle)])
+    }
+
+    /// Waits for a window other than `known` to open and returns its handle.
+    func waitForNewWindow(besides known: [String]) async throws -> String {
+        var found: String?
+        try await waitUntil("a new window besides \(known)") {
+            found = try await windowHandles().first { !known.contains($0) }
+            return found != nil
+        }
+        return found!
+    }
+
+    /// Waits until the window `handle` is closed.
+    func waitForWindowToClose(_ handle: String) async throws {
+        try await waitUntil("the window \(handle) to close") {
+            try await !windowHandles().contains(handle)
+        }
+    }
+
     /// Forgets the cookies of the current page's site.
     func deleteAllCookies() async throws {
         try await connection.command(.DELETE, path + "/cookie")
