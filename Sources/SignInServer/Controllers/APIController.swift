@@ -32,6 +32,7 @@ struct APIController: Sendable {
             case .expired: Self.problem(.badRequest, "expired", "Authorization code expired or used", "Ask the user to sign in with Apple again.")
             case .notVerified: Self.problem(.unauthorized, "not-verified", "Identity token not verified", error.detail)
             case .unavailable: Self.problem(.serviceUnavailable, "apple-unavailable", "Apple could not be reached", "Try again shortly.")
+            case .storeUnavailable: Self.problem(.serviceUnavailable, "store-unavailable", "Service temporarily unavailable", "Try again shortly.")
             case .misconfigured: Self.problem(.internalServerError, "misconfigured", "Server misconfigured", "The server's Apple credentials for this app were refused.")
             default: Self.problem(.badRequest, "malformed", "Malformed request", error.detail)
             }

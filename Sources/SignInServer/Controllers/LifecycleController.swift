@@ -60,7 +60,7 @@ struct LifecycleController: Sendable {
         do {
             found = try await currentSession(request)
         } catch {
-            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/account/delete", actionKey: "tryAgain")
+            return renderer.errorPage("storeUnavailable", language: language, status: .serviceUnavailable, actionURL: "/account/delete", actionKey: "tryAgain")
         }
         guard let (session, user) = found else {
             return renderer.errorPage("signedOut", language: language, status: .unauthorized)
@@ -73,7 +73,7 @@ struct LifecycleController: Sendable {
             outcome = try await lifecycle.deleteAccount(subject: user.subject, logger: context.logger)
         } catch {
             context.logger.error("account deletion failed", metadata: ["error": "\(error)"])
-            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/account/delete", actionKey: "tryAgain")
+            return renderer.errorPage("storeUnavailable", language: language, status: .serviceUnavailable, actionURL: "/account/delete", actionKey: "tryAgain")
         }
         let key = switch outcome {
         case .revoked: "deleted.revoked"

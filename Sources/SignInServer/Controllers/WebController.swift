@@ -55,7 +55,7 @@ struct WebController: Sendable {
             found = try await currentSession(request)
         } catch {
             context.logger.error("store unavailable", metadata: ["error": "\(error)"])
-            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/session", actionKey: "tryAgain")
+            return renderer.errorPage("storeUnavailable", language: language, status: .serviceUnavailable, actionURL: "/session", actionKey: "tryAgain")
         }
         guard let (session, user) = found else {
             return renderer.errorPage("signedOut", language: language, status: .unauthorized)
@@ -96,7 +96,7 @@ struct WebController: Sendable {
             started = try await flow.start(returnTo: returnTo, responseMode: request.uri.queryParameters.get("mode") == "popup" ? .webMessage : .formPost)
         } catch {
             context.logger.error("could not start a sign-in", metadata: ["error": "\(error)"])
-            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
+            return renderer.errorPage("storeUnavailable", language: language, status: .serviceUnavailable, actionURL: "/", actionKey: "tryAgain")
         }
         metrics.signInsStarted.increment()
         var response = Response.redirect(to: started.authorizeURL.absoluteString, type: .found)
@@ -201,6 +201,7 @@ struct WebController: Sendable {
         case .malformed: "malformed"
         case .notVerified: "notVerified"
         case .unavailable: "unavailable"
+        case .storeUnavailable: "storeUnavailable"
         case .misconfigured: "misconfigured"
         case .tooLarge: "tooLarge"
         }
@@ -225,14 +226,14 @@ struct WebController: Sendable {
     private func failure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext, clearBinding: Bool) -> Response {
         let level: Logger.Level = switch failure {
         case .misconfigured: .critical
-        case .unavailable: .error
+        case .unavailable, .storeUnavailable: .error
         case .cancelled: .info
         default: .notice
         }
         metrics.signInFailed(failure.reason)
         context.logger.log(level: level, "sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
         let status = failure.httpStatus
-        let retry = failure == .cancelled || failure.reason == "unavailable"
+        let retry = failure == .cancelled || failure.httpStatus == .serviceUnavailable
         var response = renderer.errorPage(Self.pageKey(failure), language: language, status: status, actionURL: "/", actionKey: retry ? "tryAgain" : "goToSignIn")
         if clearBinding { response.setCookie(cookies.expired(cookies.bindingName)) }
         return response
@@ -260,7 +261,7 @@ struct WebController: Sendable {
             _ = try await store.deleteSession(idHash: idHash)
         } catch {
             context.logger.error("store unavailable", metadata: ["error": "\(error)"])
-            return renderer.errorPage("unavailable", language: language, status: .serviceUnavailable, actionURL: "/session", actionKey: "tryAgain")
+            return renderer.errorPage("storeUnavailable", language: language, status: .serviceUnavailable, actionURL: "/session", actionKey: "tryAgain")
         }
         context.logger.info("signed out")
         var response = Response.redirect(to: "/", type: .normal)
@@ -300,7 +301,7 @@ extension SignInFailure {
         switch self {
         case .cancelled: .ok
         case .expired, .malformed, .notVerified: .badRequest
-        case .unavailable: .serviceUnavailable
+        case .unavailable, .storeUnavailable: .serviceUnavailable
         case .misconfigured: .internalServerError
         case .tooLarge: .contentTooLarge
         }

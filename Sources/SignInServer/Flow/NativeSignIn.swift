@@ -90,7 +90,7 @@ public struct NativeSignIn: Sendable {
                 at: now
             ))
         } catch {
-            throw .unavailable("store: \(error)")
+            throw .storeUnavailable("store: \(error)")
         }
         logger.info("native sign-in", metadata: ["sub": "\(front.subject)", "bundle_id": "\(bundleID)"])
         return Session(sessionToken: sessionID, expiresAt: expiresAt, sub: front.subject)

@@ -10,6 +10,8 @@ public enum SignInFailure: Error, Sendable, Hashable {
     case notVerified(String)
     /// Apple (or the database) could not be reached; trying again later may work.
     case unavailable(String)
+    /// The database did not answer; trying again later may work.
+    case storeUnavailable(String)
     /// The server's Apple credentials are wrong; an operator must fix the configuration.
     case misconfigured(String)
     /// The callback body was larger than 64 KiB.
@@ -23,6 +25,7 @@ public enum SignInFailure: Error, Sendable, Hashable {
         case .malformed: "malformed"
         case .notVerified: "not_verified"
         case .unavailable: "unavailable"
+        case .storeUnavailable: "store_unavailable"
         case .misconfigured: "misconfigured"
         case .tooLarge: "too_large"
         }
@@ -33,7 +36,7 @@ public enum SignInFailure: Error, Sendable, Hashable {
         switch self {
         case .cancelled: "the user cancelled at Apple"
         case .expired: "unknown, used or expired state, or binding cookie mismatch"
-        case .malformed(let detail), .notVerified(let detail), .unavailable(let detail), .misconfigured(let detail): detail
+        case .malformed(let detail), .notVerified(let detail), .unavailable(let detail), .storeUnavailable(let detail), .misconfigured(let detail): detail
         case .tooLarge: "callback body over 64 KiB"
         }
     }

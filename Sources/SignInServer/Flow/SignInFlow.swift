@@ -75,7 +75,7 @@ public struct SignInFlow: Sendable {
         } catch let failure as SignInFailure {
             throw failure
         } catch {
-            throw .unavailable("store: \(error)")
+            throw .storeUnavailable("store: \(error)")
         }
         guard let bindingToken, Self.hash(bindingToken) == pending.bindingHash else {
             logger.notice("binding cookie missing or different from the one that started the sign-in")
@@ -131,7 +131,7 @@ public struct SignInFlow: Sendable {
         do {
             user = try await store.completeSignIn(completed)
         } catch {
-            throw .unavailable("store: \(error)")
+            throw .storeUnavailable("store: \(error)")
         }
         logger.info("signed in", metadata: ["sub": "\(identity.subject)", "first_time": "\(payload.user != nil)"])
         return Completed(sessionID: sessionID, returnTo: pending.returnTo, user: user)
