@@ -263,11 +263,12 @@ struct AppleIDClientTests {
 
     @Test("an answer slower than the client's timeout is a retryable timeout")
     func timeout() async throws {
-        let server = TokenEndpointServer(.sleep(.seconds(1)))
+        // The server answers after 5 s; the client gives up after 200 ms. The bound leaves room for a loaded machine.
+        let server = TokenEndpointServer(.sleep(.seconds(5)))
         try await server.run(timeout: .milliseconds(200)) { client, _ in
             let started = ContinuousClock.now
             let error = await failure(.timeout) { () async throws(AppleIDClientError) in _ = try await client.exchange(code: "c", redirectURI: redirect) }
-            #expect(ContinuousClock.now - started < .milliseconds(900))
+            #expect(ContinuousClock.now - started < .milliseconds(2500))
             #expect(error?.isRetryable == true)
             #expect(error?.message.contains("200 ms") == true)
         }
@@ -275,11 +276,12 @@ struct AppleIDClientTests {
 
     @Test("an answer whose body stalls is a timeout too: the timeout covers the whole call")
     func stalledBody() async throws {
-        let server = TokenEndpointServer(.stalledBody(.seconds(2)))
+        // The body stalls for 8 s; the timeout is 300 ms (bound with room for a loaded machine).
+        let server = TokenEndpointServer(.stalledBody(.seconds(8)))
         try await server.run(timeout: .milliseconds(300)) { client, _ in
             let started = ContinuousClock.now
             await failure(.timeout) { () async throws(AppleIDClientError) in _ = try await client.exchange(code: "c", redirectURI: redirect) }
-            #expect(ContinuousClock.now - started < .milliseconds(1500))
+            #expect(ContinuousClock.now - started < .milliseconds(5000))
         }
     }
 

@@ -62,7 +62,7 @@ struct GracefulShutdownTests {
                 var fault = HTTPClientRequest(url: emulatorURL + "/emulator/admin/faults/token")
                 fault.method = .PUT
                 fault.headers.add(name: "Content-Type", value: "application/json")
-                fault.body = .bytes(ByteBuffer(string: #"{"latency_ms":1500}"#))
+                fault.body = .bytes(ByteBuffer(string: #"{"latency_ms":3000}"#))
                 _ = try await client.execute(fault, timeout: .seconds(5))
 
                 var callback = HTTPClientRequest(url: site + "/auth/apple/callback")
@@ -71,7 +71,7 @@ struct GracefulShutdownTests {
                 callback.headers.add(name: "Cookie", value: cookie)
                 callback.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields.sorted { $0.key < $1.key })))
                 let inFlight = Task { try await client.execute(callback, timeout: .seconds(10)) }
-                try await Task.sleep(for: .milliseconds(400))
+                try await Task.sleep(for: .milliseconds(1000))
                 await group.triggerGracefulShutdown()
                 let response = try await inFlight.value
                 #expect(response.status == .seeOther)

@@ -22,12 +22,12 @@ struct SessionTests {
 
     @Test("a session past its lifetime is over: the cookie's Max-Age says so and the server refuses it")
     func sessionExpires() async throws {
-        try await withServer(ServerOptions(sessionLifetime: 1)) { h in
+        try await withServer(ServerOptions(sessionLifetime: 4)) { h in
             let signIn = try await h.signIn()
-            #expect(signIn.response.setCookie(h.sessionCookie)?["Max-Age"] == "1")
+            #expect(signIn.response.setCookie(h.sessionCookie)?["Max-Age"] == "4")
             let session = try #require(signIn.session)
             #expect(try await h.sessionPage(session).status == .ok)
-            try await Task.sleep(for: .milliseconds(1500))
+            try await Task.sleep(for: .milliseconds(4500))
             let page = try await h.sessionPage(session)
             #expect(page.status == .unauthorized)
             #expect(page.errorTitle == Fixtures.Heading.signedOut)

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 
 /// The cookies the server sets, with the attributes each needs (documented in the README).
@@ -34,5 +35,13 @@ struct CookiePolicy: Sendable {
     /// Deletes a cookie.
     func expired(_ name: String) -> Cookie {
         Cookie(name: name, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
+    }
+}
+
+extension SignInStore {
+    /// The live session named by the request's session cookie, with its user; nil without a cookie.
+    func session(for request: Request, cookies: CookiePolicy, now: Date = Date()) async throws -> (SessionRecord, UserRecord)? {
+        guard let cookie = request.cookies[cookies.sessionName]?.value, !cookie.isEmpty else { return nil }
+        return try await session(idHash: SignInFlow.hash(cookie), now: now)
     }
 }

@@ -86,8 +86,7 @@ struct LifecycleController: Sendable {
     }
 
     private func currentSession(_ request: Request) async throws -> (SessionRecord, UserRecord)? {
-        guard let cookie = request.cookies[cookies.sessionName]?.value, !cookie.isEmpty else { return nil }
-        return try await store.session(idHash: SignInFlow.hash(cookie), now: Date())
+        try await store.session(for: request, cookies: cookies)
     }
 
     static func plain(_ status: HTTPResponse.Status, _ text: String) -> Response {

@@ -272,8 +272,7 @@ struct WebController: Sendable {
     // MARK: helpers
 
     private func currentSession(_ request: Request) async throws -> (SessionRecord, UserRecord)? {
-        guard let cookie = request.cookies[cookies.sessionName]?.value, !cookie.isEmpty else { return nil }
-        return try await store.session(idHash: SignInFlow.hash(cookie), now: Date())
+        try await store.session(for: request, cookies: cookies)
     }
 
     static func language(_ request: Request) -> PageLanguage {
