@@ -25,11 +25,7 @@ extension AppleIDEmulator {
     func signIDToken(clientID: String, subject: String, nonce: String?, email: String, isPrivateEmail: Bool, authTime: Date, code: String?, now: Date) async throws -> String {
         guard let key = await state.activeKey else { throw HTTPError(.internalServerError, message: "no signing key") }
         let issuedAt = Int(now.timeIntervalSince1970)
-        var cHash: String?
-        if let code {
-            let digest = Array(SHA256.hash(data: Data(code.utf8)))
-            cHash = Base64URL.encode(digest.prefix(16))
-        }
+        let cHash = code.map(Digests.codeHash)
         let claims = IDTokenClaims(
             iss: issuer, aud: clientID, exp: issuedAt + configuration.idTokenLifetime, iat: issuedAt, sub: subject,
             nonce: nonce, nonce_supported: true, c_hash: cHash,
@@ -213,6 +209,6 @@ extension AppleIDEmulator {
 
     /// The emulator's deterministic transfer identifier for a `sub`.
     static func transferSubject(for sub: String) -> String {
-        "t." + SHA256.hash(data: Data(sub.utf8)).prefix(16).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        "t." + Digests.hex(SHA256.hash(data: Data(sub.utf8)).prefix(16))
     }
 }

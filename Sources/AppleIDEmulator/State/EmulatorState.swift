@@ -221,9 +221,6 @@ actor EmulatorState {
 enum RandomID {
     static func hex(bytes count: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in
-            let byte = UInt8.random(in: 0...255, using: &generator)
-            return (byte < 16 ? "0" : "") + String(byte, radix: 16)
-        }.joined()
+        return Digests.hex((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 }

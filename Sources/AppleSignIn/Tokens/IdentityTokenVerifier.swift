@@ -78,16 +78,8 @@ public struct IdentityTokenVerifier: Sendable {
     }
 
     /// `c_hash`: base64url of the left half of SHA-256 of the code.
-    public static func codeHash(_ code: String) -> String {
-        let digest = Array(SHA256.hash(data: Data(code.utf8)))
-        return Base64URL.encode(digest.prefix(digest.count / 2))
-    }
+    public static func codeHash(_ code: String) -> String { Digests.codeHash(code) }
 
     /// Lower-case hex SHA-256, the form native apps put in `nonce`.
-    public static func sha256Hex(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
-    }
+    public static func sha256Hex(_ text: String) -> String { Digests.sha256Hex(text) }
 }

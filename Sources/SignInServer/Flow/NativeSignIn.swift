@@ -61,11 +61,7 @@ public struct NativeSignIn: Sendable {
         do {
             tokens = try await client.exchange(code: request.authorizationCode, redirectURI: nil, clientID: bundleID, logger: logger)
         } catch {
-            switch error.kind {
-            case .invalidClient, .unauthorizedClient: throw .misconfigured(error.message)
-            case .invalidGrant: throw .expired
-            default: throw error.isRetryable ? .unavailable(error.message) : .notVerified(error.message)
-            }
+            throw SignInFailure(exchange: error)
         }
         if let idToken = tokens.idToken {
             do {
@@ -83,7 +79,7 @@ public struct NativeSignIn: Sendable {
         do {
             _ = try await store.completeSignIn(CompletedSignIn(
                 subject: front.subject, email: email,
-                isPrivateEmail: front.isPrivateEmail ?? (email?.hasSuffix("@privaterelay.appleid.com") ?? false),
+                isPrivateEmail: CompletedSignIn.isPrivate(email: email, asserted: front.isPrivateEmail),
                 firstName: Self.nonEmpty(request.firstName), lastName: Self.nonEmpty(request.lastName),
                 refreshToken: tokens.refreshToken, clientID: bundleID.rawValue, transferSubject: front.transferSubject,
                 session: SessionRecord(idHash: SignInFlow.hash(sessionID), subject: front.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: expiresAt),

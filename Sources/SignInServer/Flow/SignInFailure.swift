@@ -1,3 +1,5 @@
+import AppleSignIn
+
 /// Why a sign-in did not complete, in the terms the person sees; each maps to one error page.
 public enum SignInFailure: Error, Sendable, Hashable {
     /// The person pressed Cancel at Apple.
@@ -16,6 +18,16 @@ public enum SignInFailure: Error, Sendable, Hashable {
     case misconfigured(String)
     /// The callback body was larger than 64 KiB.
     case tooLarge
+
+    /// What a failed code exchange means for the person: wrong credentials are the operator's to fix, a used
+    /// or expired code starts over, a transport failure is an outage.
+    init(exchange error: AppleIDClientError) {
+        switch error.kind {
+        case .invalidClient, .unauthorizedClient: self = .misconfigured(error.message)
+        case .invalidGrant: self = .expired
+        default: self = error.isRetryable ? .unavailable(error.message) : .notVerified(error.message)
+        }
+    }
 
     /// A short code for logs and metrics.
     public var reason: String {

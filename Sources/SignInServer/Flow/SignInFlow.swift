@@ -98,13 +98,7 @@ public struct SignInFlow: Sendable {
         do {
             tokens = try await client.exchange(code: code, redirectURI: returnURL, logger: logger)
         } catch {
-            switch error.kind {
-            case .invalidClient, .unauthorizedClient: throw .misconfigured(error.message)
-            case .invalidGrant: throw .expired
-            default:
-                if error.isRetryable { throw .unavailable(error.message) }
-                throw .notVerified(error.message)
-            }
+            throw SignInFailure(exchange: error)
         }
         guard let backIDToken = tokens.idToken else { throw .notVerified("the token endpoint returned no id_token") }
         let identity: AppleIdentity
@@ -121,7 +115,7 @@ public struct SignInFlow: Sendable {
         let email = identity.email ?? payload.user?.email
         let completed = CompletedSignIn(
             subject: identity.subject, email: email,
-            isPrivateEmail: identity.isPrivateEmail ?? (email?.hasSuffix("@privaterelay.appleid.com") ?? false),
+            isPrivateEmail: CompletedSignIn.isPrivate(email: email, asserted: identity.isPrivateEmail),
             firstName: payload.user?.firstName, lastName: payload.user?.lastName,
             refreshToken: tokens.refreshToken, clientID: configuration.servicesID.rawValue, transferSubject: identity.transferSubject,
             session: SessionRecord(idHash: Self.hash(sessionID), subject: identity.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: now.addingTimeInterval(sessionLifetime)),

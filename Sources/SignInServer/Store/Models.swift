@@ -82,6 +82,13 @@ public struct CompletedSignIn: Sendable {
     public var at: Date
 }
 
+extension CompletedSignIn {
+    /// Whether an email is a private relay address: as the token asserts, else by Apple's relay domain.
+    static func isPrivate(email: String?, asserted: Bool?) -> Bool {
+        asserted ?? (email?.hasSuffix("@privaterelay.appleid.com") ?? false)
+    }
+}
+
 /// A stored refresh token due for its daily check, claimed by one instance.
 public struct RefreshCheck: Sendable, Hashable {
     /// The user.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JOSE
 
 /// Encrypts refresh tokens at rest with AES-256-GCM. Several keys may be configured: the first encrypts,
 /// all decrypt (key rotation). A sealed value names its key: `k<index-free id>:<base64(nonce|ciphertext|tag)>`.
@@ -18,7 +19,7 @@ public struct TokenCipher: Sendable {
             guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)), data.count == 32 else {
                 throw Failure(description: "data_key: each key must be 32 random bytes in base64 (e.g. from `openssl rand -base64 32`)")
             }
-            let id = String(SHA256.hash(data: data).prefix(4).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
+            let id = Digests.hex(SHA256.hash(data: data).prefix(4))
             return (id, SymmetricKey(data: data))
         }
     }
