@@ -27,7 +27,7 @@ struct ClientSecretVerifier: Sendable {
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: jws.signature),
             publicKey.isValidSignature(signature, for: Data(jws.signingInput))
         else { throw Refusal(description: "client_secret signature does not verify with the registered key") }
-        guard let claims = try? JSONDecoder().decode(Claims.self, from: jws.payload) else {
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: Data(jws.payload)) else {
             throw Refusal(description: "client_secret claims iss, sub, aud, iat, exp are not all present")
         }
         guard claims.iss == client.teamID else { throw Refusal(description: "client_secret iss \(claims.iss) is not the Team ID \(client.teamID)") }

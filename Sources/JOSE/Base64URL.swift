@@ -7,16 +7,35 @@ public enum Base64URL {
 
     /// Encodes bytes as base64url without padding.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        var encoded = Array(Data(bytes).base64EncodedData())
-        while encoded.last == UInt8(ascii: "=") { encoded.removeLast() }
-        for index in encoded.indices {
-            switch encoded[index] {
-            case UInt8(ascii: "+"): encoded[index] = UInt8(ascii: "-")
-            case UInt8(ascii: "/"): encoded[index] = UInt8(ascii: "_")
-            default: break
+        let input = Array(bytes)
+        let outputCount = input.count / 3 * 4 + [0, 2, 3][input.count % 3]
+        return String(unsafeUninitializedCapacity: outputCount, initializingUTF8With: { (output: UnsafeMutableBufferPointer<UInt8>) -> Int in
+            alphabet.withUnsafeBufferPointer { alphabet in
+                var written = 0
+                var index = 0
+                while index + 3 <= input.count {
+                    let group = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
+                    output[written] = alphabet[Int(group >> 18)]
+                    output[written + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                    output[written + 2] = alphabet[Int(group >> 6 & 0x3F)]
+                    output[written + 3] = alphabet[Int(group & 0x3F)]
+                    written += 4
+                    index += 3
+                }
+                let remaining = input.count - index
+                if remaining > 0 {
+                    let group = UInt32(input[index]) << 16 | (remaining == 2 ? UInt32(input[index + 1]) << 8 : 0)
+                    output[written] = alphabet[Int(group >> 18)]
+                    output[written + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                    written += 2
+                    if remaining == 2 {
+                        output[written] = alphabet[Int(group >> 6 & 0x3F)]
+                        written += 1
+                    }
+                }
+                return written
             }
-        }
-        return String(decoding: encoded, as: UTF8.self)
+        })
     }
 
     /// Decodes base64url (padding optional); nil for anything that is not base64url.
@@ -31,32 +50,56 @@ public enum Base64URL {
         return [UInt8](text).withUnsafeBufferPointer { decode(bytes: $0) }
     }
 
-    /// Decodes base64url from a buffer of UTF-8 bytes: one pass through a lookup table.
+    /// Decodes base64url from a buffer of UTF-8 bytes.
     public static func decode(bytes buffer: UnsafeBufferPointer<UInt8>) -> Data? {
+        decodeToArray(bytes: buffer).map { Data($0) }
+    }
+
+    /// Decodes base64url from a buffer of UTF-8 bytes into an array: one pass through a lookup table, four
+    /// characters to three bytes at a time, into storage allocated once and written once.
+    public static func decodeToArray(bytes buffer: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         var end = buffer.count
         while end > 0, buffer[end - 1] == UInt8(ascii: "=") { end -= 1 }
         guard buffer.count - end <= 2, end % 4 != 1 else { return nil }
-        var output = [UInt8]()
-        output.reserveCapacity(end * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for byte in UnsafeBufferPointer(rebasing: buffer[0..<end]) {
-            let value = decodeTable[Int(byte)]
-            guard value != 0xFF else { return nil }
-            accumulator = accumulator << 6 | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        let tail = end % 4
+        let outputCount = end / 4 * 3 + (tail == 0 ? 0 : tail - 1)
+        var valid = true
+        let output = [UInt8](unsafeUninitializedCapacity: outputCount) { output, initialized in
+            valid = decodeTable.withUnsafeBufferPointer { table -> Bool in
+                var index = 0
+                var written = 0
+                while index + 4 <= end {
+                    let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
+                    let c = table[Int(buffer[index + 2])], d = table[Int(buffer[index + 3])]
+                    guard (a | b | c | d) & 0xC0 == 0 else { return false }
+                    let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                    output[written] = UInt8(truncatingIfNeeded: group >> 16)
+                    output[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                    output[written + 2] = UInt8(truncatingIfNeeded: group)
+                    written += 3
+                    index += 4
+                }
+                guard tail > 0 else { return true }
+                let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
+                let c = tail == 3 ? table[Int(buffer[index + 2])] : 0
+                guard (a | b | c) & 0xC0 == 0 else { return false }
+                let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
+                output[written] = UInt8(truncatingIfNeeded: group >> 16)
+                if tail == 3 { output[written + 1] = UInt8(truncatingIfNeeded: group >> 8) }
+                return true
             }
+            // On failure the bytes are discarded; the count still covers only written-to storage of a trivial type.
+            initialized = valid ? outputCount : 0
         }
-        return Data(output)
+        return valid ? output : nil
     }
+
+    /// The 64 characters of base64url, in value order.
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Maps an ASCII byte to its 6-bit value; 0xFF for bytes outside the base64url alphabet.
     private static let decodeTable: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
         for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
         return table
     }()

@@ -30,11 +30,11 @@ public struct CompactJWS: Sendable {
     /// The decoded header.
     public let header: Header
     /// The decoded payload bytes (JSON).
-    public let payload: Data
+    public let payload: [UInt8]
     /// `header.payload` as sent: what the signature covers.
     public let signingInput: Substring.UTF8View
     /// The decoded signature bytes.
-    public let signature: Data
+    public let signature: [UInt8]
 
     /// Splits and decodes a token.
     public init(_ token: String) throws(ParseFailure) {
@@ -42,23 +42,24 @@ public struct CompactJWS: Sendable {
         // Work on the contiguous UTF-8 bytes: no per-Character iteration, no copies before decoding.
         var token = token
         token.makeContiguousUTF8()
-        let decoded = token.utf8.withContiguousStorageIfAvailable { bytes -> Result<(Data, Data, Data, Int), ParseFailure> in
-            var dots: [Int] = []
+        let decoded = token.utf8.withContiguousStorageIfAvailable { bytes -> Result<([UInt8], [UInt8], [UInt8], Int), ParseFailure> in
+            var dots = (0, 0)
+            var dotCount = 0
             for index in bytes.indices where bytes[index] == UInt8(ascii: ".") {
-                dots.append(index)
-                if dots.count > 2 { break }
+                dotCount += 1
+                if dotCount == 1 { dots.0 = index } else if dotCount == 2 { dots.1 = index } else { break }
             }
-            guard dots.count == 2 else { return .failure(.wrongPartCount(dots.count + 1)) }
-            let header = UnsafeBufferPointer(rebasing: bytes[0..<dots[0]])
-            let payload = UnsafeBufferPointer(rebasing: bytes[(dots[0] + 1)..<dots[1]])
-            let signature = UnsafeBufferPointer(rebasing: bytes[(dots[1] + 1)...])
-            guard let headerData = Base64URL.decode(bytes: header), let payloadData = Base64URL.decode(bytes: payload),
-                let signatureData = Base64URL.decode(bytes: signature)
+            guard dotCount == 2 else { return .failure(.wrongPartCount(dotCount + 1)) }
+            let header = UnsafeBufferPointer(rebasing: bytes[0..<dots.0])
+            let payload = UnsafeBufferPointer(rebasing: bytes[(dots.0 + 1)..<dots.1])
+            let signature = UnsafeBufferPointer(rebasing: bytes[(dots.1 + 1)...])
+            guard let headerData = Base64URL.decodeToArray(bytes: header), let payloadData = Base64URL.decodeToArray(bytes: payload),
+                let signatureData = Base64URL.decodeToArray(bytes: signature)
             else { return .failure(.notBase64URL) }
-            return .success((headerData, payloadData, signatureData, dots[1]))
+            return .success((headerData, payloadData, signatureData, dots.1))
         }
         guard let decoded else { throw .notBase64URL }
-        let (headerData, payload, signature, signedLength): (Data, Data, Data, Int)
+        let (headerData, payload, signature, signedLength): ([UInt8], [UInt8], [UInt8], Int)
         switch decoded {
         case .success(let parts): (headerData, payload, signature, signedLength) = parts
         case .failure(let failure): throw failure

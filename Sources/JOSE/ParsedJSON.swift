@@ -34,12 +34,24 @@ public enum ParsedJSON: Sendable, Hashable {
 
     /// Parses a complete JSON text (UTF-8), refusing trailing garbage, duplicate keys and nesting deeper than 32.
     public static func parse(_ data: Data) throws(ParseError) -> ParsedJSON {
-        try parse([UInt8](data))
+        let result = data.withUnsafeBytes { raw in
+            Result { () throws(ParseError) -> ParsedJSON in try parse(buffer: raw.bindMemory(to: UInt8.self)) }
+        }
+        return try result.get()
     }
 
     /// Parses a complete JSON text given as bytes.
     public static func parse(_ bytes: [UInt8]) throws(ParseError) -> ParsedJSON {
-        var parser = Parser(bytes: bytes)
+        let result = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(ParseError) -> ParsedJSON in try parse(buffer: buffer) }
+        }
+        return try result.get()
+    }
+
+    /// Parses a complete JSON text in a buffer. The parser checks every index against the count itself, so it
+    /// reads the buffer without a copy.
+    public static func parse(buffer: UnsafeBufferPointer<UInt8>) throws(ParseError) -> ParsedJSON {
+        var parser = Parser(bytes: buffer)
         parser.skipSpace()
         let value = try parser.value(depth: 0)
         parser.skipSpace()
@@ -60,14 +72,15 @@ public enum ParsedJSON: Sendable, Hashable {
     /// The value of member `key`, if this is an object that has it.
     public subscript(member key: String) -> ParsedJSON? {
         guard case .object(let members) = self else { return nil }
-        return members.first { $0.key == key }?.value
+        let length = key.utf8.count
+        return members.first { $0.key.utf8.count == length && $0.key == key }?.value
     }
 
     /// Whether this is an object.
     public var isObject: Bool { if case .object = self { true } else { false } }
 
     private struct Parser {
-        let bytes: [UInt8]
+        let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
 
         mutating func skipSpace() {
@@ -102,6 +115,7 @@ public enum ParsedJSON: Sendable, Hashable {
         mutating func object(depth: Int) throws(ParseError) -> ParsedJSON {
             index += 1
             var result: [Member] = []
+            result.reserveCapacity(16)
             var seen: Set<String>?
             skipSpace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
@@ -119,7 +133,8 @@ public enum ParsedJSON: Sendable, Hashable {
                 let item = try value(depth: depth + 1)
                 // Duplicate keys: a linear check while small, a set beyond (bounded work for hostile input).
                 if result.count < 32 {
-                    guard !result.contains(where: { $0.key == key }) else { throw ParseError(offset: index) }
+                    let length = key.utf8.count
+                    guard !result.contains(where: { $0.key.utf8.count == length && $0.key == key }) else { throw ParseError(offset: index) }
                 } else {
                     if seen == nil { seen = Set(result.map(\.key)) }
                     guard seen?.insert(key).inserted == true else { throw ParseError(offset: index) }
@@ -163,14 +178,18 @@ public enum ParsedJSON: Sendable, Hashable {
         mutating func string() throws(ParseError) -> String {
             index += 1
             let start = index
-            // Fast path: no escapes.
+            // Fast path: no escapes. ASCII (every claim Apple sends) becomes a String without a validation pass.
+            var ascii = true
             while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
+                if bytes[index] >= 0x80 { ascii = false }
                 index += 1
             }
             guard index < bytes.count else { throw ParseError(offset: index) }
             if bytes[index] == UInt8(ascii: "\"") {
-                let text = String(validating: bytes[start..<index], as: UTF8.self)
+                let end = index
                 index += 1
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<end])
+                let text = ascii ? String(decoding: slice, as: UTF8.self) : String(validating: slice, as: UTF8.self)
                 guard let text else { throw ParseError(offset: start) }
                 return text
             }

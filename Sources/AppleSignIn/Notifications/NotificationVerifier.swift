@@ -43,7 +43,7 @@ public struct NotificationVerifier: Sendable {
 
     /// Creates a verifier for notifications addressed to `audiences`.
     public init(keySet: AppleKeySet, audiences: [ClientID], issuers: [String], leeway: TimeInterval = 60) {
-        jwt = SignedJWTVerifier(keySet: keySet, audiences: Set(audiences.map(\.rawValue)), issuers: Set(issuers))
+        jwt = SignedJWTVerifier(keySet: keySet, audiences: audiences.map(\.rawValue), issuers: issuers)
         self.leeway = leeway
     }
 

@@ -6,7 +6,7 @@ struct ClaimSet {
     private let object: ParsedJSON
 
     /// Parses the payload bytes; anything but a JSON object is a `claims` error.
-    init(payload: Data) throws(IdentityTokenError) {
+    init(payload: [UInt8]) throws(IdentityTokenError) {
         guard let parsed = try? ParsedJSON.parse(payload), parsed.isObject else {
             throw IdentityTokenError(.claims, "the payload is not a JSON object")
         }
@@ -59,6 +59,8 @@ struct ClaimSet {
         switch fields[name] {
         case nil, .null?: return nil
         case .bool(let value)?: return value
+        case .string("true")?: return true
+        case .string("false")?: return false
         case .string(let text)? where text.lowercased() == "true": return true
         case .string(let text)? where text.lowercased() == "false": return false
         default: throw IdentityTokenError(.claims, "the claim \(name) has the wrong type")

@@ -10,7 +10,7 @@ public struct IdentityTokenVerifier: Sendable {
 
     /// Creates a verifier accepting tokens for `audiences` from `issuers`, with keys from `keySet`.
     public init(keySet: AppleKeySet, audiences: [ClientID], issuers: [String], leeway: TimeInterval = 60) {
-        jwt = SignedJWTVerifier(keySet: keySet, audiences: Set(audiences.map(\.rawValue)), issuers: Set(issuers))
+        jwt = SignedJWTVerifier(keySet: keySet, audiences: audiences.map(\.rawValue), issuers: issuers)
         self.leeway = leeway
     }
 
@@ -54,7 +54,7 @@ public struct IdentityTokenVerifier: Sendable {
             guard let cHash = cHashClaim else {
                 throw IdentityTokenError(.codeHash, "the token has no c_hash to bind it to the authorization code")
             }
-            guard cHash == Self.codeHash(code) else {
+            guard Digests.matchesCodeHash(cHash, code: code) else {
                 throw IdentityTokenError(.codeHash, "c_hash does not match the authorization code returned with the token")
             }
         }

@@ -7,11 +7,18 @@ import JOSE
 /// `iss` among the accepted issuers, `aud` among our client ids (and nothing else).
 struct SignedJWTVerifier: Sendable {
     let keySet: AppleKeySet
-    let audiences: Set<String>
-    let issuers: Set<String>
+    /// Sorted, without duplicates; a handful at most, so a scan beats hashing.
+    let audiences: [String]
+    let issuers: [String]
+
+    init(keySet: AppleKeySet, audiences: [String], issuers: [String]) {
+        self.keySet = keySet
+        self.audiences = Array(Set(audiences)).sorted()
+        self.issuers = Array(Set(issuers)).sorted()
+    }
 
     /// Verifies header and signature; returns the payload bytes.
-    func verifiedPayload(_ token: String) async throws(IdentityTokenError) -> Data {
+    func verifiedPayload(_ token: String) async throws(IdentityTokenError) -> [UInt8] {
         let jws: CompactJWS
         do {
             jws = try CompactJWS(token)
@@ -51,17 +58,17 @@ struct SignedJWTVerifier: Sendable {
     /// Checks `iss` and `aud` (a string or an array, every entry ours).
     func checkIssuerAndAudience(iss: String, aud: Audience) throws(IdentityTokenError) {
         guard issuers.contains(iss) else {
-            throw IdentityTokenError(.issuer, "iss is \(iss); accepted: \(issuers.sorted().joined(separator: ", "))")
+            throw IdentityTokenError(.issuer, "iss is \(iss); accepted: \(issuers.joined(separator: ", "))")
         }
         guard !aud.values.isEmpty, aud.values.allSatisfy({ audiences.contains($0) }) else {
-            throw IdentityTokenError(.audience, "aud is \(aud.values.joined(separator: ", ")); accepted: \(audiences.sorted().joined(separator: ", "))")
+            throw IdentityTokenError(.audience, "aud is \(aud.values.joined(separator: ", ")); accepted: \(audiences.joined(separator: ", "))")
         }
     }
 
     /// Decodes claims, turning a decoding failure into a `claims` error that names the claim.
-    static func decodeClaims<Claims: Decodable>(_ type: Claims.Type, from payload: Data) throws(IdentityTokenError) -> Claims {
+    static func decodeClaims<Claims: Decodable>(_ type: Claims.Type, from payload: [UInt8]) throws(IdentityTokenError) -> Claims {
         do {
-            return try JSONDecoder().decode(Claims.self, from: payload)
+            return try JSONDecoder().decode(Claims.self, from: Data(payload))
         } catch let DecodingError.keyNotFound(key, _) {
             throw IdentityTokenError(.claims, "the claim \(key.stringValue) is missing")
         } catch let DecodingError.typeMismatch(_, context) {
