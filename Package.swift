@@ -104,6 +104,26 @@ let package = Package(
             path: "Benchmarks/VerifyBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Fuzzing (issue 9): the targets as a library (replayed by AppleSignInTests), the SiwaFuzz driver and
+        // libFuzzer's entry declaration. scripts/fuzz builds SiwaFuzz with -sanitize=fuzzer -DFUZZING.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "AppleSignIn",
+                "JOSE",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Fuzz/FuzzTargets",
+            swiftSettings: swiftSettings
+        ),
+        .target(name: "CFuzzerDriver", path: "Fuzz/CFuzzerDriver"),
+        .executableTarget(
+            name: "SiwaFuzz",
+            dependencies: ["FuzzTargets", "CFuzzerDriver"],
+            path: "Fuzz/SiwaFuzz",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "HelloWorld",
             dependencies: [
@@ -116,6 +136,7 @@ let package = Package(
             name: "AppleSignInTests",
             dependencies: [
                 "AppleSignIn",
+                "FuzzTargets",
                 "JOSE",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

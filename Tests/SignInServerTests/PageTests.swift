@@ -60,6 +60,33 @@ struct PageTests {
         }
     }
 
+    @Test("pages rendered once per shape still show each person their own details, HTML-escaped")
+    func cachedPagesPerPerson() async throws {
+        try await withServer { h in
+            let hostile = #"<b>"Ada" & 'Co'</b>"#
+            let ada = try await h.signIn(user: Fixtures.ada, firstName: hostile)
+            let grace = try await h.signIn(user: Fixtures.grace, hide: true, firstName: "Grace")
+            let adaPage = try await h.sessionPage(try #require(ada.session))
+            let gracePage = try await h.sessionPage(try #require(grace.session))
+            #expect(adaPage.element("name")?.hasPrefix(hostile) == true, "ada's page: \(adaPage.element("name") ?? "no name")")
+            #expect(adaPage.text.contains("&lt;b&gt;&quot;Ada&quot; &amp; &#39;Co&#39;&lt;/b&gt;"))
+            #expect(!adaPage.text.contains(hostile))
+            #expect(adaPage.element("sub")?.contains(Fixtures.ada) == true)
+            #expect(gracePage.element("name")?.hasPrefix("Grace") == true)
+            #expect(gracePage.element("sub")?.contains(Fixtures.grace) == true)
+            #expect(!gracePage.text.contains(Fixtures.ada) && !gracePage.text.contains("Ada"))
+            #expect(adaPage.csrfToken != gracePage.csrfToken)
+            // The sign-in page carries each browser's own CSRF token and return path.
+            let first = try await h.get("/?return_to=%2Fsession%3Fa%3D1")
+            let second = try await h.get("/")
+            let firstToken = first.setCookie(h.csrfCookie)?.value
+            #expect(firstToken != nil && first.text.contains(#"data-csrf="\#(firstToken ?? "-")""#))
+            #expect(!second.text.contains(firstToken ?? "-"))
+            #expect(first.text.contains("return_to=%2Fsession%3Fa%3D1"))
+            #expect(!second.text.contains("%3Fa%3D1"))
+        }
+    }
+
     @Test("an unknown path shows the not-found page, 404")
     func notFound() async throws {
         try await withServer { h in

@@ -48,7 +48,7 @@ struct LifecycleController: Sendable {
         guard let (session, _) = try? await currentSession(request) else {
             return renderer.errorPage("signedOut", language: language, status: .unauthorized)
         }
-        return renderer.page("delete", title: renderer.string("deleteHeading", language), language: language, values: ["csrfToken": session.csrfToken])
+        return renderer.page("delete", title: renderer.string("deleteHeading", language), language: language, slots: ["csrfToken": session.csrfToken])
     }
 
     @Sendable func deleteAccount(_ request: Request, context: ServerContext) async throws -> Response {
@@ -80,7 +80,7 @@ struct LifecycleController: Sendable {
         case .revocationQueued: "deleted.queued"
         case .nothingToRevoke: "deleted.none"
         }
-        var response = renderer.page("deleted", title: renderer.string("deletedHeading", language), language: language, values: ["message": renderer.string(key, language)])
+        var response = renderer.page("deleted", title: renderer.string("deletedHeading", language), language: language, fixedText: ["message": renderer.string(key, language)])
         response.setCookie(cookies.expired(cookies.sessionName))
         return response
     }

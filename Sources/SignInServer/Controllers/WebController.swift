@@ -35,15 +35,21 @@ struct WebController: Sendable {
         let signedIn = (try? await currentSession(request)) != nil
         let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
         let csrf = request.cookies[cookies.csrfName]?.value ?? RandomToken.generate()
-        var response = renderer.page("signin", title: renderer.string("signInTitle", language), language: language, values: [
-            "signedIn": signedIn,
-            "buttonStyle": settings.button.style.rawValue,
-            "buttonTitle": renderer.string(settings.button.title.stringKey, language),
-            "startURL": "/auth/apple?return_to=" + FormEncoding.encode(returnTo),
-            "popupStartURL": "/auth/apple?mode=popup&return_to=" + FormEncoding.encode(returnTo),
-            "appleOrigin": Self.origin(settings.apple.appleBaseURL),
-            "csrfToken": csrf,
-        ])
+        let encodedReturn = FormEncoding.encode(returnTo)
+        var response = renderer.page(
+            "signin", title: renderer.string("signInTitle", language), language: language,
+            fixed: ["signedIn": signedIn],
+            fixedText: [
+                "buttonStyle": settings.button.style.rawValue,
+                "buttonTitle": renderer.string(settings.button.title.stringKey, language),
+                "appleOrigin": Self.origin(settings.apple.appleBaseURL),
+            ],
+            slots: [
+                "startURL": "/auth/apple?return_to=" + encodedReturn,
+                "popupStartURL": "/auth/apple?mode=popup&return_to=" + encodedReturn,
+                "csrfToken": csrf,
+            ]
+        )
         response.setCookie(cookies.csrf(csrf))
         return response
     }
@@ -62,19 +68,20 @@ struct WebController: Sendable {
         }
         let formatter = DateFormatters.shared.display(language)
         let iso = DateFormatters.shared.iso
-        var values: [String: Any] = [
-            "sub": user.subject,
-            "privateEmail": user.isPrivateEmail,
-            "signedInAt": formatter.string(from: session.createdAt) + " UTC",
-            "signedInAtISO": iso.string(from: session.createdAt),
-            "expiresAt": formatter.string(from: session.expiresAt) + " UTC",
-            "expiresAtISO": iso.string(from: session.expiresAt),
-            "csrfToken": session.csrfToken,
-        ]
-        if let name = user.displayName { values["name"] = name }
-        if let email = user.email { values["email"] = email }
-        values["forwardingDisabled"] = user.emailForwardingDisabled
-        return renderer.page("session", title: renderer.string("sessionTitle", language), language: language, values: values)
+        return renderer.page(
+            "session", title: renderer.string("sessionTitle", language), language: language,
+            fixed: ["privateEmail": user.isPrivateEmail, "forwardingDisabled": user.emailForwardingDisabled],
+            slots: [
+                "sub": user.subject,
+                "name": user.displayName ?? "",
+                "email": user.email ?? "",
+                "signedInAt": formatter.string(from: session.createdAt) + " UTC",
+                "signedInAtISO": iso.string(from: session.createdAt),
+                "expiresAt": formatter.string(from: session.expiresAt) + " UTC",
+                "expiresAtISO": iso.string(from: session.expiresAt),
+                "csrfToken": session.csrfToken,
+            ]
+        )
     }
 
     // MARK: flow

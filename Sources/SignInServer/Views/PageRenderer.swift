@@ -56,9 +56,11 @@ public struct ButtonSettings: Sendable, Hashable {
     }
 }
 
-/// Renders the Mustache templates in `Templates/` with the strings of the negotiated language.
+/// Renders the Mustache templates in `Templates/` with the strings of the negotiated language. Each shape of a
+/// page is rendered once and then filled per request (`PageCache`).
 public struct PageRenderer: Sendable {
     private let library: MustacheLibrary
+    private let cache = PageCache()
     let localMode: Bool
 
     /// Loads every `*.mustache` file of `directory`.
@@ -70,15 +72,27 @@ public struct PageRenderer: Sendable {
         }
     }
 
-    /// Renders `template` into an HTML response.
-    func page(_ template: String, title: String, language: PageLanguage, values: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
-        let strings = Strings.table(language)
-        var context = values
-        context["t"] = strings
-        context["lang"] = language.htmlLang
-        context["title"] = title
-        context["localMode"] = localMode
-        let html = library.render(context, withTemplate: template) ?? "<!doctype html><title>\(status.code)</title>"
+    /// Renders `template` into an HTML response. `fixed` values (booleans and strings that take few values) shape
+    /// the page and key its cache entry; `slots` are the per-request strings (tokens, paths, a user's details),
+    /// HTML-escaped into place. A slot's emptiness is part of the shape, so `{{#name}}` sections still work.
+    func page(
+        _ template: String, title: String, language: PageLanguage, fixed: [String: Bool] = [:], fixedText: [String: String] = [:],
+        slots: [String: String] = [:], status: HTTPResponse.Status = .ok
+    ) -> Response {
+        let slotNames = slots.keys.sorted()
+        var key = template + "\u{1}" + language.rawValue + "\u{1}" + title
+        for (name, value) in fixed.sorted(by: { $0.key < $1.key }) { key += "\u{1}\(name)=\(value)" }
+        for (name, value) in fixedText.sorted(by: { $0.key < $1.key }) { key += "\u{1}\(name)=\(value)" }
+        for name in slotNames { key += "\u{1}\(name):" + ((slots[name] ?? "").isEmpty ? "0" : "1") }
+        let segments = cache.segments(for: key, slotCount: slotNames.count) { markers in
+            var values: [String: Any] = [:]
+            for (name, value) in fixed { values[name] = value }
+            for (name, value) in fixedText { values[name] = value }
+            // An empty slot is left out, as a missing value: Mustache treats "" as present in `{{^name}}`.
+            for (index, name) in slotNames.enumerated() where !(slots[name] ?? "").isEmpty { values[name] = markers[index] }
+            return render(template, title: title, language: language, values: values, status: status)
+        }
+        let html = PageCache.fill(segments, with: slotNames.map { slots[$0] ?? "" })
         return Response(
             status: status,
             headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
@@ -86,11 +100,21 @@ public struct PageRenderer: Sendable {
         )
     }
 
+    /// Renders `template` with Mustache.
+    private func render(_ template: String, title: String, language: PageLanguage, values: [String: Any], status: HTTPResponse.Status) -> String {
+        var context = values
+        context["t"] = Strings.table(language)
+        context["lang"] = language.htmlLang
+        context["title"] = title
+        context["localMode"] = localMode
+        return library.render(context, withTemplate: template) ?? "<!doctype html><title>\(status.code)</title>"
+    }
+
     /// An error page: what happened, what to do, and a link to do it.
     func errorPage(_ key: String, language: PageLanguage, status: HTTPResponse.Status, actionURL: String = "/", actionKey: String = "goToSignIn") -> Response {
         let strings = Strings.table(language)
         let heading = strings["error.\(key).heading"] ?? strings["error.internal.heading"] ?? "Error"
-        return page("error", title: heading, language: language, values: [
+        return page("error", title: heading, language: language, fixedText: [
             "heading": heading,
             "message": strings["error.\(key).message"] ?? "",
             "actionURL": actionURL,

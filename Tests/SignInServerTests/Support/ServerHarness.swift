@@ -44,6 +44,7 @@ struct Harness: Sendable {
     /// The binding and session cookie names (they change with the `__Host-` prefix over HTTPS).
     var bindingCookie: String { settings.secureCookies ? "__Host-siwa_binding" : "siwa_binding" }
     var sessionCookie: String { settings.secureCookies ? "__Host-siwa_session" : "siwa_session" }
+    var csrfCookie: String { settings.secureCookies ? "__Host-siwa_csrf" : "siwa_csrf" }
 }
 
 /// Runs the emulator live on a free port and the server in process (`app.test(.router)`), calls `body`, cleans up.
@@ -225,10 +226,12 @@ extension Harness {
     /// The person at Apple's consent page, headless: the emulator answers with the fields it would return.
     /// `override` replaces parameters of the authorize URL the server built (e.g. the nonce).
     func authorize(
-        _ authorizeURL: String, user: String = Fixtures.ada, hide: Bool = false, action: String = "continue", override: [String: String] = [:]
+        _ authorizeURL: String, user: String = Fixtures.ada, hide: Bool = false, action: String = "continue", override: [String: String] = [:],
+        firstName: String? = nil
     ) async throws -> [String: String] {
         var pairs = Fixtures.queryPairs(authorizeURL).map { ($0.0, override[$0.0] ?? $0.1) }
         pairs += [("emulator_user", user), ("emulator_email", hide ? "hide" : "share"), ("emulator_action", action), ("emulator_respond", "json")]
+        if let firstName { pairs.append(("emulator_first_name", firstName)) }
         // The test's browser goes to the emulator itself, also when the server sees "Apple" through a proxy.
         let answer = try await HTTPClient.shared.execute(HTTPClientRequest(url: emulatorURL + "/auth/authorize?" + FormEncoding.encode(pairs)), timeout: .seconds(10))
         let body = String(buffer: try await answer.body.collect(upTo: 1 << 20))
@@ -245,9 +248,9 @@ extension Harness {
     }
 
     /// The whole sign-in: start, consent at the emulator, form_post back.
-    func signIn(user: String = Fixtures.ada, hide: Bool = false, returnTo: String? = nil) async throws -> SignIn {
+    func signIn(user: String = Fixtures.ada, hide: Bool = false, returnTo: String? = nil, firstName: String? = nil) async throws -> SignIn {
         let started = try await start(returnTo: returnTo)
-        let fields = try await authorize(started.authorizeURL, user: user, hide: hide)
+        let fields = try await authorize(started.authorizeURL, user: user, hide: hide, firstName: firstName)
         let response = try await callback(fields, binding: started.binding)
         return SignIn(started: started, fields: fields, response: response, session: response.setCookie(sessionCookie).flatMap { $0.value.isEmpty ? nil : $0.value })
     }

@@ -1,0 +1,2 @@
+// Declarations only: see include/CFuzzerDriver.h.
+#include "CFuzzerDriver.h"
