@@ -16,18 +16,26 @@ struct SiwaFuzz {
 
     static func main() {
         let arguments = CommandLine.arguments
-        guard arguments.count >= 2, let target = FuzzTarget(rawValue: arguments[1]) else {
+        // libFuzzer re-runs this program for -merge and -jobs with the arguments it was given, which no longer
+        // name the target: the environment carries it to those children.
+        let inherited = ProcessInfo.processInfo.environment["SIWA_FUZZ_TARGET"].flatMap(FuzzTarget.init(rawValue:))
+        let named = arguments.count >= 2 ? FuzzTarget(rawValue: arguments[1]) : nil
+        guard let target = named ?? inherited else {
             let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")
             FileHandle.standardError.write(Data("usage: SiwaFuzz \(names) [libFuzzer options and corpus directories | files to replay]\n".utf8))
             exit(2)
         }
         selectedTarget = target
+        setenv("SIWA_FUZZ_TARGET", target.rawValue, 1)
         #if FUZZING
         // libFuzzer sees the program name followed by everything after TARGET.
-        var argc = CommandLine.argc - 1
+        var argc = CommandLine.argc
         var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-        argv?[1] = argv?[0]
-        argv = argv.map { $0 + 1 }
+        if named != nil {
+            argc -= 1
+            argv?[1] = argv?[0]
+            argv = argv.map { $0 + 1 }
+        }
         exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
             guard let data else { return 0 }
             SiwaFuzz.selectedTarget.run(Array(UnsafeBufferPointer(start: data, count: size)))
@@ -35,7 +43,7 @@ struct SiwaFuzz {
         })
         #else
         var count = 0
-        for path in arguments.dropFirst(2) {
+        for path in arguments.dropFirst(named == nil ? 1 : 2) {
             for file in files(at: URL(fileURLWithPath: path)) {
                 guard let data = FileManager.default.contents(atPath: file.path) else { continue }
                 target.run(Array(data))

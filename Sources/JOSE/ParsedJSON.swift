@@ -258,11 +258,13 @@ public enum ParsedJSON: Sendable, Hashable {
             let start = index
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
             var digits = 0
+            let firstDigit = index
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
                 index += 1
                 digits += 1
             }
-            guard digits > 0 else { throw ParseError(offset: start) }
+            // RFC 8259: no leading zeros ("01" is not a number; found by fuzzing against Foundation's parser).
+            guard digits > 0, digits == 1 || bytes[firstDigit] != UInt8(ascii: "0") else { throw ParseError(offset: start) }
             var integral = true
             if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
                 integral = false
@@ -296,7 +298,8 @@ public enum ParsedJSON: Sendable, Hashable {
                 }
                 return Double(negative ? -value : value)
             }
-            guard let text = String(validating: bytes[start..<index], as: UTF8.self), let number = Double(text) else {
+            // A number too large for a Double would become infinity: an `exp` that never passes. Refused.
+            guard let text = String(validating: bytes[start..<index], as: UTF8.self), let number = Double(text), number.isFinite else {
                 throw ParseError(offset: start)
             }
             return number

@@ -31,6 +31,8 @@ struct JSONValueTests {
     @Test("refuses what is not one JSON object", arguments: [
         #"{"a":1,"a":2}"#, #"{"a":1} x"#, #"{"a":}"#, #"{"a":1,}"#, #"{"a":"\x"}"#, #"{"a":"\ud800"}"#, #"{"a":01.}"#, #"{"a":"#,
         "{\"a\":\"\u{01}\"}", String(repeating: "[", count: 40) + String(repeating: "]", count: 40),
+        // Found by fuzzing: leading zeros, and a number beyond Double's range (an exp of infinity never passes).
+        #"{"exp":01800000600}"#, #"{"exp":-00}"#, #"{"exp":1e400}"#, #"{"exp":-1e400}"#,
     ])
     func refuses(text: String) {
         let result = Result { () throws(ParsedJSON.ParseError) -> ParsedJSON in try ParsedJSON.parse(Array(text.utf8)) }

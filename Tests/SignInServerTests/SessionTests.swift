@@ -34,6 +34,39 @@ struct SessionTests {
         }
     }
 
+    @Test("session pages served from memory: this server's changes show at once, another process's within 2 s")
+    func sessionCache() async throws {
+        try await withServer { h in
+            let ada = try #require(try await h.signIn(user: Fixtures.ada).session)
+            let grace = try #require(try await h.signIn(user: Fixtures.grace).session)
+            for _ in 0..<3 { #expect(try await h.sessionPage(ada).status == .ok) }
+            #expect(try await h.sessionPage(grace).status == .ok)
+
+            // (A notification changing a cached page is in NotificationEndpointTests.duplicateDeliveryAppliedOnce.)
+            // Sign-out on this server: the very next view is refused.
+            let page = try await h.sessionPage(ada)
+            let signOut = try await h.post("/auth/signout", form: "csrf_token=" + (page.csrfToken ?? ""), cookies: [h.sessionCookie: ada])
+            #expect(signOut.status == .seeOther)
+            #expect(try await h.sessionPage(ada).status == .unauthorized)
+
+            // Another process deletes grace's session behind the server's back: seen within the cache's 2 s.
+            let deleted = try h.database.write { db in
+                try db.execute(sql: "DELETE FROM sessions WHERE sub = ?", arguments: [Fixtures.grace])
+                return db.changesCount
+            }
+            #expect(deleted == 1)
+            let clock = ContinuousClock()
+            let start = clock.now
+            var status = try await h.sessionPage(grace).status
+            while status == .ok, clock.now - start < .seconds(10) {
+                try await Task.sleep(for: .milliseconds(100))
+                status = try await h.sessionPage(grace).status
+            }
+            #expect(status == .unauthorized)
+            #expect(clock.now - start < .seconds(4), "seen after \(clock.now - start)")
+        }
+    }
+
     @Test("the sign-in page knows when you are already signed in")
     func alreadySignedIn() async throws {
         try await withServer { h in

@@ -220,7 +220,6 @@ actor EmulatorState {
 /// Random identifiers for codes and tokens.
 enum RandomID {
     static func hex(bytes count: Int) -> String {
-        var generator = SystemRandomNumberGenerator()
-        return Digests.hex((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        Digests.hex(SecureRandom.bytes(count))
     }
 }

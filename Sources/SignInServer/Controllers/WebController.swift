@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import Synchronization
 
 /// The pages and the flow: sign-in page, start, callback, session page, sign-out.
 struct WebController: Sendable {
@@ -66,8 +67,7 @@ struct WebController: Sendable {
         guard let (session, user) = found else {
             return renderer.errorPage("signedOut", language: language, status: .unauthorized)
         }
-        let formatter = DateFormatters.shared.display(language)
-        let iso = DateFormatters.shared.iso
+        let dates = DateFormatters.shared
         return renderer.page(
             "session", title: renderer.string("sessionTitle", language), language: language,
             fixed: ["privateEmail": user.isPrivateEmail, "forwardingDisabled": user.emailForwardingDisabled],
@@ -75,10 +75,10 @@ struct WebController: Sendable {
                 "sub": user.subject,
                 "name": user.displayName ?? "",
                 "email": user.email ?? "",
-                "signedInAt": formatter.string(from: session.createdAt) + " UTC",
-                "signedInAtISO": iso.string(from: session.createdAt),
-                "expiresAt": formatter.string(from: session.expiresAt) + " UTC",
-                "expiresAtISO": iso.string(from: session.expiresAt),
+                "signedInAt": dates.display(session.createdAt, language) + " UTC",
+                "signedInAtISO": dates.isoString(session.createdAt),
+                "expiresAt": dates.display(session.expiresAt, language) + " UTC",
+                "expiresAtISO": dates.isoString(session.expiresAt),
                 "csrfToken": session.csrfToken,
             ]
         )
@@ -317,11 +317,20 @@ extension SignInFailure {
 /// Date formatters are expensive to create: made once, reused (they are thread-safe for formatting).
 final class DateFormatters: @unchecked Sendable {
     // @unchecked: the formatters are configured once in init and only used to format afterwards, which
-    // Foundation documents as thread-safe.
+    // Foundation documents as thread-safe; the memo is behind its own lock.
     static let shared = DateFormatters()
-    let iso = ISO8601DateFormatter()
+    private let iso = ISO8601DateFormatter()
     private let english: DateFormatter
     private let chinese: DateFormatter
+    /// Formatted text by (kind, second): a session's two dates are formatted on every view of its page, and ICU
+    /// formatting cost more than the rest of the page. Cleared when full.
+    private let memo = Mutex<[MemoKey: String]>([:])
+    private static let memoLimit = 8192
+
+    private struct MemoKey: Hashable {
+        var kind: UInt8
+        var second: Int64
+    }
 
     private init() {
         func make(_ locale: String) -> DateFormatter {
@@ -336,7 +345,24 @@ final class DateFormatters: @unchecked Sendable {
         chinese = make("zh_Hans_CN")
     }
 
-    func display(_ language: PageLanguage) -> DateFormatter {
-        language == .english ? english : chinese
+    /// Medium date and short time in `language`, UTC.
+    func display(_ date: Date, _ language: PageLanguage) -> String {
+        memoized(kind: language == .english ? 0 : 1, date) { language == .english ? english.string(from: $0) : chinese.string(from: $0) }
+    }
+
+    /// ISO 8601, UTC.
+    func isoString(_ date: Date) -> String {
+        memoized(kind: 2, date) { iso.string(from: $0) }
+    }
+
+    private func memoized(kind: UInt8, _ date: Date, _ format: (Date) -> String) -> String {
+        let key = MemoKey(kind: kind, second: Int64(date.timeIntervalSince1970.rounded(.down)))
+        if let text = memo.withLock({ $0[key] }) { return text }
+        let text = format(Date(timeIntervalSince1970: Double(key.second)))
+        memo.withLock { memo in
+            if memo.count >= Self.memoLimit { memo.removeAll(keepingCapacity: true) }
+            memo[key] = text
+        }
+        return text
     }
 }

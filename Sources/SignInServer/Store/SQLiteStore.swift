@@ -6,6 +6,8 @@ import GRDB
 public final class SQLiteStore: SignInStore {
     private let pool: DatabasePool
     private let cipher: TokenCipher
+    /// Sessions looked up recently; every write below that changes a user or a session invalidates it.
+    private let sessions: SessionCache
 
     /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`.
     public init(path: String, cipher: TokenCipher) throws {
@@ -16,6 +18,7 @@ public final class SQLiteStore: SignInStore {
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         self.cipher = cipher
+        sessions = SessionCache.shared(for: path)
     }
 
     public func migrate() async throws {
@@ -28,7 +31,7 @@ public final class SQLiteStore: SignInStore {
 
     public func savePending(_ pending: PendingAuthorization) async throws {
         try await pool.write { db in
-            try db.execute(
+            try db.cachedExecute(
                 sql: "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: [pending.state, pending.nonce, pending.returnTo, pending.bindingHash, pending.createdAt.timeIntervalSince1970, pending.expiresAt.timeIntervalSince1970]
             )
@@ -37,8 +40,7 @@ public final class SQLiteStore: SignInStore {
 
     public func consumePending(state: String, now: Date) async throws -> PendingAuthorization? {
         try await pool.write { db in
-            let row = try Row.fetchOne(
-                db,
+            let row = try db.cachedRow(
                 sql: "DELETE FROM pending_authorizations WHERE state = ? RETURNING nonce, return_to, binding_hash, created_at, expires_at",
                 arguments: [state]
             )
@@ -53,15 +55,17 @@ public final class SQLiteStore: SignInStore {
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
         let sealed = try completed.refreshToken.map { try cipher.seal($0) }
+        // A transfer renames a user whose old sub is only known inside the write: forget everything then.
+        defer { completed.transferSubject == nil ? sessions.invalidate(subject: completed.subject) : sessions.invalidateAll() }
         return try await pool.write { db in
             let at = completed.at.timeIntervalSince1970
             if let transfer = completed.transferSubject,
-                try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) == nil
+                try db.cachedInt(sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) == nil
             {
                 // Team transfer: the user known under the old team's sub (mapped by `siwa migrate-users`) becomes this sub.
-                try db.execute(sql: "UPDATE users SET sub = ? WHERE transfer_sub = ?", arguments: [completed.subject, transfer])
+                try db.cachedExecute(sql: "UPDATE users SET sub = ? WHERE transfer_sub = ?", arguments: [completed.subject, transfer])
             }
-            try db.execute(
+            try db.cachedExecute(
                 sql: """
                     INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -76,7 +80,7 @@ public final class SQLiteStore: SignInStore {
                 arguments: [completed.subject, completed.email, completed.isPrivateEmail, completed.firstName, completed.lastName, at, at]
             )
             if let sealed {
-                try db.execute(
+                try db.cachedExecute(
                     sql: """
                         INSERT INTO refresh_tokens (sub, client_id, token, updated_at, next_check_at) VALUES (?, ?, ?, ?, ?)
                         ON CONFLICT(sub) DO UPDATE SET client_id = excluded.client_id, token = excluded.token,
@@ -86,11 +90,11 @@ public final class SQLiteStore: SignInStore {
                 )
             }
             let session = completed.session
-            try db.execute(
+            try db.cachedExecute(
                 sql: "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970]
             )
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM users WHERE sub = ?", arguments: [completed.subject]) else {
+            guard let row = try db.cachedRow(sql: "SELECT * FROM users WHERE sub = ?", arguments: [completed.subject]) else {
                 throw DatabaseError(message: "user vanished inside its own transaction")
             }
             return Self.user(row)
@@ -98,55 +102,68 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
-        try await pool.read { db in
-            guard let row = try Row.fetchOne(
-                db,
+        if let cached = sessions.lookup(idHash, now: now) { return cached }
+        let generation = sessions.generation
+        let found = try await pool.read { db -> (SessionRecord, UserRecord)? in
+            // Columns by position: GRDB's lookup by name lower-cases and scans, once per column per page view.
+            guard let row = try db.cachedRow(
                 sql: """
-                    SELECT s.id_hash, s.csrf_token, s.created_at AS s_created, s.expires_at, u.*
+                    SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at,
+                        u.sub, u.email, u.is_private_email, u.first_name, u.last_name, u.created_at, u.last_sign_in_at,
+                        u.email_forwarding_disabled, u.link_revoked_at
                     FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = ? AND s.expires_at > ?
                     """,
                 arguments: [idHash, now.timeIntervalSince1970]
             ) else { return nil }
-            let session = SessionRecord(
-                idHash: row["id_hash"], subject: row["sub"], csrfToken: row["csrf_token"],
-                createdAt: Date(timeIntervalSince1970: row["s_created"]), expiresAt: Date(timeIntervalSince1970: row["expires_at"])
+            let user = UserRecord(
+                subject: row[4], email: row[5], isPrivateEmail: row[6], firstName: row[7], lastName: row[8],
+                createdAt: Date(timeIntervalSince1970: row[9]), lastSignInAt: Date(timeIntervalSince1970: row[10]),
+                emailForwardingDisabled: row[11], linkRevokedAt: (row[12] as Double?).map { Date(timeIntervalSince1970: $0) }
             )
-            return (session, Self.user(row))
+            let session = SessionRecord(
+                idHash: row[0], subject: user.subject, csrfToken: row[1],
+                createdAt: Date(timeIntervalSince1970: row[2]), expiresAt: Date(timeIntervalSince1970: row[3])
+            )
+            return (session, user)
         }
+        if let found { sessions.store(found, readAt: generation, now: now) }
+        return found
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(sql: "DELETE FROM sessions WHERE id_hash = ?", arguments: [idHash])
+        defer { sessions.invalidate(idHash: idHash) }
+        return try await pool.write { db in
+            try db.cachedExecute(sql: "DELETE FROM sessions WHERE id_hash = ?", arguments: [idHash])
             return db.changesCount > 0
         }
     }
 
     public func ping() async throws {
-        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+        _ = try await pool.read { db in try db.cachedInt(sql: "SELECT 1") }
     }
 
     public func countActiveSessions(now: Date) async throws -> Int {
         try await pool.read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sessions WHERE expires_at > ?", arguments: [now.timeIntervalSince1970]) ?? 0
+            try db.cachedInt(sql: "SELECT COUNT(*) FROM sessions WHERE expires_at > ?", arguments: [now.timeIntervalSince1970]) ?? 0
         }
     }
 
     public func sweepExpired(now: Date, limit: Int) async throws -> Int {
         try await pool.write { db in
             let at = now.timeIntervalSince1970
-            try db.execute(sql: "DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
+            try db.cachedExecute(sql: "DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
             var removed = db.changesCount
-            try db.execute(sql: "DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
+            try db.cachedExecute(sql: "DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
             removed += db.changesCount
             return removed
         }
     }
 
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
-        try await pool.write { db in
+        defer { sessions.invalidate(subject: notification.event.subject) }
+        return try await pool.write { db in
             let at = receivedAt.timeIntervalSince1970
-            try db.execute(
+            try db.cachedExecute(
                 sql: "INSERT INTO notifications (jti, type, sub, event_time, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(jti) DO NOTHING",
                 arguments: [notification.id, notification.event.type.rawValue, notification.event.subject, notification.event.eventTime.timeIntervalSince1970, at]
             )
@@ -154,9 +171,9 @@ public final class SQLiteStore: SignInStore {
             let sub = notification.event.subject
             switch notification.event.type {
             case .emailDisabled:
-                try db.execute(sql: "UPDATE users SET email_forwarding_disabled = 1 WHERE sub = ?", arguments: [sub])
+                try db.cachedExecute(sql: "UPDATE users SET email_forwarding_disabled = 1 WHERE sub = ?", arguments: [sub])
             case .emailEnabled:
-                try db.execute(sql: "UPDATE users SET email_forwarding_disabled = 0 WHERE sub = ?", arguments: [sub])
+                try db.cachedExecute(sql: "UPDATE users SET email_forwarding_disabled = 0 WHERE sub = ?", arguments: [sub])
             case .consentRevoked:
                 try Self.revokeLink(db, subject: sub, at: at)
             case .accountDelete:
@@ -169,6 +186,7 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
+        defer { sessions.invalidate(subject: subject) }
         let row = try await pool.write { db in
             try Self.deleteUser(db, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970)
         }
@@ -177,6 +195,7 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func revokeLink(subject: String, at: Date) async throws {
+        defer { sessions.invalidate(subject: subject) }
         try await pool.write { db -> Void in
             try Self.revokeLink(db, subject: subject, at: at.timeIntervalSince1970)
         }
@@ -184,12 +203,12 @@ public final class SQLiteStore: SignInStore {
 
     public func claimRefreshChecks(now: Date, limit: Int, nextCheck: @Sendable () -> Date) async throws -> [RefreshCheck] {
         let rows: [(String, String, String)] = try await pool.write { db in
-            let due = try Row.fetchAll(
-                db, sql: "SELECT sub, client_id, token FROM refresh_tokens WHERE next_check_at <= ? ORDER BY next_check_at LIMIT ?",
+            let due = try db.cachedRows(
+                sql: "SELECT sub, client_id, token FROM refresh_tokens WHERE next_check_at <= ? ORDER BY next_check_at LIMIT ?",
                 arguments: [now.timeIntervalSince1970, limit]
             )
             for row in due {
-                try db.execute(
+                try db.cachedExecute(
                     sql: "UPDATE refresh_tokens SET next_check_at = ?, last_check_at = ? WHERE sub = ?",
                     arguments: [max(nextCheck().timeIntervalSince1970, now.timeIntervalSince1970 + 86_400), now.timeIntervalSince1970, row["sub"] as String]
                 )
@@ -202,7 +221,7 @@ public final class SQLiteStore: SignInStore {
     public func enqueueRevocation(clientID: String, token: String, at: Date) async throws {
         let sealed = try cipher.seal(token)
         try await pool.write { db in
-            try db.execute(
+            try db.cachedExecute(
                 sql: "INSERT INTO revocations (client_id, token, attempts, next_attempt_at, created_at) VALUES (?, ?, 0, ?, ?)",
                 arguments: [clientID, sealed, at.timeIntervalSince1970, at.timeIntervalSince1970]
             )
@@ -211,12 +230,12 @@ public final class SQLiteStore: SignInStore {
 
     public func claimRevocations(now: Date, limit: Int, retryAt: Date) async throws -> [PendingRevocation] {
         let rows: [(Int64, String, String, Int)] = try await pool.write { db in
-            let due = try Row.fetchAll(
-                db, sql: "SELECT id, client_id, token, attempts FROM revocations WHERE next_attempt_at <= ? ORDER BY id LIMIT ?",
+            let due = try db.cachedRows(
+                sql: "SELECT id, client_id, token, attempts FROM revocations WHERE next_attempt_at <= ? ORDER BY id LIMIT ?",
                 arguments: [now.timeIntervalSince1970, limit]
             )
             for row in due {
-                try db.execute(
+                try db.cachedExecute(
                     sql: "UPDATE revocations SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?",
                     arguments: [retryAt.timeIntervalSince1970, row["id"] as Int64]
                 )
@@ -228,35 +247,35 @@ public final class SQLiteStore: SignInStore {
 
     public func finishRevocation(id: Int64) async throws {
         try await pool.write { db -> Void in
-            try db.execute(sql: "DELETE FROM revocations WHERE id = ?", arguments: [id])
+            try db.cachedExecute(sql: "DELETE FROM revocations WHERE id = ?", arguments: [id])
         }
     }
 
     public func subjectsWithoutTransferSubject(limit: Int) async throws -> [String] {
         try await pool.read { db in
-            try String.fetchAll(db, sql: "SELECT sub FROM users WHERE transfer_sub IS NULL ORDER BY sub LIMIT ?", arguments: [limit])
+            try db.cachedStrings(sql: "SELECT sub FROM users WHERE transfer_sub IS NULL ORDER BY sub LIMIT ?", arguments: [limit])
         }
     }
 
     public func setTransferSubject(_ transferSubject: String, for subject: String) async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE users SET transfer_sub = ? WHERE sub = ?", arguments: [transferSubject, subject])
+            try db.cachedExecute(sql: "UPDATE users SET transfer_sub = ? WHERE sub = ?", arguments: [transferSubject, subject])
         }
     }
 
     // MARK: shared statements
 
     private static func revokeLink(_ db: Database, subject: String, at: Double) throws {
-        try db.execute(sql: "DELETE FROM sessions WHERE sub = ?", arguments: [subject])
-        try db.execute(sql: "DELETE FROM refresh_tokens WHERE sub = ?", arguments: [subject])
-        try db.execute(sql: "UPDATE users SET link_revoked_at = ? WHERE sub = ?", arguments: [at, subject])
+        try db.cachedExecute(sql: "DELETE FROM sessions WHERE sub = ?", arguments: [subject])
+        try db.cachedExecute(sql: "DELETE FROM refresh_tokens WHERE sub = ?", arguments: [subject])
+        try db.cachedExecute(sql: "UPDATE users SET link_revoked_at = ? WHERE sub = ?", arguments: [at, subject])
     }
 
     private static func deleteUser(_ db: Database, subject: String, tombstone: Bool, at: Double) throws -> (clientID: String, token: String)? {
-        let token = try Row.fetchOne(db, sql: "SELECT client_id, token FROM refresh_tokens WHERE sub = ?", arguments: [subject])
-        try db.execute(sql: "DELETE FROM users WHERE sub = ?", arguments: [subject])
+        let token = try db.cachedRow(sql: "SELECT client_id, token FROM refresh_tokens WHERE sub = ?", arguments: [subject])
+        try db.cachedExecute(sql: "DELETE FROM users WHERE sub = ?", arguments: [subject])
         if tombstone {
-            try db.execute(sql: "INSERT INTO tombstones (sub, deleted_at) VALUES (?, ?) ON CONFLICT(sub) DO UPDATE SET deleted_at = excluded.deleted_at", arguments: [subject, at])
+            try db.cachedExecute(sql: "INSERT INTO tombstones (sub, deleted_at) VALUES (?, ?) ON CONFLICT(sub) DO UPDATE SET deleted_at = excluded.deleted_at", arguments: [subject, at])
         }
         return token.map { ($0["client_id"], $0["token"]) }
     }
@@ -334,4 +353,28 @@ enum SQLiteSchema {
             created_at REAL NOT NULL
         );
         """
+}
+
+/// Hot statements are compiled once per connection and reused: compiling a statement runs SQLite's parser and
+/// GRDB's authorizer callback for every column, which cost more than the query itself on the session page.
+extension Database {
+    func cachedExecute(sql: String, arguments: StatementArguments = StatementArguments()) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+
+    func cachedRow(sql: String, arguments: StatementArguments = StatementArguments()) throws -> Row? {
+        try Row.fetchOne(cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    func cachedRows(sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Row] {
+        try Row.fetchAll(cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    func cachedInt(sql: String, arguments: StatementArguments = StatementArguments()) throws -> Int? {
+        try Int.fetchOne(cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    func cachedStrings(sql: String, arguments: StatementArguments = StatementArguments()) throws -> [String] {
+        try String.fetchAll(cachedStatement(sql: sql), arguments: arguments)
+    }
 }

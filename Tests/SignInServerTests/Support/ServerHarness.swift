@@ -140,6 +140,12 @@ struct TestDatabase: Sendable {
         return try queue.read(work)
     }
 
+    /// Writes as a second process on the same file would (a connection of its own, not the server's store).
+    func write<T>(_ work: (Database) throws -> T) throws -> T {
+        let queue = try DatabaseQueue(path: path)
+        return try queue.write(work)
+    }
+
     /// Rows in `table`.
     func count(_ table: String) throws -> Int {
         try read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM \(table)") ?? 0 }

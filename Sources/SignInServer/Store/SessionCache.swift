@@ -1,0 +1,110 @@
+import Foundation
+import Synchronization
+
+/// Recently looked-up sessions of the SQLite store, so a signed-in page view costs no database round trip.
+///
+/// Only the SQLite store uses it, and every SQLiteStore of a process opened on the same file shares one cache
+/// (`shared(for:)`): every change that can alter what a session page shows passes through a store, which
+/// invalidates the subject after its write has committed. A generation counter keeps a lookup that raced with
+/// such a change from caching what it read before the change. Entries also expire after `lifetime`, the bound
+/// on staleness when another process writes the same file (such as `siwa migrate-users`, or a second
+/// `siwa serve`, which the README advises against: use PostgreSQL for several instances), and never outlive
+/// the session. Only hits are kept: unknown cookies always go to the database, so they cannot fill the cache.
+final class SessionCache: Sendable {
+    private struct Entry {
+        var session: SessionRecord
+        var user: UserRecord
+        var cachedAt: Date
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var bySubject: [String: Set<String>] = [:]
+        var generation: UInt64 = 0
+    }
+
+    let lifetime: TimeInterval
+    let capacity: Int
+    private let state = Mutex(State())
+
+    init(lifetime: TimeInterval = 2, capacity: Int = 10_000) {
+        self.lifetime = lifetime
+        self.capacity = capacity
+    }
+
+    private static let registry = Mutex<[String: SessionCache]>([:])
+
+    /// The cache of the database file at `path`, shared by every store of this process opened on it.
+    static func shared(for path: String) -> SessionCache {
+        guard path != ":memory:", !path.isEmpty else { return SessionCache() }
+        let key = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+        return registry.withLock { registry in
+            if let cache = registry[key] { return cache }
+            let cache = SessionCache()
+            registry[key] = cache
+            return cache
+        }
+    }
+
+    /// The cached session for `idHash`, if fresh and not expired.
+    func lookup(_ idHash: String, now: Date) -> (SessionRecord, UserRecord)? {
+        state.withLock { state in
+            guard let entry = state.entries[idHash] else { return nil }
+            guard entry.session.expiresAt > now, now.timeIntervalSince(entry.cachedAt) < lifetime else {
+                Self.remove(idHash, subject: entry.session.subject, from: &state)
+                return nil
+            }
+            return (entry.session, entry.user)
+        }
+    }
+
+    /// The generation to pass to `store` for a lookup starting now.
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// Caches what a lookup read, unless something was invalidated since it began.
+    func store(_ found: (SessionRecord, UserRecord), readAt generation: UInt64, now: Date) {
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            if state.entries.count >= capacity {
+                state.entries.removeAll(keepingCapacity: true)
+                state.bySubject.removeAll(keepingCapacity: true)
+            }
+            let (session, user) = found
+            state.entries[session.idHash] = Entry(session: session, user: user, cachedAt: now)
+            state.bySubject[session.subject, default: []].insert(session.idHash)
+        }
+    }
+
+    /// Forgets every session of `subject` (after a write that changed the user or their sessions).
+    func invalidate(subject: String) {
+        state.withLock { state in
+            state.generation &+= 1
+            for idHash in state.bySubject.removeValue(forKey: subject) ?? [] {
+                state.entries.removeValue(forKey: idHash)
+            }
+        }
+    }
+
+    /// Forgets one session.
+    func invalidate(idHash: String) {
+        state.withLock { state in
+            state.generation &+= 1
+            if let entry = state.entries[idHash] { Self.remove(idHash, subject: entry.session.subject, from: &state) }
+        }
+    }
+
+    /// Forgets everything.
+    func invalidateAll() {
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries.removeAll()
+            state.bySubject.removeAll()
+        }
+    }
+
+    private static func remove(_ idHash: String, subject: String, from state: inout State) {
+        state.entries.removeValue(forKey: idHash)
+        state.bySubject[subject]?.remove(idHash)
+        if state.bySubject[subject]?.isEmpty == true { state.bySubject.removeValue(forKey: subject) }
+    }
+}
