@@ -89,6 +89,7 @@ let package = Package(
                 "AppleIDEmulator",
                 "SignInServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -130,6 +131,16 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Benchmarks/HelloWorld",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "Soak",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/Soak",
             swiftSettings: swiftSettings
         ),
         .testTarget(

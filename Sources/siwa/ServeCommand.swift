@@ -50,14 +50,25 @@ struct ServeCommand: AsyncParsableCommand {
             services.append(emulator.buildApplication(host: "127.0.0.1", port: plan.emulatorPort))
         }
         let settings = plan.settings
-        let app = try await buildApplication(settings: settings, httpClient: .shared, services: services, logger: logger) { port in
-            if settings.mode == .local {
-                CLIOutput.stderr("siwa: local mode — Apple is emulated at http://127.0.0.1:\(plan.emulatorPort) (no Apple account needed).")
-                CLIOutput.stderr("siwa: open \(settings.origin)/ in a browser and press “Sign in with Apple”.")
-            } else {
-                CLIOutput.stderr("siwa: Apple mode — Services ID \(settings.apple.servicesID), return URL \(settings.returnURL.absoluteString); listening on \(settings.host):\(port).")
+        // Our own client for Apple, not HTTPClient.shared: the shared one allows 8 connections per host, so a
+        // few slow Apple answers (each held up to the Apple timeout) stalled every other sign-in (soak test).
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)
+        let httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+        do {
+            let app = try await buildApplication(settings: settings, httpClient: httpClient, services: services, logger: logger) { port in
+                if settings.mode == .local {
+                    CLIOutput.stderr("siwa: local mode — Apple is emulated at http://127.0.0.1:\(plan.emulatorPort) (no Apple account needed).")
+                    CLIOutput.stderr("siwa: open \(settings.origin)/ in a browser and press “Sign in with Apple”.")
+                } else {
+                    CLIOutput.stderr("siwa: Apple mode — Services ID \(settings.apple.servicesID), return URL \(settings.returnURL.absoluteString); listening on \(settings.host):\(port).")
+                }
             }
+            try await app.runService()
+        } catch {
+            try? await httpClient.shutdown()
+            throw error
         }
-        try await app.runService()
+        try await httpClient.shutdown()
     }
 }

@@ -16,6 +16,17 @@ public struct LifecycleService: Service {
     }
 
     public func run() async throws {
+        // The schema first: on a fresh PostgreSQL database this service can start before the application's own
+        // migration (beforeServerStarts) has run. Migrations are idempotent and serialised by an advisory lock.
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                try await lifecycle.store.migrate()
+                break
+            } catch {
+                logger.warning("store not ready for background work; will try again", metadata: ["error": "\(error)"])
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(5)) }
+            }
+        }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
                 let swept = try await lifecycle.store.sweepExpired(now: Date(), limit: 1000)

@@ -1,5 +1,6 @@
 import AppleSignIn
 import Foundation
+import Synchronization
 import Logging
 import PostgresNIO
 
@@ -279,16 +280,7 @@ public final class PostgresStore: SignInStore {
     /// than `operationTimeout`; the operation is cancelled, which also withdraws a pending connection request.
     private func bounded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
-        return try await withThrowingTaskGroup(of: T.self) { group in
-            group.addTask { try await operation() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                throw PostgresStoreError(description: "PostgreSQL did not answer within \(timeout)")
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw CancellationError() }
-            return first
-        }
+        return try await withDeadline(timeout, onTimeout: PostgresStoreError(description: "PostgreSQL did not answer within \(timeout)"), operation)
     }
 
     // MARK: shared statements

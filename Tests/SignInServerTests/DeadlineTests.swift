@@ -1,0 +1,33 @@
+import Foundation
+@testable import SignInServer
+import Testing
+
+/// The bounded wait every PostgreSQL operation goes through (a request gets a 503 instead of hanging).
+@Suite("Deadlines on store operations")
+struct DeadlineTests {
+    struct Timeout: Error, Equatable {}
+    struct Refused: Error, Equatable {}
+
+    @Test("an operation that ignores cancellation and does not end still gets an answer at the deadline")
+    func stuckOperation() async throws {
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: Timeout.self) {
+            try await withDeadline(.milliseconds(300), onTimeout: Timeout()) { () async throws -> Int in
+                // Like a connection PostgreSQL dropped mid-transaction: cancellation is not honoured for 8 s.
+                let until = ContinuousClock.now + .seconds(8)
+                while ContinuousClock.now < until { try? await Task.sleep(for: .milliseconds(50)) }
+                return 1
+            }
+        }
+        #expect(clock.now - start < .seconds(4), "answered after \(clock.now - start)")
+    }
+
+    @Test("a result or an error before the deadline is passed through unchanged")
+    func passThrough() async throws {
+        #expect(try await withDeadline(.seconds(8), onTimeout: Timeout()) { 42 } == 42)
+        await #expect(throws: Refused.self) {
+            try await withDeadline(.seconds(8), onTimeout: Timeout()) { () async throws -> Int in throw Refused() }
+        }
+    }
+}
