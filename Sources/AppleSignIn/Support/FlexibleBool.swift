@@ -37,6 +37,10 @@ struct NumericDate: Codable, Sendable, Hashable {
         } else {
             secondsSince1970 = try container.decode(Double.self)
         }
+        // Beyond year 5138 a date is not a date (and would trap when shown as an integer in a message).
+        guard secondsSince1970.isFinite, abs(secondsSince1970) <= 1e11 * 1000 else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a plausible date")
+        }
     }
 
     func encode(to encoder: any Encoder) throws {

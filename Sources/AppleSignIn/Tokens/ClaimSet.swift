@@ -40,18 +40,25 @@ struct ClaimSet {
         return value
     }
 
+    /// The largest NumericDate accepted (year 5138): beyond it a date is not a date, and converting it to an
+    /// integer for a message would trap (found by fuzzing with an `iat` of 1.3e111).
+    static let maximumDate = 1e11
+
     func optionalDate(_ name: String) throws(IdentityTokenError) -> Double? {
         switch fields[name] {
         case nil, .null?: return nil
-        case .number(let number)?: return number
+        case .number(let number)? where number.isFinite && abs(number) <= Self.maximumDate: return number
+        case .number?: throw IdentityTokenError(.claims, "the claim \(name) is not a plausible date")
         default: throw IdentityTokenError(.claims, "the claim \(name) has the wrong type")
         }
     }
 
     func optionalInt(_ name: String) throws(IdentityTokenError) -> Int? {
-        guard let number = try optionalDate(name) else { return nil }
-        guard number == number.rounded(), abs(number) < 1e15 else { throw IdentityTokenError(.claims, "the claim \(name) has the wrong type") }
-        return Int(number)
+        switch fields[name] {
+        case nil, .null?: return nil
+        case .number(let number)? where number == number.rounded() && abs(number) < 1e15: return Int(number)
+        default: throw IdentityTokenError(.claims, "the claim \(name) has the wrong type")
+        }
     }
 
     /// A boolean Apple may send as `true` or as `"true"`.
