@@ -15,6 +15,25 @@ struct WebController: Sendable {
     let settings: ServerSettings
     let metrics: ServerMetrics
     let proxy: ClientAddressResolver
+    /// Apple's origin (for the popup's postMessage check) and the return URL's host, worked out once: reading
+    /// a Foundation URL's parts on every request showed in profiles.
+    let appleOrigin: String
+    let returnAuthority: String
+
+    init(
+        flow: SignInFlow, store: any SignInStore, renderer: PageRenderer, cookies: CookiePolicy, settings: ServerSettings,
+        metrics: ServerMetrics, proxy: ClientAddressResolver
+    ) {
+        self.flow = flow
+        self.store = store
+        self.renderer = renderer
+        self.cookies = cookies
+        self.settings = settings
+        self.metrics = metrics
+        self.proxy = proxy
+        appleOrigin = Self.origin(settings.apple.appleBaseURL)
+        returnAuthority = Self.authority(settings.returnURL)
+    }
 
     func addRoutes(to router: Router<ServerContext>) {
         router.get("/", use: signInPage)
@@ -43,7 +62,7 @@ struct WebController: Sendable {
             fixedText: [
                 "buttonStyle": settings.button.style.rawValue,
                 "buttonTitle": renderer.string(settings.button.title.stringKey, language),
-                "appleOrigin": Self.origin(settings.apple.appleBaseURL),
+                "appleOrigin": appleOrigin,
             ],
             slots: [
                 "startURL": "/auth/apple?return_to=" + encodedReturn,
@@ -91,7 +110,7 @@ struct WebController: Sendable {
         let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
         // The binding cookie must be set on the host Apple returns to, or it will not come back.
         // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it.
-        if settings.mode == .local, let host = proxy.host(request, context: context), host != Self.authority(settings.returnURL) {
+        if settings.mode == .local, let host = proxy.host(request, context: context), host != returnAuthority {
             return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
         }
         // Behind a proxy in Apple mode, a browser on plain HTTP would never send the Secure binding cookie back.
