@@ -80,6 +80,9 @@ struct PageTests {
             let first = try await h.get("/?return_to=%2Fsession%3Fa%3D1")
             let second = try await h.get("/")
             let firstToken = first.setCookie(h.csrfCookie)?.value
+            let csrfCookie = try #require(first.setCookie(h.csrfCookie))
+            #expect(csrfCookie.has("HttpOnly") && csrfCookie["SameSite"] == "Strict" && csrfCookie["Path"] == "/" && csrfCookie["Max-Age"] == "86400")
+            #expect(!csrfCookie.has("Secure"), "plain-HTTP local mode")
             #expect(firstToken != nil && first.text.contains(#"data-csrf="\#(firstToken ?? "-")""#))
             #expect(!second.text.contains(firstToken ?? "-"))
             #expect(first.text.contains("return_to=%2Fsession%3Fa%3D1"))
@@ -184,6 +187,9 @@ struct PageTests {
             #expect(page.status == .ok)
             Self.expectSecurityHeaders(page, hsts: true, "session page over HTTPS")
             #expect(!page.text.contains("Local mode"))
+
+            let csrf = try #require(try await h.get("/").setCookie("__Host-siwa_csrf"))
+            #expect(csrf.has("Secure") && csrf.has("HttpOnly") && csrf["SameSite"] == "Strict" && csrf["Path"] == "/" && csrf["Domain"] == nil)
         }
     }
 }

@@ -18,6 +18,21 @@ struct CookiePolicy: Sendable {
         Cookie(name: csrfName, value: value, maxAge: 86_400, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
 
+    /// The `Set-Cookie` value of `csrf(value)`, put together from its attributes rendered once (every sign-in
+    /// page view sets it; building and printing a `Cookie` each time showed in profiles).
+    func csrfHeader(_ value: String) -> String {
+        csrfName + "=" + value + csrfAttributes
+    }
+
+    private var csrfAttributes: String { secure ? Self.secureCSRFAttributes : Self.plainCSRFAttributes }
+    private static let plainCSRFAttributes = attributes(of: CookiePolicy(secure: false).csrf(""))
+    private static let secureCSRFAttributes = attributes(of: CookiePolicy(secure: true).csrf(""))
+
+    /// What follows `name=` in a cookie with an empty value: its attributes, as Hummingbird writes them.
+    private static func attributes(of cookie: Cookie) -> String {
+        String(cookie.description.dropFirst(cookie.name.utf8.count + 1))
+    }
+
     /// Session: HttpOnly, SameSite=Lax (sent on top-level navigations, not on cross-site subrequests).
     func session(_ value: String, maxAge: Int) -> Cookie {
         Cookie(name: sessionName, value: value, maxAge: maxAge, path: "/", secure: secure, httpOnly: true, sameSite: .lax)

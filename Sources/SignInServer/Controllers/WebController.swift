@@ -70,7 +70,7 @@ struct WebController: Sendable {
                 "csrfToken": csrf,
             ]
         )
-        response.setCookie(cookies.csrf(csrf))
+        response.headers.append(HTTPField(name: .setCookie, value: cookies.csrfHeader(csrf)))
         return response
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 
 /// A page rendered once per shape and filled per request.
@@ -13,7 +14,7 @@ import Synchronization
 final class PageCache: Sendable {
     /// A piece of a rendered page: literal HTML, or the index of a slot to fill.
     enum Segment: Sendable {
-        case literal(String)
+        case literal([UInt8])
         case slot(Int)
     }
 
@@ -55,59 +56,62 @@ final class PageCache: Sendable {
                 afterPrefix.dropFirst(digits.count).first == "x"
             else {
                 // Not one of ours after all: keep it as text.
-                segments.append(.literal(String(rest[..<range.upperBound])))
+                segments.append(.literal(Array(rest[..<range.upperBound].utf8)))
                 rest = afterPrefix
                 continue
             }
-            segments.append(.literal(String(rest[..<range.lowerBound])))
+            segments.append(.literal(Array(rest[..<range.lowerBound].utf8)))
             segments.append(.slot(index))
             rest = afterPrefix.dropFirst(digits.count + 1)
         }
-        segments.append(.literal(String(rest)))
+        segments.append(.literal(Array(rest.utf8)))
         return segments.filter {
             if case .literal(let text) = $0 { return !text.isEmpty }
             return true
         }
     }
 
-    /// The page with each slot's value HTML-escaped in place.
-    static func fill(_ segments: [Segment], with values: [String]) -> String {
+    /// The page with each slot's value HTML-escaped in place, as the bytes of the response body.
+    static func fill(_ segments: [Segment], with values: [String]) -> ByteBuffer {
         var capacity = 0
         for segment in segments {
             switch segment {
-            case .literal(let text): capacity += text.utf8.count
+            case .literal(let bytes): capacity += bytes.count
             case .slot(let index): capacity += values[index].utf8.count + 16
             }
         }
-        var html = ""
-        html.reserveCapacity(capacity)
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(capacity)
         for segment in segments {
             switch segment {
-            case .literal(let text): html += text
-            case .slot(let index): appendEscaped(values[index], to: &html)
+            case .literal(let bytes): buffer.writeBytes(bytes)
+            case .slot(let index): appendEscaped(values[index], to: &buffer)
             }
         }
-        return html
+        return buffer
     }
 
-    /// HTML escaping as Mustache's `{{name}}` does it: `<`, `>`, `&`, `"`, `'`.
-    static func appendEscaped(_ text: String, to html: inout String) {
-        let needsEscaping = text.utf8.contains { byte in
-            byte == UInt8(ascii: "<") || byte == UInt8(ascii: ">") || byte == UInt8(ascii: "&") || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'")
-        }
-        guard needsEscaping else {
-            html += text
-            return
-        }
-        for character in text.unicodeScalars {
-            switch character {
-            case "<": html += "&lt;"
-            case ">": html += "&gt;"
-            case "&": html += "&amp;"
-            case "\"": html += "&quot;"
-            case "'": html += "&#39;"
-            default: html.unicodeScalars.append(character)
+    /// HTML escaping as Mustache's `{{name}}` does it: `<`, `>`, `&`, `"`, `'`; byte by byte (all five are ASCII,
+    /// so multi-byte UTF-8 passes through untouched).
+    static func appendEscaped(_ text: String, to buffer: inout ByteBuffer) {
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for index in 0..<bytes.count {
+                let replacement: StaticString
+                switch bytes[index] {
+                case UInt8(ascii: "<"): replacement = "&lt;"
+                case UInt8(ascii: ">"): replacement = "&gt;"
+                case UInt8(ascii: "&"): replacement = "&amp;"
+                case UInt8(ascii: "\""): replacement = "&quot;"
+                case UInt8(ascii: "'"): replacement = "&#39;"
+                default: continue
+                }
+                buffer.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[start..<index]))
+                buffer.writeStaticString(replacement)
+                start = index + 1
             }
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[start..<bytes.count]))
         }
     }
 }

@@ -92,11 +92,10 @@ public struct PageRenderer: Sendable {
             for (index, name) in slotNames.enumerated() where !(slots[name] ?? "").isEmpty { values[name] = markers[index] }
             return render(template, title: title, language: language, values: values, status: status)
         }
-        let html = PageCache.fill(segments, with: slotNames.map { slots[$0] ?? "" })
         return Response(
             status: status,
             headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(string: html))
+            body: .init(byteBuffer: PageCache.fill(segments, with: slotNames.map { slots[$0] ?? "" }))
         )
     }
 
