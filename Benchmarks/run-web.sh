@@ -43,6 +43,7 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now_ns() { date +%s%N; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # utime + stime, in clock ticks
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
 # wrk_run NAME URL [wrk args...]: runs wrk, leaves its output in $work/NAME.txt
@@ -115,8 +116,14 @@ callback_run() {
     echo "  generated $CALLBACKS_N callbacks in $(( (t1 - t0) / 1000000 )) ms" >&2
     ( peak=0; while kill -0 "$siwa_pid" 2>/dev/null; do r="$(rss_kb "$siwa_pid")"; [ "$r" -gt "$peak" ] && peak="$r" && echo "$peak" > "$work/$name.peak"; sleep 0.2; done ) &
     local sampler=$!
-    CALLBACKS="$work/$name.tuples" wrk_run "$name" "$base/auth/apple/callback" -s Benchmarks/lua/callback.lua
+    local cpu0 cpu1
+    cpu0="$(cpu_ticks "$siwa_pid")"
+    CALLBACKS="$work/$name.tuples" wrk_run "$name" "$base/auth/apple/callback" -s Benchmarks/lua/callback.lua "${@:3}"
+    cpu1="$(cpu_ticks "$siwa_pid")"
     kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true
+    # CPU of the siwa process (its in-process emulator included) per request of the run.
+    awk -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" \
+        'BEGIN { if (n > 0) printf "%.2f", 1000 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
     echo "$(rss_kb "$siwa_pid")" > "$work/$name.end"
     row "$label" "$name"
     rm -f "$work/$name.tuples"
@@ -124,6 +131,10 @@ callback_run() {
 echo "(c) POST /auth/apple/callback" >&2
 callback_run callback "(c) \`POST /auth/apple/callback\` full sign-in"
 rss_cb_peak="$(cat "$work/callback.peak")"; rss_cb_end="$(cat "$work/callback.end")"
+echo "(c') POST /auth/apple/callback at 8 connections" >&2
+CONNS_SAVED="$CONNS"; CONNS=8
+callback_run callback8 "(c') callback as (c), 8 connections"
+CONNS="$CONNS_SAVED"
 
 echo "(b) GET /auth/apple" >&2
 wrk_run start "$base/auth/apple"
@@ -253,6 +264,7 @@ $verify
 | session page / hello-world | $(ratio "$(wrk_rate session)" "$(wrk_rate hello)") |
 | GET /auth/apple / hello-world | $(ratio "$(wrk_rate start)" "$(wrk_rate hello)") |
 | callback / hello-world | $(ratio "$(wrk_rate callback)" "$(wrk_rate hello)") |
+| CPU of the siwa process (in-process emulator included) per callback, 32 / 8 connections | $(cat "$work/callback.cpu") / $(cat "$work/callback8.cpu") ms |
 | siwa callback / peer callback | $( [ -s "$work/peer.txt" ] && awk -v a="$(wrk_rate callback)" -v b="$(wrk_rate peer)" 'BEGIN { if (b > 0) printf "%.1f×", a / b; else print "n/a" }' || echo "n/a") |
 
 | siwa process | value |
