@@ -61,7 +61,7 @@ enum FuzzChecks {
         if let idToken = parsed.idToken { pairs.append(("id_token", idToken)) }
         if let state = parsed.state { pairs.append(("state", state)) }
         if let error = parsed.error { pairs.append(("error", error)) }
-        if let user = parsed.user { pairs.append(("user", userJSON(user))) }
+        if let user = parsed.user { pairs.append(("user", user.wireJSON)) }
         let reencoded = Array(FormEncoding.encode(pairs).utf8)
         guard let again = try? CallbackPayload.parse(formBody: reencoded) else {
             // Re-encoding can only grow a field past its byte limit through percent escapes, never past the
@@ -82,22 +82,9 @@ enum FuzzChecks {
             check(!value.isEmpty, "an empty name or email was kept")
             check(value.trimmingCharacters(in: .whitespacesAndNewlines) == value, "a name or email kept surrounding blanks")
         }
-        guard let again = try? AppleUser.parse(json: userJSON(user)) else { fail("an accepted user did not parse after re-encoding") }
+        guard let again = try? AppleUser.parse(json: user.wireJSON) else { fail("an accepted user did not parse after re-encoding") }
         check(again == user, "a user changed after re-encoding")
         return true
-    }
-
-    /// The `user` JSON as Apple sends it.
-    static func userJSON(_ user: AppleUser) -> String {
-        var name: [String: String] = [:]
-        if let first = user.firstName { name["firstName"] = first }
-        if let last = user.lastName { name["lastName"] = last }
-        var object: [String: Any] = ["name": name]
-        if let email = user.email { object["email"] = email }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else {
-            fail("a parsed user could not be encoded")
-        }
-        return String(decoding: data, as: UTF8.self)
     }
 
     // MARK: jwt

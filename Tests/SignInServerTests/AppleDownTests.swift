@@ -20,8 +20,19 @@ struct AppleDownTests {
             let signIn = try await h.signIn()
             #expect(signIn.response.status == .serviceUnavailable)
             #expect(signIn.response.errorTitle == Fixtures.Heading.unavailable)
-            #expect(signIn.response.element("error-action") == "Try again")
             try CallbackFailureTests.expectNothingStored(h, signIn.response)
+            // The sign-in is not lost: the page offers to send the same return again, the binding cookie stays,
+            // and once Apple answers, sending it again completes the sign-in.
+            #expect(signIn.response.element("retry-button") == "Try again")
+            #expect(signIn.response.element("error-action") == "Go to the sign-in page")
+            #expect(signIn.response.setCookie(h.bindingCookie) == nil, "the binding cookie is kept")
+            let resent = Fixtures.hiddenFields(signIn.response.text)
+            #expect(resent["state"] == signIn.fields["state"] && resent["code"] == signIn.fields["code"] && resent["id_token"] == signIn.fields["id_token"])
+            try await h.clearFaults()
+            let again = try await h.callback(resent, binding: signIn.started.binding)
+            #expect(again.status == .seeOther)
+            #expect(again.setCookie(h.sessionCookie) != nil)
+            #expect(try h.database.count("sessions") == 1)
         }
     }
 

@@ -157,6 +157,10 @@ struct CallbackFailureTests {
                 try Self.expectNothingStored(h, response)
             }
             #expect(try await h.emulatorCounters()["codesExchanged"] == 0)
+            // The refused posts did not use up the victim's sign-in: their own browser still completes it.
+            let own = try await h.callback(fields, binding: victim.binding)
+            #expect(own.status == .seeOther)
+            #expect(own.setCookie(h.sessionCookie) != nil)
         }
     }
 

@@ -14,13 +14,14 @@ struct DeadlineTests {
         let start = clock.now
         await #expect(throws: Timeout.self) {
             try await withDeadline(.milliseconds(300), onTimeout: Timeout()) { () async throws -> Int in
-                // Like a connection PostgreSQL dropped mid-transaction: cancellation is not honoured for 8 s.
-                let until = ContinuousClock.now + .seconds(8)
+                // Like a connection PostgreSQL dropped mid-transaction: cancellation is not honoured for a minute.
+                let until = ContinuousClock.now + .seconds(60)
                 while ContinuousClock.now < until { try? await Task.sleep(for: .milliseconds(50)) }
                 return 1
             }
         }
-        #expect(clock.now - start < .seconds(4), "answered after \(clock.now - start)")
+        // Far below the operation's minute, with room for a CI machine whose threads are busy with other suites.
+        #expect(clock.now - start < .seconds(30), "answered after \(clock.now - start)")
     }
 
     @Test("a result or an error before the deadline is passed through unchanged")

@@ -23,6 +23,18 @@ public struct AppleUser: Sendable, Hashable, Codable {
         return parts.isEmpty ? nil : parts.joined(separator: " ")
     }
 
+    /// The `user` JSON as Apple sends it (`{"name":{"firstName":…,"lastName":…},"email":…}`), e.g. to send a
+    /// return again; `parse(json:)` reads it back to the same value.
+    public var wireJSON: String {
+        var name: [String: String] = [:]
+        if let firstName { name["firstName"] = firstName }
+        if let lastName { name["lastName"] = lastName }
+        var object: [String: Any] = ["name": name]
+        if let email { object["email"] = email }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
     private struct Wire: Decodable {
         struct Name: Decodable {
             var firstName: String?

@@ -146,7 +146,7 @@ struct WebController: Sendable {
         } catch {
             return failure(.malformed(error.message), language: language, context: context, clearBinding: false)
         }
-        return await complete(payload, request: request, language: language, context: context)
+        return await complete(payload, request: request, language: language, context: context, offerRetry: true)
     }
 
     @Sendable func callbackGet(_ request: Request, context: ServerContext) async throws -> Response {
@@ -233,7 +233,10 @@ struct WebController: Sendable {
         }
     }
 
-    private func complete(_ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext, requireFrontChannelToken: Bool = true) async -> Response {
+    private func complete(
+        _ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext, requireFrontChannelToken: Bool = true,
+        offerRetry: Bool = false
+    ) async -> Response {
         let binding = request.cookies[cookies.bindingName]?.value
         let started = ContinuousClock.now
         defer { metrics.callbackDuration.record(ContinuousClock.now - started) }
@@ -245,11 +248,16 @@ struct WebController: Sendable {
             response.setCookie(cookies.expired(cookies.bindingName))
             return response
         } catch {
+            // Apple unreachable before the code was redeemed: the sign-in is pending again, so the page offers to
+            // send the same return again, and the binding cookie stays for it.
+            if offerRetry, case .unavailable = error {
+                return failure(error, language: language, context: context, clearBinding: false, resend: payload)
+            }
             return failure(error, language: language, context: context, clearBinding: true)
         }
     }
 
-    private func failure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext, clearBinding: Bool) -> Response {
+    private func failure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext, clearBinding: Bool, resend: CallbackPayload? = nil) -> Response {
         let level: Logger.Level = switch failure {
         case .misconfigured: .critical
         case .unavailable, .storeUnavailable: .error
@@ -260,7 +268,10 @@ struct WebController: Sendable {
         context.logger.log(level: level, "sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
         let status = failure.httpStatus
         let retry = failure == .cancelled || failure.httpStatus == .serviceUnavailable
-        var response = renderer.errorPage(Self.pageKey(failure), language: language, status: status, actionURL: "/", actionKey: retry ? "tryAgain" : "goToSignIn")
+        var response = renderer.errorPage(
+            Self.pageKey(failure), language: language, status: status, actionURL: "/",
+            actionKey: resend == nil && retry ? "tryAgain" : "goToSignIn", retry: resend
+        )
         if clearBinding { response.setCookie(cookies.expired(cookies.bindingName)) }
         return response
     }

@@ -78,7 +78,10 @@ public struct SignInFlow: Sendable {
             throw .storeUnavailable("store: \(error)")
         }
         guard let bindingToken, Self.hash(bindingToken) == pending.bindingHash else {
+            // Not this browser's sign-in (or its cookie is gone): refused, but the sign-in stays pending for the
+            // browser that started it, so a forged post cannot cancel someone else's sign-in.
             logger.notice("binding cookie missing or different from the one that started the sign-in")
+            try? await store.savePending(pending)
             throw .expired
         }
 
@@ -86,19 +89,25 @@ public struct SignInFlow: Sendable {
         if requireFrontChannelToken && payload.idToken == nil {
             throw .malformed("id_token is missing (the request asked for code id_token)")
         }
-        if let idToken = payload.idToken {
-            do {
-                frontSubject = try await verifier.verify(idToken, nonce: pending.nonce, code: code, now: now).subject
-            } catch {
-                throw Self.failure(error, "front-channel id_token")
-            }
-        }
-
         let tokens: TokenResponse
-        do {
-            tokens = try await client.exchange(code: code, redirectURI: returnURL, logger: logger)
+        do throws(SignInFailure) {
+            if let idToken = payload.idToken {
+                do {
+                    frontSubject = try await verifier.verify(idToken, nonce: pending.nonce, code: code, now: now).subject
+                } catch {
+                    throw Self.failure(error, "front-channel id_token")
+                }
+            }
+            do {
+                tokens = try await client.exchange(code: code, redirectURI: returnURL, logger: logger)
+            } catch {
+                throw SignInFailure(exchange: error)
+            }
         } catch {
-            throw SignInFailure(exchange: error)
+            // Apple could not be reached before the code was redeemed: the code may still be good, so the sign-in
+            // goes back to pending and the same return can be sent again (the error page offers to).
+            if case .unavailable = error { try? await store.savePending(pending) }
+            throw error
         }
         guard let backIDToken = tokens.idToken else { throw .notVerified("the token endpoint returned no id_token") }
         let identity: AppleIdentity

@@ -1,3 +1,4 @@
+import AppleSignIn
 import Foundation
 import Hummingbird
 import Mustache
@@ -110,15 +111,27 @@ public struct PageRenderer: Sendable {
     }
 
     /// An error page: what happened, what to do, and a link to do it.
-    func errorPage(_ key: String, language: PageLanguage, status: HTTPResponse.Status, actionURL: String = "/", actionKey: String = "goToSignIn") -> Response {
+    /// `retry`: the fields of a callback to offer to send again (a form posting them back), when the sign-in
+    /// was put back to pending.
+    func errorPage(
+        _ key: String, language: PageLanguage, status: HTTPResponse.Status, actionURL: String = "/", actionKey: String = "goToSignIn",
+        retry: CallbackPayload? = nil
+    ) -> Response {
         let strings = Strings.table(language)
         let heading = strings["error.\(key).heading"] ?? strings["error.internal.heading"] ?? "Error"
+        var slots: [String: String] = [:]
+        if let retry {
+            slots = [
+                "retryState": retry.state ?? "", "retryCode": retry.code ?? "", "retryIDToken": retry.idToken ?? "",
+                "retryUser": retry.user?.wireJSON ?? "",
+            ]
+        }
         return page("error", title: heading, language: language, fixedText: [
             "heading": heading,
             "message": strings["error.\(key).message"] ?? "",
             "actionURL": actionURL,
             "actionLabel": strings[actionKey] ?? actionKey,
-        ], status: status)
+        ], slots: slots, status: status)
     }
 
     /// The string for `key` in `language`.

@@ -1,6 +1,7 @@
 import AppleIDEmulator
 import AppleSignIn
 import Foundation
+import HummingbirdTesting
 import JOSE
 
 /// Values every suite shares: return URLs, the emulator's test users, the strings a person reads.
@@ -46,5 +47,16 @@ enum Fixtures {
     /// The query of `url` as a dictionary.
     static func query(_ url: String) -> [String: String] {
         Dictionary(queryPairs(url), uniquingKeysWith: { $1 })
+    }
+
+    /// The hidden inputs of a page's forms, by name (HTML entities decoded).
+    static func hiddenFields(_ html: String) -> [String: String] {
+        let regex = try! NSRegularExpression(pattern: #"<input type="hidden" name="([^"]+)" value="([^"]*)">"#)
+        var fields: [String: String] = [:]
+        for match in regex.matches(in: html, range: NSRange(html.startIndex..., in: html)) {
+            guard let name = Range(match.range(at: 1), in: html), let value = Range(match.range(at: 2), in: html) else { continue }
+            fields[String(html[name])] = TestResponse.unescapeHTML(String(html[value]))
+        }
+        return fields
     }
 }

@@ -279,6 +279,14 @@ extension Harness {
         guard answer.status == .ok else { throw HarnessError.emulatorRefused(Int(answer.status.code), body) }
     }
 
+    /// Clears every injected fault.
+    func clearFaults() async throws {
+        var request = HTTPClientRequest(url: emulatorURL + "/emulator/admin/faults")
+        request.method = .DELETE
+        let answer = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        guard answer.status == .ok || answer.status == .noContent else { throw HarnessError.emulatorRefused(Int(answer.status.code), "") }
+    }
+
     /// The emulator's counters (`codesExchanged`, `keySetRequests`, …).
     func emulatorCounters() async throws -> [String: Int] {
         let answer = try await HTTPClient.shared.execute(HTTPClientRequest(url: emulatorURL + "/emulator/admin/counters"), timeout: .seconds(10))
