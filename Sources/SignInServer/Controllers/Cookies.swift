@@ -53,10 +53,43 @@ struct CookiePolicy: Sendable {
     }
 }
 
+extension Request {
+    /// The value of the first cookie called `name`, read as Hummingbird's `cookies[name]?.value` reads it
+    /// (pairs split at `;`, leading blanks dropped, everything after the first `=`, nil when empty), without parsing every
+    /// cookie of the request: a signed-in page view looks one up, and that parse showed in profiles.
+    func cookieValue(_ name: String) -> String? {
+        let nameBytes = Array(name.utf8)
+        for field in headers where field.name == .cookie {
+            var value = field.value
+            let found: String? = value.withUTF8 { bytes in
+                var start = 0
+                while start < bytes.count {
+                    var end = start
+                    while end < bytes.count, bytes[end] != UInt8(ascii: ";") { end += 1 }
+                    var pairStart = start
+                    while pairStart < end, bytes[pairStart] == UInt8(ascii: " ") || bytes[pairStart] == UInt8(ascii: "\t") { pairStart += 1 }
+                    let valueStart = pairStart + nameBytes.count + 1
+                    // An empty value counts as no cookie, as in Hummingbird (and an empty CSRF cookie must not match
+                    // an empty header).
+                    if valueStart < end, bytes[pairStart + nameBytes.count] == UInt8(ascii: "="),
+                        nameBytes.withUnsafeBufferPointer({ $0.elementsEqual(UnsafeBufferPointer(rebasing: bytes[pairStart..<(pairStart + nameBytes.count)])) })
+                    {
+                        return String(decoding: UnsafeBufferPointer(rebasing: bytes[valueStart..<end]), as: UTF8.self)
+                    }
+                    start = end + 1
+                }
+                return nil
+            }
+            if let found { return found }
+        }
+        return nil
+    }
+}
+
 extension SignInStore {
     /// The live session named by the request's session cookie, with its user; nil without a cookie.
     func session(for request: Request, cookies: CookiePolicy, now: Date = Date()) async throws -> (SessionRecord, UserRecord)? {
-        guard let cookie = request.cookies[cookies.sessionName]?.value, !cookie.isEmpty else { return nil }
+        guard let cookie = request.cookieValue(cookies.sessionName), !cookie.isEmpty else { return nil }
         return try await session(idHash: SignInFlow.hash(cookie), now: now)
     }
 }

@@ -54,7 +54,7 @@ struct WebController: Sendable {
         let language = Self.language(request)
         let signedIn = (try? await currentSession(request)) != nil
         let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
-        let csrf = request.cookies[cookies.csrfName]?.value ?? RandomToken.generate()
+        let csrf = request.cookieValue(cookies.csrfName) ?? RandomToken.generate()
         let encodedReturn = FormEncoding.encode(returnTo)
         var response = renderer.page(
             "signin", title: renderer.string("signInTitle", language), language: language,
@@ -165,7 +165,7 @@ struct WebController: Sendable {
     @Sendable func popupResult(_ request: Request, context: ServerContext) async throws -> Response {
         var request = request
         let language = Self.language(request)
-        guard let name = HTTPField.Name.xCSRFToken, let header = request.headers[name], let cookie = request.cookies[cookies.csrfName]?.value,
+        guard let name = HTTPField.Name.xCSRFToken, let header = request.headers[name], let cookie = request.cookieValue(cookies.csrfName),
             Self.constantTimeEqual(header, cookie), request.headers[.origin].map({ $0 == settings.origin }) ?? true
         else {
             context.logger.notice("popup result refused: CSRF token or origin wrong")
@@ -199,7 +199,7 @@ struct WebController: Sendable {
         }
         let user = result.user.map { AppleUser(firstName: $0.name?.firstName, lastName: $0.name?.lastName, email: $0.email) }
         let payload = CallbackPayload(code: result.authorization?.code, idToken: result.authorization?.id_token, state: result.authorization?.state ?? result.state, user: user, error: result.error)
-        let binding = request.cookies[cookies.bindingName]?.value
+        let binding = request.cookieValue(cookies.bindingName)
         do {
             let completed = try await flow.complete(payload, bindingToken: binding, logger: context.logger)
             metrics.signInsCompleted.increment()
@@ -237,7 +237,7 @@ struct WebController: Sendable {
         _ payload: CallbackPayload, request: Request, language: PageLanguage, context: ServerContext, requireFrontChannelToken: Bool = true,
         offerRetry: Bool = false
     ) async -> Response {
-        let binding = request.cookies[cookies.bindingName]?.value
+        let binding = request.cookieValue(cookies.bindingName)
         let started = ContinuousClock.now
         defer { metrics.callbackDuration.record(ContinuousClock.now - started) }
         do {
@@ -281,7 +281,7 @@ struct WebController: Sendable {
         let language = Self.language(request)
         let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
         let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
-        guard let cookie = request.cookies[cookies.sessionName]?.value else {
+        guard let cookie = request.cookieValue(cookies.sessionName) else {
             return Response.redirect(to: "/", type: .normal)
         }
         let idHash = SignInFlow.hash(cookie)
