@@ -6,6 +6,7 @@
 # Usage: Benchmarks/run-web.sh
 # Environment: PEER (1; 0 skips the django-allauth peer) PEER_CALLBACKS (1500) PEER_VENV (/tmp/siwa-peer-venv)
 #              WRK_SECONDS (10) WRK_CONNECTIONS (32) WRK_THREADS (2) CALLBACKS (tuples per callback run, 9000)
+#              CALLBACK_SECONDS (5: callback lines must end before their tuples run out)
 #              LOG_DIR (/tmp/siwa-web-bench-logs)
 #              GROWTH ("1000 10000 100000": users+sessions stored before each extra callback run; "" to skip)
 set -euo pipefail
@@ -17,6 +18,7 @@ export WRK_THREADS="${WRK_THREADS:-2}"
 # At most 9000: the emulator sweeps its code store with a full scan on every redemption while it holds more
 # than 10 000 codes (EmulatorState.sweepCodes), which would charge the emulator's O(n) to siwa's callback.
 CALLBACKS_N="${CALLBACKS:-9000}"
+CALLBACK_SECS="${CALLBACK_SECONDS:-5}"
 GROWTH="${GROWTH-1000 10000 100000}"
 
 command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
@@ -90,6 +92,8 @@ start_siwa
 first_ready_ms="$ready_ms"
 sleep 2
 rss_idle="$(rss_kb "$siwa_pid")"
+rss_idle_anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$siwa_pid/status")"
+rss_idle_file="$(awk '/^RssFile:/ {print $2}' "/proc/$siwa_pid/status")"
 base="http://127.0.0.1:$port"
 
 # Warm-up (not reported)
@@ -118,7 +122,11 @@ callback_run() {
     local sampler=$!
     local cpu0 cpu1
     cpu0="$(cpu_ticks "$siwa_pid")"
-    CALLBACKS="$work/$name.tuples" wrk_run "$name" "$base/auth/apple/callback" -s Benchmarks/lua/callback.lua "${@:3}"
+    # Shorter than the other lines: wrk reports requests over the whole duration even when the tuples ran out
+    # early, so the run must end before they do (at most 9000, see CALLBACKS_N).
+    SECS_SAVED="$SECS"; SECS="$CALLBACK_SECS"
+    CALLBACKS="$work/$name.tuples" wrk_run "$name" "$base/auth/apple/callback" -s Benchmarks/lua/callback.lua
+    SECS="$SECS_SAVED"
     cpu1="$(cpu_ticks "$siwa_pid")"
     kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true
     # CPU of the siwa process (its in-process emulator included) per request of the run.
@@ -245,8 +253,8 @@ cat <<OUT
 $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(uname -m)), $(swift --version 2>/dev/null | head -1)
 wrk ${WRK_THREADS} threads, ${CONNS} connections, ${SECS} s per line, --latency; all on loopback on the same machine
 (load generator and servers share the cores). siwa: \`siwa serve\` local mode (emulator in process), SQLite,
-SIWA_RATE_LIMIT_PER_MINUTE=0, SIWA_LOG_LEVEL=warning. Callback lines: $CALLBACKS_N pre-generated callbacks per run,
-each POSTed once (a run that uses them all stops early; see "requests in").
+SIWA_RATE_LIMIT_PER_MINUTE=0, SIWA_LOG_LEVEL=warning. Callback lines: $CALLBACK_SECS s each, $CALLBACKS_N pre-generated callbacks per run,
+each POSTed once (a run that used them all would under-report its rate; see "requests in").
 
 | line | requests/s | p50 | p99 | requests | non-2xx/3xx; sign-ins completed |
 |---|---:|---:|---:|---|---|
@@ -271,6 +279,7 @@ $verify
 |---|---:|
 | start to ready (launch → \`GET /readyz\` 200), empty db | ${first_ready_ms} ms |
 | resident memory idle after start (VmRSS) | $(mb "$rss_idle") MB |
+| of which anonymous (heap, stacks) / file-backed (binary and shared libraries, shared and reclaimable) | $(mb "$rss_idle_anon") / $(mb "$rss_idle_file") MB |
 | resident memory, peak during the first callback run | $(mb "$rss_cb_peak") MB |
 | resident memory at the end of the first callback run | $(mb "$rss_cb_end") MB |
 | SQLite db + WAL at the end | $(mb "${db_size:-0}") MB |
