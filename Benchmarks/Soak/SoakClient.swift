@@ -80,6 +80,20 @@ struct SoakClient {
     }
 
     /// Pauses briefly after a failure, as a person would before trying again (and so an outage is not a spin).
+    /// Sends a request to the site and counts it under `kind`; nil, with a defect recorded, when no answer came
+    /// (a reset or a timeout from the site is never an acceptable answer).
+    private mutating func siteRequest(_ kind: String, _ method: HTTPMethod, _ url: String, headers: [(String, String)] = [], body: String? = nil) async -> Answer? {
+        do {
+            let answer = try await web.send(method, url, headers: headers, body: body)
+            tally.request(kind, "\(answer.status)", milliseconds: answer.milliseconds)
+            return answer
+        } catch {
+            tally.request(kind, "error", milliseconds: nil)
+            defect("\(kind): \(describe(error))", error: error)
+            return nil
+        }
+    }
+
     private func pause() async {
         try? await Task.sleep(for: .milliseconds(Int.random(in: 200...600)))
     }
@@ -91,16 +105,10 @@ struct SoakClient {
         let wasFresh = !users[userIndex].signedIn
 
         // 1. Start: pending authorization, binding cookie, 302 to the emulator.
-        let start: Answer
-        do {
-            start = try await web.send(.GET, options.server + "/auth/apple")
-        } catch {
-            tally.request("GET /auth/apple", "error", milliseconds: nil)
-            defect("GET /auth/apple: \(describe(error))", error: error)
+        guard let start = await siteRequest("GET /auth/apple", .GET, options.server + "/auth/apple") else {
             await pause()
             return
         }
-        tally.request("GET /auth/apple", "\(start.status)", milliseconds: start.milliseconds)
         guard start.status == 302 else {
             fail("start", start)
             await pause()
@@ -138,20 +146,14 @@ struct SoakClient {
         }
 
         // 3. Apple's form_post back to the site, with the binding cookie.
-        let callback: Answer
-        do {
-            callback = try await web.send(
-                .POST, options.server + "/auth/apple/callback",
-                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", "\(bindingName)=\(binding)")],
-                body: Form.encode(fields)
-            )
-        } catch {
-            tally.request("POST /auth/apple/callback", "error", milliseconds: nil)
-            defect("POST /auth/apple/callback: \(describe(error))", error: error)
+        guard let callback = await siteRequest(
+            "POST /auth/apple/callback", .POST, options.server + "/auth/apple/callback",
+            headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", "\(bindingName)=\(binding)")],
+            body: Form.encode(fields)
+        ) else {
             await pause()
             return
         }
-        tally.request("POST /auth/apple/callback", "\(callback.status)", milliseconds: callback.milliseconds)
         guard callback.status == 303 else {
             fail("callback", callback)
             await pause()
@@ -189,15 +191,9 @@ struct SoakClient {
     /// or nil when the request itself failed.
     @discardableResult
     private mutating func view(_ session: HeldSession, kind: String) async -> Answer? {
-        let answer: Answer
-        do {
-            answer = try await web.send(.GET, options.server + "/session", headers: [("Cookie", "\(sessionCookieName)=\(session.cookie)")])
-        } catch {
-            tally.request(kind, "error", milliseconds: nil)
-            defect("\(kind): \(describe(error))", error: error)
+        guard let answer = await siteRequest(kind, .GET, options.server + "/session", headers: [("Cookie", "\(sessionCookieName)=\(session.cookie)")]) else {
             return nil
         }
-        tally.request(kind, "\(answer.status)", milliseconds: answer.milliseconds)
         tally.sessionViews += 1
         switch answer.status {
         case 200:
@@ -304,15 +300,9 @@ struct SoakClient {
     /// Whether the site refuses the session (401 page), retrying through an outage.
     private mutating func refused(_ session: HeldSession, kind: String) async -> Bool {
         for _ in 0..<10 {
-            let answer: Answer
-            do {
-                answer = try await web.send(.GET, options.server + "/session", headers: [("Cookie", "\(sessionCookieName)=\(session.cookie)")])
-            } catch {
-                tally.request(kind, "error", milliseconds: nil)
-                defect("\(kind): \(describe(error))", error: error)
+            guard let answer = await siteRequest(kind, .GET, options.server + "/session", headers: [("Cookie", "\(sessionCookieName)=\(session.cookie)")]) else {
                 return false
             }
-            tally.request(kind, "\(answer.status)", milliseconds: answer.milliseconds)
             switch answer.status {
             case 401 where answer.errorHeading != nil:
                 return true
