@@ -1,6 +1,7 @@
 import AppleIDEmulator
 import AsyncHTTPClient
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import SignInServer
@@ -79,6 +80,36 @@ struct OperationsTests {
             // Pages that are not sign-in steps are not limited.
             let home = try await h.get("/").status
             #expect(home == .ok)
+        }
+    }
+
+    @Test("behind a trusted proxy each client gets its own limit by X-Forwarded-For; from anyone else the header is ignored")
+    func rateLimitBehindProxy() async throws {
+        @Sendable func starts(_ h: Harness, from client: String) async throws -> [HTTPResponse.Status] {
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<3 {
+                statuses.append(try await h.get("/auth/apple", headers: [HTTPField.Name("X-Forwarded-For")!: client + ", 127.0.0.1"]).status)
+            }
+            return statuses
+        }
+        var options = ServerOptions()
+        options.rateLimitPerMinute = 2
+        options.live = true
+        options.trustedProxies = ["127.0.0.1"]
+        try await withServer(options) { h in
+            // Two people behind the same proxy: each has their own two starts a minute.
+            let first = try await starts(h, from: "203.0.113.7")
+            let second = try await starts(h, from: "198.51.100.9")
+            #expect(first == [.found, .found, .tooManyRequests])
+            #expect(second == [.found, .found, .tooManyRequests])
+        }
+        // Nothing trusted: the header is anyone's to forge, so all requests count against the peer itself.
+        options.trustedProxies = []
+        try await withServer(options) { h in
+            let first = try await starts(h, from: "203.0.113.7")
+            let second = try await starts(h, from: "198.51.100.9")
+            #expect(first == [.found, .found, .tooManyRequests])
+            #expect(second == [.tooManyRequests, .tooManyRequests, .tooManyRequests])
         }
     }
 

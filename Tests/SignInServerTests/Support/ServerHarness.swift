@@ -27,6 +27,10 @@ struct ServerOptions: Sendable {
     var trustedForger: Forger?
     /// Sign-in starts and callbacks per client and minute (0: no limit).
     var rateLimitPerMinute = 0
+    /// Proxies whose X-Forwarded-* headers the server believes.
+    var trustedProxies: [String] = []
+    /// Serve on a real loopback socket (`.live`), so the server sees a peer address, instead of in process.
+    var live = false
 }
 
 /// A running emulator, the server built by `buildApplication` on a fresh SQLite file, and ways to drive both.
@@ -81,12 +85,13 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     )
     var configured = ServerSettings(mode: options.mode, host: "127.0.0.1", port: 0, database: path, apple: apple, sessionLifetime: options.sessionLifetime, appleTimeoutMS: options.appleTimeoutMS)
     configured.rateLimitPerMinute = options.rateLimitPerMinute
+    configured.trustedProxies = options.trustedProxies
     let settings = configured
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     let store = try SQLiteStore(path: path, cipher: cipher)
     let logs = LogCapture()
     let app = try await buildApplication(settings: settings, httpClient: .shared, store: store, logger: logs.logger)
-    try await app.test(.router) { client in
+    try await app.test(options.live ? .live : .router) { client in
         try await body(Harness(client: client, emulatorURL: emulatorURL, settings: settings, store: store, cipher: cipher, database: TestDatabase(path: path), logs: logs))
     }
 }
