@@ -16,6 +16,9 @@ struct LocalSite: Sendable {
     let emulatorOrigin: String
     /// The emulator's test users, in the order the consent page lists them.
     let users: [EmulatorConfiguration.User]
+    /// The SQLite file the server uses, and the emulator's port (for the other `siwa` commands).
+    let databasePath: String
+    let emulatorPort: Int
 
     /// The absolute URL of `path` on the server.
     func url(_ path: String) -> String {
@@ -53,7 +56,10 @@ struct LocalSite: Sendable {
         let app = try await buildApplication(settings: plan.settings, httpClient: .shared, services: [emulatorApp], logger: logger) { port in
             announce.yield(port)
         }
-        let site = LocalSite(origin: plan.settings.origin, emulatorOrigin: "http://127.0.0.1:\(plan.emulatorPort)", users: emulatorConfiguration.users)
+        let site = LocalSite(
+            origin: plan.settings.origin, emulatorOrigin: "http://127.0.0.1:\(plan.emulatorPort)", users: emulatorConfiguration.users,
+            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort
+        )
 
         // What SIGTERM does to `siwa serve`: a graceful shutdown of the server and the emulator it runs.
         let services = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
