@@ -348,14 +348,20 @@ struct StoreConformanceTests {
             #expect(lateRaw.hasPrefix(try Self.keyID(newKey) + ":"))
             #expect(!lateRaw.contains("secret-late"))
 
-            // The rotated store reads both; a store that lost the old key cannot read the old token.
+            // The rotated store reads both.
             let due = try await rotated.claimRefreshChecks(now: now.addingTimeInterval(86_400 + 60), limit: 10) { now.addingTimeInterval(2 * 86_400) }
             #expect(Set(due.map(\.token)) == [earlyToken, lateToken])
             #expect(try await rotated.claimRevocations(now: now, limit: 10, retryAt: now.addingTimeInterval(60)).map(\.token) == ["queued-secret-token"])
+
+            // A store that lost the old key cannot read what it sealed, and that stops nothing else: the other
+            // user's check still runs, the unsendable revocation is dropped, and deletion still deletes.
             let newOnly = try await fixture.open(keys: [newKey])
-            await #expect(throws: (any Error).self) {
-                _ = try await newOnly.deleteUser(subject: early, tombstone: false, at: now)
-            }
+            let later = now.addingTimeInterval(4 * 86_400)
+            #expect(try await newOnly.claimRefreshChecks(now: later, limit: 10) { later.addingTimeInterval(86_400) }.map(\.token) == [lateToken])
+            #expect(try await newOnly.claimRevocations(now: now.addingTimeInterval(120), limit: 10, retryAt: later).isEmpty)
+            #expect(try await fixture.sql.count("revocations", where: "1 = 1") == 0)
+            #expect(try await newOnly.deleteUser(subject: early, tombstone: false, at: now) == nil)
+            #expect(try await fixture.sql.count("users", sub: early) == 0)
             #expect(try await rotated.deleteUser(subject: late, tombstone: false, at: now)?.token == lateToken)
         }
     }

@@ -199,8 +199,9 @@ public final class PostgresStore: SignInStore {
             let row = try await client.withTransaction(logger: logger) { connection in
                 try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
             }
-            guard let row else { return nil }
-            return RefreshCheck(subject: subject, clientID: row.0, token: try cipher.open(row.1))
+            // The user is gone either way; a token no configured key opens cannot be revoked.
+            guard let row, let token = cipher.openIfReadable(row.1) else { return nil }
+            return RefreshCheck(subject: subject, clientID: row.0, token: token)
         }
     }
 
@@ -224,7 +225,8 @@ public final class PostgresStore: SignInStore {
                 """, logger: logger)
             var result: [RefreshCheck] = []
             for try await (sub, clientID, token) in rows.decode((String, String, String).self) {
-                result.append(RefreshCheck(subject: sub, clientID: clientID, token: try cipher.open(token)))
+                // Unreadable tokens (sealed with a removed key) are skipped, not allowed to fail everyone's check.
+                if let token = cipher.openIfReadable(token) { result.append(RefreshCheck(subject: sub, clientID: clientID, token: token)) }
             }
             return result
         }
@@ -248,8 +250,17 @@ public final class PostgresStore: SignInStore {
                 RETURNING id, client_id, token, attempts
                 """, logger: logger)
             var result: [PendingRevocation] = []
+            var unreadable: [Int64] = []
             for try await (id, clientID, token, attempts) in rows.decode((Int64, String, String, Int).self) {
-                result.append(PendingRevocation(id: id, clientID: clientID, token: try cipher.open(token), attempts: attempts))
+                if let token = cipher.openIfReadable(token) {
+                    result.append(PendingRevocation(id: id, clientID: clientID, token: token, attempts: attempts))
+                } else {
+                    unreadable.append(id)
+                }
+            }
+            // Never sendable: dropped rather than retried forever.
+            for id in unreadable {
+                try await client.query("DELETE FROM revocations WHERE id = \(id)", logger: logger)
             }
             return result
         }

@@ -190,8 +190,9 @@ public final class SQLiteStore: SignInStore {
         let row = try await pool.write { db in
             try Self.deleteUser(db, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970)
         }
-        guard let row else { return nil }
-        return RefreshCheck(subject: subject, clientID: row.clientID, token: try cipher.open(row.token))
+        // The user is gone either way; a token no configured key opens cannot be revoked.
+        guard let row, let token = cipher.openIfReadable(row.token) else { return nil }
+        return RefreshCheck(subject: subject, clientID: row.clientID, token: token)
     }
 
     public func revokeLink(subject: String, at: Date) async throws {
@@ -215,7 +216,8 @@ public final class SQLiteStore: SignInStore {
             }
             return due.map { ($0["sub"], $0["client_id"], $0["token"]) }
         }
-        return try rows.map { RefreshCheck(subject: $0.0, clientID: $0.1, token: try cipher.open($0.2)) }
+        // Unreadable tokens (sealed with a removed key) are skipped, not allowed to fail everyone's check.
+        return rows.compactMap { row in cipher.openIfReadable(row.2).map { RefreshCheck(subject: row.0, clientID: row.1, token: $0) } }
     }
 
     public func enqueueRevocation(clientID: String, token: String, at: Date) async throws {
@@ -242,7 +244,16 @@ public final class SQLiteStore: SignInStore {
             }
             return due.map { ($0["id"], $0["client_id"], $0["token"], ($0["attempts"] as Int) + 1) }
         }
-        return try rows.map { PendingRevocation(id: $0.0, clientID: $0.1, token: try cipher.open($0.2), attempts: $0.3) }
+        var pending: [PendingRevocation] = []
+        for row in rows {
+            if let token = cipher.openIfReadable(row.2) {
+                pending.append(PendingRevocation(id: row.0, clientID: row.1, token: token, attempts: row.3))
+            } else {
+                // Never sendable: dropped rather than retried forever.
+                try await finishRevocation(id: row.0)
+            }
+        }
+        return pending
     }
 
     public func finishRevocation(id: Int64) async throws {

@@ -46,6 +46,12 @@ public struct TokenCipher: Sendable {
         return String(decoding: try AES.GCM.open(box, using: key, authenticating: Data(id.utf8)), as: UTF8.self)
     }
 
+    /// `open`, or nil when no configured key opens it (sealed with a key since removed, or damaged): such a
+    /// token can never be used again, and must not stop a deletion or a batch of other users' checks.
+    public func openIfReadable(_ sealed: String) -> String? {
+        try? open(sealed)
+    }
+
     /// A new random key in base64.
     public static func generateKey() -> String {
         SymmetricKey(size: .bits256).withUnsafeBytes { Data($0).base64EncodedString() }
