@@ -2,6 +2,7 @@ import AppleIDEmulator
 import AppleSignIn
 import Crypto
 import Foundation
+import JOSE
 import Testing
 
 /// `POST /auth/token` as AppleSignIn's `AppleIDClient` (and a hand-made form, to break one thing at a time) sees it.
@@ -23,6 +24,12 @@ struct TokenEndpointTests {
             #expect(identity.subject == Fixtures.ada)
             #expect(identity.email == Fixtures.adaRelay)
             #expect(identity.isPrivateEmail == true)
+            // at_hash binds the id_token to the access token issued with it (left half of its SHA-256, base64url).
+            let payload = try #require(Base64URL.decode(idToken.split(separator: ".")[1]))
+            let claims = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
+            let digest = Array(SHA256.hash(data: Data(tokens.accessToken.utf8)))
+            #expect(claims["at_hash"] as? String == Base64URL.encode(digest.prefix(16)))
+            #expect(claims["c_hash"] == nil, "c_hash belongs to front-channel tokens")
         }
     }
 

@@ -14,6 +14,7 @@ extension AppleIDEmulator {
         var nonce: String?
         var nonce_supported: Bool
         var c_hash: String?
+        var at_hash: String?
         var email: String?
         var email_verified: String?
         var is_private_email: String?
@@ -22,13 +23,18 @@ extension AppleIDEmulator {
     }
 
     /// Signs an identity token with the active key.
-    func signIDToken(clientID: String, subject: String, nonce: String?, email: String, isPrivateEmail: Bool, authTime: Date, code: String?, now: Date) async throws -> String {
+    /// `code` adds `c_hash` (front-channel tokens), `accessToken` adds `at_hash` (token-endpoint tokens): the left
+    /// half of the value's SHA-256 in base64url, as OpenID Connect defines both.
+    func signIDToken(
+        clientID: String, subject: String, nonce: String?, email: String, isPrivateEmail: Bool, authTime: Date, code: String?,
+        accessToken: String? = nil, now: Date
+    ) async throws -> String {
         guard let key = await state.activeKey else { throw HTTPError(.internalServerError, message: "no signing key") }
         let issuedAt = Int(now.timeIntervalSince1970)
         let cHash = code.map(Digests.codeHash)
         let claims = IDTokenClaims(
             iss: issuer, aud: clientID, exp: issuedAt + configuration.idTokenLifetime, iat: issuedAt, sub: subject,
-            nonce: nonce, nonce_supported: true, c_hash: cHash,
+            nonce: nonce, nonce_supported: true, c_hash: cHash, at_hash: accessToken.map(Digests.codeHash),
             email: email.isEmpty ? nil : email, email_verified: email.isEmpty ? nil : "true",
             is_private_email: email.isEmpty ? nil : (isPrivateEmail ? "true" : "false"),
             auth_time: Int(authTime.timeIntervalSince1970)
@@ -137,7 +143,7 @@ extension AppleIDEmulator {
             }
             let refreshGrant = EmulatorState.RefreshGrant(clientID: grant.clientID, subject: grant.subject, nonce: grant.nonce, email: grant.email, isPrivateEmail: grant.isPrivateEmail)
             let tokens = await state.issueTokens(for: refreshGrant, withRefreshToken: true)
-            let idToken = try await signIDToken(clientID: grant.clientID, subject: grant.subject, nonce: grant.nonce, email: grant.email, isPrivateEmail: grant.isPrivateEmail, authTime: grant.authTime, code: nil, now: now)
+            let idToken = try await signIDToken(clientID: grant.clientID, subject: grant.subject, nonce: grant.nonce, email: grant.email, isPrivateEmail: grant.isPrivateEmail, authTime: grant.authTime, code: nil, accessToken: tokens.access, now: now)
             return jsonResponse(TokenAnswer(access_token: tokens.access, expires_in: 3600, refresh_token: tokens.refresh, id_token: idToken))
         case "refresh_token":
             guard let refreshToken = params["refresh_token"], !refreshToken.isEmpty else {
@@ -147,7 +153,7 @@ extension AppleIDEmulator {
                 return refuse(ErrorResponse(code: "invalid_grant", reason: "refresh token unknown, revoked or for another client"), "token")
             }
             let tokens = await state.issueTokens(for: grant, withRefreshToken: false)
-            let idToken = try await signIDToken(clientID: grant.clientID, subject: grant.subject, nonce: nil, email: grant.email, isPrivateEmail: grant.isPrivateEmail, authTime: now, code: nil, now: now)
+            let idToken = try await signIDToken(clientID: grant.clientID, subject: grant.subject, nonce: nil, email: grant.email, isPrivateEmail: grant.isPrivateEmail, authTime: now, code: nil, accessToken: tokens.access, now: now)
             return jsonResponse(TokenAnswer(access_token: tokens.access, expires_in: 3600, refresh_token: nil, id_token: idToken))
         default:
             guard params["scope"] == "user.migration" else {
