@@ -18,6 +18,16 @@ public struct PendingAuthorization: Sendable, Hashable {
 
 /// A person known by their Apple `sub`.
 public struct UserRecord: Sendable, Hashable {
+    /// The `users` columns both stores read a user from, in the order they decode them (by position: cheaper
+    /// than by name on the session page's hot path); `joinedColumns` qualifies them for a join on `users u`.
+    static let columns = columnList(prefix: "")
+    static let joinedColumns = columnList(prefix: "u.")
+
+    private static func columnList(prefix: String) -> String {
+        ["sub", "email", "is_private_email", "first_name", "last_name", "created_at", "last_sign_in_at", "email_forwarding_disabled", "link_revoked_at"]
+            .map { prefix + $0 }.joined(separator: ", ")
+    }
+
     /// Apple's stable user id.
     public var subject: String
     /// Email from the first `user` field or the identity token.

@@ -112,7 +112,7 @@ public final class PostgresStore: SignInStore {
                     "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
                     logger: logger
                 )
-                let rows = try await connection.query("SELECT \(unescaped: PostgresStore.userColumns) FROM users WHERE sub = \(completed.subject)", logger: logger)
+                let rows = try await connection.query("SELECT \(unescaped: UserRecord.columns) FROM users WHERE sub = \(completed.subject)", logger: logger)
                 for try await row in rows { return try UserRow(row: row, offset: 0).user }
                 throw PostgresStoreError(description: "user vanished inside its own transaction")
             }
@@ -122,7 +122,7 @@ public final class PostgresStore: SignInStore {
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await bounded { [self] in
             let rows = try await client.query(
-                "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: Self.userColumns.split(separator: ",").map { "u." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
+                "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
                 logger: logger
             )
             for try await row in rows {
@@ -296,7 +296,6 @@ public final class PostgresStore: SignInStore {
 
     // MARK: shared statements
 
-    static let userColumns = "sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at, email_forwarding_disabled, link_revoked_at"
 
     private struct UserRow {
         var user: UserRecord

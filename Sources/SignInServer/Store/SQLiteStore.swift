@@ -94,10 +94,10 @@ public final class SQLiteStore: SignInStore {
                 sql: "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970]
             )
-            guard let row = try db.cachedRow(sql: "SELECT * FROM users WHERE sub = ?", arguments: [completed.subject]) else {
+            guard let row = try db.cachedRow(sql: Self.userQuery, arguments: [completed.subject]) else {
                 throw DatabaseError(message: "user vanished inside its own transaction")
             }
-            return Self.user(row)
+            return Self.user(row, from: 0)
         }
     }
 
@@ -105,21 +105,8 @@ public final class SQLiteStore: SignInStore {
         if let cached = sessions.lookup(idHash, now: now) { return cached }
         let generation = sessions.generation
         let found = try await pool.read { db -> (SessionRecord, UserRecord)? in
-            // Columns by position: GRDB's lookup by name lower-cases and scans, once per column per page view.
-            guard let row = try db.cachedRow(
-                sql: """
-                    SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at,
-                        u.sub, u.email, u.is_private_email, u.first_name, u.last_name, u.created_at, u.last_sign_in_at,
-                        u.email_forwarding_disabled, u.link_revoked_at
-                    FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = ? AND s.expires_at > ?
-                    """,
-                arguments: [idHash, now.timeIntervalSince1970]
-            ) else { return nil }
-            let user = UserRecord(
-                subject: row[4], email: row[5], isPrivateEmail: row[6], firstName: row[7], lastName: row[8],
-                createdAt: Date(timeIntervalSince1970: row[9]), lastSignInAt: Date(timeIntervalSince1970: row[10]),
-                emailForwardingDisabled: row[11], linkRevokedAt: (row[12] as Double?).map { Date(timeIntervalSince1970: $0) }
-            )
+            guard let row = try db.cachedRow(sql: Self.sessionQuery, arguments: [idHash, now.timeIntervalSince1970]) else { return nil }
+            let user = Self.user(row, from: 4)
             let session = SessionRecord(
                 idHash: row[0], subject: user.subject, csrfToken: row[1],
                 createdAt: Date(timeIntervalSince1970: row[2]), expiresAt: Date(timeIntervalSince1970: row[3])
@@ -291,13 +278,19 @@ public final class SQLiteStore: SignInStore {
         return token.map { ($0["client_id"], $0["token"]) }
     }
 
-    private static func user(_ row: Row) -> UserRecord {
+    private static let sessionQuery = """
+        SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at, \(UserRecord.joinedColumns)
+        FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = ? AND s.expires_at > ?
+        """
+    private static let userQuery = "SELECT \(UserRecord.columns) FROM users WHERE sub = ?"
+
+    /// The user whose `UserRecord.columns` start at column `offset` of `row` (by position: GRDB's lookup by
+    /// name lower-cases and scans, once per column per page view).
+    private static func user(_ row: Row, from offset: Int) -> UserRecord {
         UserRecord(
-            subject: row["sub"], email: row["email"], isPrivateEmail: row["is_private_email"],
-            firstName: row["first_name"], lastName: row["last_name"],
-            createdAt: Date(timeIntervalSince1970: row["created_at"]), lastSignInAt: Date(timeIntervalSince1970: row["last_sign_in_at"]),
-            emailForwardingDisabled: row["email_forwarding_disabled"],
-            linkRevokedAt: (row["link_revoked_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+            subject: row[offset], email: row[offset + 1], isPrivateEmail: row[offset + 2], firstName: row[offset + 3], lastName: row[offset + 4],
+            createdAt: Date(timeIntervalSince1970: row[offset + 5]), lastSignInAt: Date(timeIntervalSince1970: row[offset + 6]),
+            emailForwardingDisabled: row[offset + 7], linkRevokedAt: (row[offset + 8] as Double?).map { Date(timeIntervalSince1970: $0) }
         )
     }
 }
