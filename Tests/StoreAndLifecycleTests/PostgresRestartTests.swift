@@ -47,7 +47,12 @@ struct PostgresRestartTests {
                     var restartedAt = ContinuousClock.now
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask { await Self.signInLoop(site: site, world: world, session: committed, recorder: recorder) }
-                        try await Task.sleep(for: .milliseconds(500))
+                        // Stop only once the loop has completed a sign-in (a fixed half second was not always enough
+                        // on a busy CI machine).
+                        let warm = try await Support.eventually(timeout: .seconds(30)) {
+                            await recorder.attempts.contains { $0.session != nil }
+                        }
+                        #expect(warm, "no sign-in completed within 30 s before the outage")
                         // Down for longer than the store waits for it, so requests must give up rather than wait.
                         stoppedAt = ContinuousClock.now
                         try await TestPostgres.runPgCtl("stop -m fast -w")
