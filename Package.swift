@@ -173,7 +173,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
-            exclude: ["Interop"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -229,6 +228,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            exclude: ["ThirdParty"],
             swiftSettings: swiftSettings
         ),
     ]

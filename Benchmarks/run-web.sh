@@ -210,9 +210,11 @@ row "(e) Hummingbird hello-world \`GET /\` (HTTP ceiling, best of $PAGE_ROUNDS r
 # URL, where it exchanges the code, fetches the keys, verifies the id_token, upserts the user and logs in.
 peer_run() {
     local venv="${PEER_VENV:-/tmp/siwa-peer-venv}"
-    if [ ! -x "$venv/bin/gunicorn" ]; then
-        echo "  installing the peer (django-allauth, gunicorn) into $venv" >&2
-        python3 -m venv "$venv" && "$venv/bin/pip" install -q "django-allauth==65.21.1" "Django==5.2.19" "gunicorn==27.0.1" >&2 || return 1
+    # The socialaccount extra brings what allauth's Apple provider imports (requests, PyJWT with cryptography);
+    # the check imports them too, so a venv made without the extra is completed rather than trusted.
+    if ! "$venv/bin/python" -c "import gunicorn, allauth, requests, jwt, cryptography" >/dev/null 2>&1; then
+        echo "  installing the peer (django-allauth[socialaccount], gunicorn) into $venv" >&2
+        { [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"; } && "$venv/bin/pip" install -q "django-allauth[socialaccount]==65.21.1" "Django==5.2.19" "gunicorn==27.0.1" >&2 || return 1
     fi
     local pport peport
     pport="$(free_port)"; peport="$(free_port)"

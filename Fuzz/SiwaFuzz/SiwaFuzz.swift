@@ -38,19 +38,28 @@ struct SiwaFuzz {
         }
         exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
             guard let data else { return 0 }
-            SiwaFuzz.selectedTarget.run(Array(UnsafeBufferPointer(start: data, count: size)))
+            if case .violated(let message) = SiwaFuzz.selectedTarget.run(Array(UnsafeBufferPointer(start: data, count: size))) {
+                // A crash is how libFuzzer learns of a violation, and it saves the input.
+                FileHandle.standardError.write(Data("fuzz property violated: \(message)\n".utf8))
+                abort()
+            }
             return 0
         })
         #else
         var count = 0
+        var violations = 0
         for path in arguments.dropFirst(named == nil ? 1 : 2) {
             for file in files(at: URL(fileURLWithPath: path)) {
                 guard let data = FileManager.default.contents(atPath: file.path) else { continue }
-                target.run(Array(data))
+                if case .violated(let message) = target.run(Array(data)) {
+                    print("\(file.path): property violated: \(message)")
+                    violations += 1
+                }
                 count += 1
             }
         }
-        print("\(target.rawValue): \(count) inputs replayed, no property violated")
+        print("\(target.rawValue): \(count) inputs replayed, \(violations) violated a property")
+        if violations > 0 { exit(1) }
         #endif
     }
 

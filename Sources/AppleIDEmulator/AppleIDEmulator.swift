@@ -20,7 +20,7 @@ public final class AppleIDEmulator: Sendable {
     /// Creates an emulator with `initialKeys` RSA signing keys (the newest signs).
     public init(configuration: EmulatorConfiguration = .defaults(), initialKeys: Int = 2, httpClient: HTTPClient = .shared, logger: Logger = Logger(label: "siwa.emulator")) throws {
         self.configuration = configuration
-        self.state = try EmulatorState(initialKeys: max(1, initialKeys))
+        self.state = try EmulatorState(initialKeys: max(1, initialKeys), retiredKeyGrace: TimeInterval(configuration.retiredKeyGrace))
         self.httpClient = httpClient
         self.logger = logger
     }
@@ -28,15 +28,21 @@ public final class AppleIDEmulator: Sendable {
     /// The emulator's base URL once known (set when its server starts listening).
     public var baseURL: String? { baseURLBox.withLock { $0 } }
 
-    /// Records the address it listens on; the issuer of its tokens is this URL unless configured.
+    /// Records the address it listens on (the endpoints of its discovery document; the issuer only when asked).
     public func setBaseURL(_ url: String) {
         var trimmed = url
         while trimmed.hasSuffix("/") { trimmed.removeLast() }
         baseURLBox.withLock { $0 = trimmed }
     }
 
-    /// The `iss` of tokens it signs.
-    var issuer: String { configuration.issuer ?? baseURL ?? "http://127.0.0.1" }
+    /// The `iss` of everything it signs: Apple's unless the configuration names another (or `"self"`).
+    public var issuer: String {
+        switch configuration.issuer {
+        case nil: EmulatorConfiguration.appleIssuer
+        case EmulatorConfiguration.ownURLIssuer?: baseURL ?? "http://127.0.0.1"
+        case let fixed?: fixed
+        }
+    }
 
     func client(_ clientID: String) -> EmulatorConfiguration.Client? {
         configuration.clients.first { $0.clientID == clientID }

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import SignInServer
 
 /// `siwa emulator`: the local stand-in for appleid.apple.com.
 struct EmulatorCommand: AsyncParsableCommand {
@@ -46,11 +47,11 @@ struct EmulatorRunCommand: AsyncParsableCommand {
             print(String(decoding: try encoder.encode(configuration), as: UTF8.self))
             return
         }
-        var logger = Logger(label: "siwa.emulator")
-        logger.logLevel = .info
+        EscapingLogHandler.bootstrap(level: .info)
+        let logger = Logger(label: "siwa.emulator")
         let emulator = try AppleIDEmulator(configuration: configuration, logger: logger)
         let app = emulator.buildApplication(host: host, port: port) { port in
-            CLIOutput.stderr("Apple ID emulator listening on http://\(host):\(port) (issuer \(emulator.baseURL ?? "")); admin API under /emulator/admin")
+            CLIOutput.stderr("Apple ID emulator listening on http://\(host):\(port) (issuer \(emulator.issuer)); admin API under /emulator/admin")
         }
         try await app.runService()
     }

@@ -38,11 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(78)
         }
         let level = Logger.Level(rawValue: plan.logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        EscapingLogHandler.bootstrap(level: level)
         let logger = Logger(label: "siwa")
         var services: [any Service] = []
         if let emulatorConfiguration = plan.emulator {

@@ -79,6 +79,55 @@ struct AuthorizeValidationTests {
         }
     }
 
+    /// A client registered with return URLs Apple would never allow, as a hand-written configuration file could.
+    static let looseClient = "com.example.loose"
+    static let looseRedirects = [
+        "http://app.example.com/auth/apple/callback", "https://203.0.113.7/auth/apple/callback",
+        "https://[2001:db8::1]/auth/apple/callback", "http://10.0.0.8:8080/auth/apple/callback",
+        "http://127.0.0.1:8080/auth/apple/callback", "http://localhost:8080/auth/apple/callback",
+        "http://127.example.com/auth/apple/callback",
+    ]
+
+    static func looseConfiguration() -> EmulatorConfiguration {
+        Fixtures.configuration { configuration in
+            var loose = configuration.clients[0]
+            loose.clientID = looseClient
+            loose.redirectURIs = looseRedirects
+            configuration.clients.append(loose)
+        }
+    }
+
+    @Test("plain http and IP-address return URLs are refused on the error page even when registered, never redirected to", arguments: [
+        "http://app.example.com/auth/apple/callback", "https://203.0.113.7/auth/apple/callback",
+        "https://[2001:db8::1]/auth/apple/callback", "http://10.0.0.8:8080/auth/apple/callback",
+        "http://127.example.com/auth/apple/callback",
+    ])
+    func refusesInsecureReturnURL(_ redirectURI: String) async throws {
+        try await withEmulator(Self.looseConfiguration()) { emulator async throws in
+            // Headless consent too: the refusal comes before any answer could be sent there.
+            let query = EmulatorHarness.authorizeQuery(clientID: Self.looseClient, redirectURI: redirectURI, extra: [("emulator_respond", "json"), ("emulator_user", Fixtures.ada)])
+            let answer = try await emulator.get("/auth/authorize?" + query)
+            #expect(answer.status == 400)
+            #expect(answer.headers["location"] == nil)
+            #expect(Decode.errorPageCode(answer.body) == "invalid_request")
+            #expect(!answer.body.contains("\"code\""), "no code was issued")
+        }
+    }
+
+    @Test("a loopback http return URL registered for the client is accepted (local mode: the emulator's one deliberate difference)", arguments: [
+        "http://127.0.0.1:8080/auth/apple/callback", "http://localhost:8080/auth/apple/callback",
+    ])
+    func acceptsRegisteredLoopback(_ redirectURI: String) async throws {
+        try await withEmulator(Self.looseConfiguration()) { emulator async throws in
+            let answer = try await emulator.get("/auth/authorize?" + EmulatorHarness.authorizeQuery(clientID: Self.looseClient, redirectURI: redirectURI))
+            #expect(answer.status == 200)
+            #expect(Decode.errorPageCode(answer.body) == nil)
+            // Unregistered loopback URLs are still refused.
+            let other = try await emulator.get("/auth/authorize?" + EmulatorHarness.authorizeQuery(redirectURI: redirectURI))
+            #expect(other.status == 400)
+        }
+    }
+
     @Test("a disabled client is refused with unauthorized_client")
     func disabledClient() async throws {
         let configuration = Fixtures.configuration { configuration in

@@ -35,7 +35,7 @@ struct KeyRotationTests {
         }
     }
 
-    @Test("a rotated-in key signs new tokens and AppleKeySet picks it up by refetching on the unknown kid")
+    @Test("a new key is published before it signs; once activated it signs, AppleKeySet finds it, and the old key stays published")
     func rotation() async throws {
         try await withEmulator { emulator async throws in
             let keySet = emulator.keySet(refetchAtOnce: true)
@@ -45,13 +45,19 @@ struct KeyRotationTests {
             #expect(keySet.fetches == 1)
             let oldKid = try #require(Decode.jwtHeader(before)["kid"] as? String)
 
-            let rotated = try await emulator.admin(.POST, "keys/rotate")
-            #expect(rotated.status == 200)
-            let newKid = try #require(rotated.json["kid"] as? String)
+            let published = try await emulator.admin(.POST, "keys")
+            #expect(published.status == 200)
+            let newKid = try #require(published.json["kid"] as? String)
             #expect(newKid != oldKid)
-            let published = try await Self.kids(emulator)
-            #expect(published.contains(newKid))
-            #expect(published.contains(oldKid), "the old key stays published until retired")
+            #expect(try await Self.kids(emulator).contains(newKid), "published at once")
+            let meanwhile = try await emulator.authorize(nonce: "n0")["id_token"]!
+            #expect(Decode.jwtHeader(meanwhile)["kid"] as? String == oldKid, "a published key does not sign before it is activated")
+
+            #expect(try await emulator.admin(.POST, "keys/\(newKid)/activate").status == 200)
+            let kids = try await Self.kids(emulator)
+            #expect(kids.contains(newKid))
+            #expect(kids.contains(oldKid), "the replaced key stays published for its grace period")
+            #expect(try await emulator.admin(.GET, "keys").json["active"] as? String == newKid)
 
             let after = try await emulator.authorize(nonce: "n2")["id_token"]!
             #expect(Decode.jwtHeader(after)["kid"] as? String == newKid)
@@ -64,6 +70,48 @@ struct KeyRotationTests {
             // Tokens from the token endpoint and notifications use the new key too.
             let tokens = try await emulator.appleClient().exchange(code: try await emulator.authorize()["code"]!, redirectURI: URL(string: Fixtures.redirectURI))
             #expect(Decode.jwtHeader(tokens.idToken!)["kid"] as? String == newKid)
+        }
+    }
+
+    @Test("keys/rotate publishes a key that starts signing only after the lead time")
+    func rotateWithLead() async throws {
+        try await withEmulator { emulator async throws in
+            let oldKid = try #require(Decode.jwtHeader(try await emulator.authorize()["id_token"]!)["kid"] as? String)
+            let rotated = try await emulator.admin(.POST, "keys/rotate", json: #"{"activate_after_seconds":4}"#)
+            #expect(rotated.status == 200)
+            let newKid = try #require(rotated.json["kid"] as? String)
+            let activatesAt = Date(timeIntervalSince1970: try #require(rotated.json["activates_at"] as? Double))
+            #expect(try await Self.kids(emulator).contains(newKid), "published at once")
+            // Until the lead time is over the old key signs; then the new one, the old staying published.
+            // Each answer was signed at some moment between asking and answering.
+            var switched = false
+            while !switched, Date() < activatesAt.addingTimeInterval(30) {
+                let asked = Date()
+                let signer = try #require(Decode.jwtHeader(try await emulator.authorize()["id_token"]!)["kid"] as? String)
+                let answered = Date()
+                if signer == newKid {
+                    switched = true
+                    #expect(answered >= activatesAt, "the new key signed before its lead time was over")
+                } else {
+                    #expect(signer == oldKid)
+                    #expect(asked < activatesAt, "the old key still signed after the lead time")
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+            }
+            #expect(switched, "the new key never started signing")
+            #expect(try await Self.kids(emulator).contains(oldKid))
+        }
+    }
+
+    @Test("a replaced key leaves the published set once its grace period is over")
+    func graceEnds() async throws {
+        try await withEmulator(Fixtures.configuration { $0.retiredKeyGrace = 1 }, initialKeys: 1) { emulator async throws in
+            let oldKid = try #require(try await Self.kids(emulator).first)
+            let newKid = try #require(try await emulator.admin(.POST, "keys").json["kid"] as? String)
+            #expect(try await emulator.admin(.POST, "keys/\(newKid)/activate").status == 200)
+            #expect(try await Self.kids(emulator) == [oldKid, newKid])
+            try await Task.sleep(for: .milliseconds(1_200))
+            #expect(try await Self.kids(emulator) == [newKid])
         }
     }
 
@@ -119,6 +167,7 @@ struct KeyRotationTests {
             let answer = try await emulator.admin(.GET, "keys")
             #expect(answer.status == 200)
             #expect(answer.json["kids"] as? [String] == (try await Self.kids(emulator)))
+            #expect((answer.json["kids"] as? [String])?.last == answer.json["active"] as? String)
         }
     }
 }

@@ -11,7 +11,7 @@ struct NotificationTests {
         NotificationVerifier(
             keySet: emulator.keySet(),
             audiences: [try ClientID(EmulatorConfiguration.testServicesID)],
-            issuers: [emulator.baseURL]
+            issuers: [emulator.emulator.issuer]
         )
     }
 

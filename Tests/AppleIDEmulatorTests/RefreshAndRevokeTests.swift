@@ -72,6 +72,20 @@ struct RefreshAndRevokeTests {
         }
     }
 
+    @Test("revoke checks the client first: no client credentials is invalid_client, then a missing token is invalid_request")
+    func revokeErrorOrder() async throws {
+        try await withEmulator { emulator async throws in
+            let noClient = try await emulator.post("/auth/revoke", form: [("token_type_hint", "refresh_token")])
+            #expect(noClient.status == 400)
+            #expect(noClient.json["error"] as? String == "invalid_client")
+            let noToken = try await emulator.post("/auth/revoke", form: [
+                ("client_id", EmulatorConfiguration.testServicesID), ("client_secret", try EmulatorHarness.clientSecret()),
+            ])
+            #expect(noToken.status == 400)
+            #expect(noToken.json["error"] as? String == "invalid_request")
+        }
+    }
+
     @Test("revoke with a bad client secret is invalid_client")
     func revokeChecksClient() async throws {
         try await withEmulator { emulator async throws in

@@ -199,6 +199,24 @@ struct TokenEndpointTests {
         }
     }
 
+    @Test("client authentication comes first: without good client credentials every request is invalid_client, whatever else is wrong", arguments: [
+        [("grant_type", "password")],
+        [("code", "x")],
+        [("grant_type", "authorization_code")],
+        [("grant_type", "refresh_token"), ("refresh_token", "r")],
+    ])
+    func clientAuthenticationFirst(_ fields: [(String, String)]) async throws {
+        try await withEmulator { emulator async throws in
+            let missing = try await emulator.post("/auth/token", form: fields)
+            #expect(missing.status == 400)
+            #expect(missing.json["error"] as? String == "invalid_client", "no client credentials: \(missing.body)")
+            let secretOnly = try await emulator.post("/auth/token", form: [("client_secret", try EmulatorHarness.clientSecret())] + fields)
+            #expect(secretOnly.json["error"] as? String == "invalid_client")
+            let badSecret = try await emulator.post("/auth/token", form: [("client_id", EmulatorConfiguration.testServicesID), ("client_secret", "not-a-jwt")] + fields)
+            #expect(badSecret.json["error"] as? String == "invalid_client")
+        }
+    }
+
     @Test("client_credentials with scope user.migration returns a bearer token and no id_token")
     func migrationToken() async throws {
         try await withEmulator { emulator async throws in

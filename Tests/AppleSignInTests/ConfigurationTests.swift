@@ -142,7 +142,7 @@ struct ConfigurationTests {
         #expect(error?.field == "apple_base_url")
     }
 
-    @Test("a local emulator base URL allows http://127.0.0.1 and localhost return URLs and is its own issuer")
+    @Test("a local emulator base URL allows http://127.0.0.1 and localhost return URLs, and Apple's issuer is still the one accepted (the emulator signs as Apple)")
     func localEmulator() throws {
         let configuration = try TestConfiguration.make(
             returnURLs: ["http://127.0.0.1:8080/auth/apple/callback", "http://localhost:8080/auth/apple/callback"],
@@ -150,7 +150,7 @@ struct ConfigurationTests {
         )
         #expect(!configuration.isApple)
         #expect(configuration.returnURLs.count == 2)
-        #expect(configuration.acceptedIssuers == ["http://127.0.0.1:9090"])
+        #expect(configuration.acceptedIssuers == ["https://appleid.apple.com"])
         #expect(configuration.endpoint("/auth/keys").absoluteString == "http://127.0.0.1:9090/auth/keys")
     }
 

@@ -23,11 +23,14 @@ struct NotificationVerifierTests {
         return .object(event)
     }
 
-    private func claims(events: TestJSON, aud: TestJSON = .string(TestTokens.audience), iat: Int? = nil) -> [String: TestJSON] {
-        [
+    private func claims(events: TestJSON, aud: TestJSON = .string(TestTokens.audience), iat: Int? = nil, exp: Int? = nil) -> [String: TestJSON] {
+        let issuedAt = iat ?? Int(now.timeIntervalSince1970)
+        // Apple's notifications expire a day after they are issued.
+        return [
             "iss": .string(TestTokens.issuer),
             "aud": aud,
-            "iat": .int(iat ?? Int(now.timeIntervalSince1970)),
+            "iat": .int(issuedAt),
+            "exp": .int(exp ?? issuedAt + 86_400),
             "jti": "jti-0001",
             "events": events,
         ]
@@ -117,6 +120,22 @@ struct NotificationVerifierTests {
     func issuedInFuture() async {
         let token = TestTokens.rs256(claims(events: .string(event(type: "account-delete").jsonText), iat: Int(now.timeIntervalSince1970) + 120))
         await refused(body(token), check: .issuedInFuture)
+    }
+
+    @Test("a notification whose exp has passed (beyond the leeway) is refused by the exp check")
+    func expired() async throws {
+        let issued = Int(now.timeIntervalSince1970) - 2 * 86_400
+        await refused(body(TestTokens.rs256(claims(events: .string(event(type: "account-delete").jsonText), iat: issued))), check: .expired)
+        // Within the 60 s leeway it is still accepted.
+        let justExpired = TestTokens.rs256(claims(events: .string(event(type: "account-delete").jsonText), iat: issued, exp: Int(now.timeIntervalSince1970) - 30))
+        #expect(try await verifier.verify(body: body(justExpired), now: now).event.type == .accountDelete)
+    }
+
+    @Test("a notification without exp is refused as a claim error")
+    func withoutExp() async {
+        var unbounded = claims(events: .string(event(type: "account-delete").jsonText))
+        unbounded["exp"] = nil
+        await refused(body(TestTokens.rs256(unbounded)), check: .claims)
     }
 
     @Test("an HS256 notification is refused")

@@ -33,7 +33,7 @@ struct GracefulShutdownTests {
             let emulatorURL = "http://127.0.0.1:\(emulatorPort)"
             let apple = try AppleSignInConfiguration(
                 teamID: EmulatorConfiguration.testTeamID, keyID: EmulatorConfiguration.testKeyID, servicesID: EmulatorConfiguration.testServicesID,
-                returnURLs: [returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM, appleBaseURL: emulatorURL, acceptedIssuers: [emulatorURL]
+                returnURLs: [returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM, appleBaseURL: emulatorURL
             )
             let database = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-shutdown-\(UUID().uuidString).sqlite").path
             defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) } }

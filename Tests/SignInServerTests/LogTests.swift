@@ -10,7 +10,7 @@ import Testing
 @Suite("Nothing secret in logs")
 struct LogTests {
     /// A refresh token as the emulator issues them.
-    static let refreshTokenPattern = #"r[0-9a-f]{32}\.0\.emu"#
+    static let refreshTokenPattern = #"r[0-9a-f]{32}\.0\.[a-z]{4,5}\.[A-Za-z0-9_-]{22}"#
     /// The start of every ES256 client secret this server signs (`{"alg":"ES256",`).
     static let clientSecretPrefix = "eyJhbGciOiJFUzI1NiIs"
 

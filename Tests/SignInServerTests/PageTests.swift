@@ -135,6 +135,25 @@ struct PageTests {
         }
     }
 
+    @Test("the pop-up button's title and accessible name are a HIG title; that it opens a pop-up is a separate hint", arguments: [
+        ("en-US", ["Sign in with Apple", "Continue with Apple", "Sign up with Apple"], "pop-up"),
+        ("zh-CN", ["通过 Apple 登录", "通过 Apple 继续", "通过 Apple 注册"], "弹出窗口"),
+    ])
+    func popupButtonTitle(language: String, titles: [String], hintWord: String) async throws {
+        try await withServer { h in
+            let page = try await h.get("/", headers: [.acceptLanguage: language]).text
+            let button = try #require(page.firstMatch(of: /<button[^>]*id="siwa-popup"[^>]*>([\s\S]*?)<\/button>/), "no pop-up button")
+            let tag = String(button.0.prefix { $0 != ">" })
+            // The visible text (the logo is aria-hidden) is the accessible name, as no aria-label overrides it.
+            let text = String(button.1).replacing(/<svg[\s\S]*?<\/svg>/, with: "").replacing(/<[^>]+>/, with: "").trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(titles.contains(text), "pop-up button title \(text)")
+            #expect(!tag.contains("aria-label"))
+            let hintID = try #require(tag.firstMatch(of: /aria-describedby="([^"]+)"/)?.1, "the button names no hint")
+            let hint = try #require(page.firstMatch(of: Regex(#"id="\#(hintID)"[^>]*>([^<]*)<"#)), "no element \(hintID)")
+            #expect((hint.output[1].substring.map(String.init) ?? "").contains(hintWord))
+        }
+    }
+
     @Test("local mode says that Apple is emulated")
     func localModeNotice() async throws {
         try await withServer { h in

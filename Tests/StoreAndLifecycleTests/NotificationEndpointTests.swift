@@ -65,6 +65,28 @@ struct NotificationEndpointTests {
         }
     }
 
+    @Test("a genuinely signed notification whose exp has passed is refused with 400 and changes nothing")
+    func expiredNotificationRefused() async throws {
+        try await SQLiteSite.with { site in
+            let session = try await site.instance.signIn(Site.ada)
+            // Signed by the emulator's real key two days ago: exp (iat + one day) has passed.
+            let stale = try await site.world.emulator.signNotification(
+                type: "account-delete", subject: Site.ada, clientID: EmulatorConfiguration.testServicesID, now: Date().addingTimeInterval(-2 * 86_400)
+            )
+            let body = String(decoding: try JSONSerialization.data(withJSONObject: ["payload": stale.jws]), as: UTF8.self)
+            let answer = try await site.world.send(.POST, site.notificationURL, body: body, contentType: "application/json")
+            #expect(answer.status == 400)
+            #expect(try await site.instance.sessionPage(session).status == 200)
+            #expect(try await site.sql.count("notifications") == 0)
+            #expect(try await site.sql.count("users", sub: Site.ada) == 1)
+            #expect(try await site.sql.count("tombstones") == 0)
+            // The same event signed now is applied: only the expiry made the difference.
+            let fresh = try await site.world.notify("account-delete", sub: Site.ada, to: site.notificationURL)
+            #expect(fresh.statuses == [200])
+            #expect(try await site.sql.count("users", sub: Site.ada) == 0)
+        }
+    }
+
     @Test("consent-revoked ends every session of the user and forgets the refresh token")
     func consentRevokedEndsSessions() async throws {
         try await SQLiteSite.with { site in

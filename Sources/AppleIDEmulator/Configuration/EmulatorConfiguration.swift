@@ -58,27 +58,59 @@ public struct EmulatorConfiguration: Codable, Sendable, Hashable {
         }
     }
 
-    /// The `iss` of tokens; defaults to the emulator's own base URL when nil.
+    /// Apple's issuer, the `iss` of everything the emulator signs unless `issuer` says otherwise.
+    public static let appleIssuer = "https://appleid.apple.com"
+    /// The value of `issuer` that makes the emulator sign with its own base URL as `iss`.
+    public static let ownURLIssuer = "self"
+
+    /// The `iss` of what it signs: Apple's (nil, the default), any fixed string, or `"self"` for its own base URL.
     public var issuer: String?
-    /// Lifetime of identity tokens in seconds (Apple's vary: 600 s to a day).
+    /// Lifetime of identity tokens in seconds (Apple's: a day since about 2021).
     public var idTokenLifetime: Int
     /// Lifetime of authorization codes in seconds (Apple: five minutes).
     public var codeLifetime: Int
     /// `max-age` sent with the key set.
     public var keySetMaxAge: Int
+    /// How long after `POST /emulator/admin/keys/rotate` the new key starts signing; until then it is only published.
+    public var keyActivationLead: Int
+    /// How long a key stays published after a newer key took over its signing.
+    public var retiredKeyGrace: Int
     /// Registered clients.
     public var clients: [Client]
     /// Test users.
     public var users: [User]
 
     /// Creates a configuration.
-    public init(issuer: String? = nil, idTokenLifetime: Int = 600, codeLifetime: Int = 300, keySetMaxAge: Int = 300, clients: [Client], users: [User]) {
+    public init(
+        issuer: String? = nil, idTokenLifetime: Int = 86_400, codeLifetime: Int = 300, keySetMaxAge: Int = 300,
+        keyActivationLead: Int = 300, retiredKeyGrace: Int = 2 * 86_400, clients: [Client], users: [User]
+    ) {
         self.issuer = issuer
         self.idTokenLifetime = idTokenLifetime
         self.codeLifetime = codeLifetime
         self.keySetMaxAge = keySetMaxAge
+        self.keyActivationLead = keyActivationLead
+        self.retiredKeyGrace = retiredKeyGrace
         self.clients = clients
         self.users = users
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case issuer, idTokenLifetime, codeLifetime, keySetMaxAge, keyActivationLead, retiredKeyGrace, clients, users
+    }
+
+    /// Reads a configuration file; keys left out take their defaults (files written before a key existed still load).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = EmulatorConfiguration(clients: [], users: [])
+        issuer = try container.decodeIfPresent(String.self, forKey: .issuer)
+        idTokenLifetime = try container.decodeIfPresent(Int.self, forKey: .idTokenLifetime) ?? defaults.idTokenLifetime
+        codeLifetime = try container.decodeIfPresent(Int.self, forKey: .codeLifetime) ?? defaults.codeLifetime
+        keySetMaxAge = try container.decodeIfPresent(Int.self, forKey: .keySetMaxAge) ?? defaults.keySetMaxAge
+        keyActivationLead = try container.decodeIfPresent(Int.self, forKey: .keyActivationLead) ?? defaults.keyActivationLead
+        retiredKeyGrace = try container.decodeIfPresent(Int.self, forKey: .retiredKeyGrace) ?? defaults.retiredKeyGrace
+        clients = try container.decode([Client].self, forKey: .clients)
+        users = try container.decode([User].self, forKey: .users)
     }
 
     /// Team ID of the built-in test clients.

@@ -38,20 +38,41 @@ extension AppleIDEmulator {
 
     func addAdminRoutes(to group: RouterGroup<EmulatorContext>) {
         group.add(middleware: LoopbackOnlyMiddleware())
-        group.post("keys/rotate") { _, _ in
-            let kid = try await self.state.addSigningKey()
-            self.logger.info("signing key added", metadata: ["kid": "\(kid)"])
+        // Rotation as Apple does it: a key is published before it signs. `POST keys` publishes one that signs
+        // only once activated; `POST keys/rotate` publishes one that starts signing after the configured lead time
+        // (or `{"activate_after_seconds": N}`). The key it replaces stays published for `retiredKeyGrace`.
+        group.post("keys") { _, _ in
+            let kid = try await self.state.publishSigningKey(activatesAt: nil)
+            self.logger.info("signing key published", metadata: ["kid": "\(kid)"])
             return jsonResponse(["kid": kid])
+        }
+        group.post("keys/rotate") { request, context in
+            struct Rotate: Decodable { var activate_after_seconds: Int? }
+            let body = (try? await request.decode(as: Rotate.self, context: context)) ?? Rotate()
+            let lead = max(0, body.activate_after_seconds ?? self.configuration.keyActivationLead)
+            let activatesAt = Date().addingTimeInterval(TimeInterval(lead))
+            let kid = try await self.state.publishSigningKey(activatesAt: activatesAt)
+            self.logger.info("signing key published", metadata: ["kid": "\(kid)", "signs_in_seconds": "\(lead)"])
+            return jsonResponse(RotateAnswer(kid: kid, activates_at: activatesAt.timeIntervalSince1970))
+        }
+        group.post("keys/:kid/activate") { _, context in
+            let kid = try context.parameters.require("kid")
+            guard await self.state.activateSigningKey(kid, now: Date()) else {
+                throw HTTPError(.notFound, message: "no such key")
+            }
+            self.logger.info("signing key activated", metadata: ["kid": "\(kid)"])
+            return jsonResponse(["active": kid])
         }
         group.post("keys/:kid/retire") { _, context in
             let kid = try context.parameters.require("kid")
-            guard await self.state.retireSigningKey(kid) else {
+            guard await self.state.retireSigningKey(kid, now: Date()) else {
                 throw HTTPError(.notFound, message: "no such key, or it is the last one")
             }
             return jsonResponse(["retired": kid])
         }
         group.get("keys") { _, _ in
-            jsonResponse(["kids": await self.state.signingKeys.map(\.kid)])
+            let now = Date()
+            return jsonResponse(KeyList(kids: await self.state.publishedKeys(now: now).map(\.kid), active: await self.state.activeKey(now: now)?.kid))
         }
         group.put("faults/:endpoint") { request, context in
             guard let endpoint = EmulatorEndpoint(rawValue: try context.parameters.require("endpoint")) else {
@@ -81,6 +102,16 @@ extension AppleIDEmulator {
         }
     }
 
+    struct RotateAnswer: Encodable {
+        var kid: String
+        var activates_at: Double
+    }
+
+    struct KeyList: Encodable {
+        var kids: [String]
+        var active: String?
+    }
+
     /// What a native app's `ASAuthorizationAppleIDProvider` request carries (admin API `POST native-authorization`).
     public struct NativeAuthorizationRequest: Codable, Sendable {
         /// The app's bundle ID.
@@ -94,6 +125,14 @@ extension AppleIDEmulator {
 
         enum CodingKeys: String, CodingKey {
             case clientID = "client_id", sub, nonce, hideEmail = "hide_email"
+        }
+
+        /// Creates a request as a native app would make it.
+        public init(clientID: String, sub: String, nonce: String? = nil, hideEmail: Bool? = nil) {
+            self.clientID = clientID
+            self.sub = sub
+            self.nonce = nonce
+            self.hideEmail = hideEmail
         }
     }
 
@@ -119,11 +158,10 @@ extension AppleIDEmulator {
         let hide = request.hideEmail ?? false
         let email = hide ? user.relayEmail : user.email
         let now = Date()
-        let code = await state.issueCode(.init(
-            clientID: client.clientID, redirectURI: "", subject: user.sub, nonce: request.nonce, email: email, isPrivateEmail: hide,
-            authTime: now, expiresAt: now.addingTimeInterval(TimeInterval(configuration.codeLifetime))
-        ))
-        let token = try await signIDToken(clientID: client.clientID, subject: user.sub, nonce: request.nonce, email: email, isPrivateEmail: hide, authTime: now, code: code, now: now)
+        let identity = TokenSubject(clientID: client.clientID, subject: user.sub, nonce: request.nonce, email: email, isPrivateEmail: hide, authTime: now)
+        let code = await state.issueCode(.init(identity: identity, redirectURI: "", expiresAt: now.addingTimeInterval(TimeInterval(configuration.codeLifetime))))
+        // Native sign-ins carry Apple's real-user indicator (2: likely real), as a device's tokens do.
+        let token = try await signIDToken(identity, code: code, realUserStatus: 2, now: now)
         let firstTime = await state.recordConsent(clientID: client.clientID, subject: user.sub)
         return NativeAuthorization(
             identityToken: token, authorizationCode: code,
@@ -177,16 +215,20 @@ extension AppleIDEmulator {
             var iss: String
             var aud: String
             var iat: Int
+            var exp: Int
             var jti: String
             var events: String
         }
-        guard let key = await state.activeKey else { throw HTTPError(.internalServerError, message: "no signing key") }
+        // The key is the one signing at this moment, whatever time the claims are given.
+        guard let key = await state.activeKey(now: Date()) else { throw HTTPError(.internalServerError, message: "no signing key") }
         let relay = email ?? user(subject)?.relayEmail
         let isEmailEvent = type == "email-disabled" || type == "email-enabled"
         let event = Event(type: type, sub: subject, event_time: Int64(now.timeIntervalSince1970 * 1000), email: isEmailEvent ? relay : nil, is_private_email: isEmailEvent ? "true" : nil)
         let eventsJSON = String(decoding: try JSONEncoder().encode(event), as: UTF8.self)
         let id = RandomID.hex(bytes: 12)
-        let claims = Claims(iss: issuer, aud: clientID, iat: Int(now.timeIntervalSince1970), jti: id, events: eventsJSON)
+        let issuedAt = Int(now.timeIntervalSince1970)
+        // Apple's notifications expire a day after they are issued.
+        let claims = Claims(iss: issuer, aud: clientID, iat: issuedAt, exp: issuedAt + 86_400, jti: id, events: eventsJSON)
         return (id, try JWTSigning.rs256(header: ["alg": "RS256", "kid": key.kid], claims: claims, key: key.key))
     }
 }

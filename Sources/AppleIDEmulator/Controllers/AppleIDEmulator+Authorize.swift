@@ -50,6 +50,9 @@ extension AppleIDEmulator {
         guard let redirectURI = params["redirect_uri"], client.redirectURIs.contains(redirectURI) else {
             return .failure(.init(code: "invalid_request", message: "Invalid web redirect url."))
         }
+        guard Self.isAcceptableReturnURL(redirectURI) else {
+            return .failure(.init(code: "invalid_request", message: "Invalid web redirect url: it must use https and a domain name."))
+        }
         let responseType = (params["response_type"] ?? "").split(separator: " ").sorted().joined(separator: " ")
         guard responseType == "code" || responseType == "code id_token" else {
             return .failure(.init(code: "unsupported_response_type", message: "response_type must be code or code id_token."))
@@ -73,6 +76,22 @@ extension AppleIDEmulator {
             client: client, redirectURI: redirectURI, responseType: responseType, responseMode: responseMode,
             scopes: userScopes, state: params["state"], nonce: params["nonce"]
         ))
+    }
+
+    /// Apple's rule for return URLs: https on a domain name, never plain http nor an IP address. The emulator's one
+    /// deliberate difference: a loopback return URL (`127.0.0.1`, `::1`, `localhost`) registered for the client may
+    /// use http, so that local mode runs without certificates.
+    static func isAcceptableReturnURL(_ text: String) -> Bool {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty,
+            url.fragment == nil
+        else { return false }
+        let bareHost = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let octets = bareHost.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
+        let isIPv4 = octets.count == 4 && octets.allSatisfy { $0 != nil }
+        if bareHost == "localhost" || bareHost == "::1" || (isIPv4 && octets[0] == 127) {
+            return scheme == "http" || scheme == "https"
+        }
+        return scheme == "https" && !isIPv4 && !bareHost.contains(":")
     }
 
     /// A refusal of an authorization request.
@@ -142,17 +161,16 @@ extension AppleIDEmulator {
         }
         let email = request.scopes.contains("email") ? (consent.hideEmail ? user.relayEmail : user.email) : ""
         let now = Date()
+        let identity = TokenSubject(
+            clientID: request.client.clientID, subject: subject, nonce: request.nonce, email: email,
+            isPrivateEmail: consent.hideEmail && !email.isEmpty, authTime: now
+        )
         let code = await state.issueCode(.init(
-            clientID: request.client.clientID, redirectURI: request.redirectURI, subject: subject, nonce: request.nonce,
-            email: email, isPrivateEmail: consent.hideEmail && !email.isEmpty, authTime: now,
-            expiresAt: now.addingTimeInterval(TimeInterval(configuration.codeLifetime))
+            identity: identity, redirectURI: request.redirectURI, expiresAt: now.addingTimeInterval(TimeInterval(configuration.codeLifetime))
         ))
         fields.append(("code", code))
         if request.wantsIDToken {
-            fields.append(("id_token", try await signIDToken(
-                clientID: request.client.clientID, subject: subject, nonce: request.nonce, email: email,
-                isPrivateEmail: consent.hideEmail && !email.isEmpty, authTime: now, code: code, now: now
-            )))
+            fields.append(("id_token", try await signIDToken(identity, code: code, now: now)))
         }
         if let state = request.state { fields.append(("state", state)) }
         let firstTime = await state.recordConsent(clientID: request.client.clientID, subject: subject)

@@ -71,7 +71,8 @@ public struct AppleSignInConfiguration: Sendable {
             try ReturnURL.parse(text, requireApplesRules: requireApplesRules)
         }
 
-        let issuers = acceptedIssuers ?? [requireApplesRules ? Self.appleBaseURL : Self.trimmedBase(appleBaseURL)]
+        // Apple's issuer wherever Apple is: an emulator signs with it too, as Apple does (never taken from discovery).
+        let issuers = acceptedIssuers ?? [Self.appleBaseURL]
         guard !issuers.isEmpty, issuers.allSatisfy({ !$0.isEmpty }) else {
             throw ConfigurationError(field: "accepted_issuers", "needs at least one issuer, normally https://appleid.apple.com")
         }

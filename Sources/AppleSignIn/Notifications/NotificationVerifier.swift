@@ -11,6 +11,7 @@ public struct NotificationVerifier: Sendable {
         var iss: String
         var aud: Audience
         var iat: NumericDate
+        var exp: NumericDate
         var jti: String
         var events: EventsClaim
     }
@@ -38,7 +39,7 @@ public struct NotificationVerifier: Sendable {
     }
 
     private let jwt: SignedJWTVerifier
-    /// Allowed clock skew for `iat`.
+    /// Allowed clock skew for `exp` and `iat`.
     public let leeway: TimeInterval
 
     /// Creates a verifier for notifications addressed to `audiences`.
@@ -66,9 +67,7 @@ public struct NotificationVerifier: Sendable {
         let bytes = try await jwt.verifiedPayload(payload)
         let claims = try SignedJWTVerifier.decodeClaims(Claims.self, from: bytes)
         try jwt.checkIssuerAndAudience(iss: claims.iss, aud: claims.aud)
-        guard claims.iat.secondsSince1970 <= now.timeIntervalSince1970 + leeway else {
-            throw IdentityTokenError(.issuedInFuture, "iat is \(Int(claims.iat.secondsSince1970 - now.timeIntervalSince1970)) s in the future")
-        }
+        try SignedJWTVerifier.checkLifetime(exp: claims.exp.secondsSince1970, iat: claims.iat.secondsSince1970, now: now, leeway: leeway)
         guard !claims.jti.isEmpty, !claims.events.event.sub.isEmpty else {
             throw IdentityTokenError(.claims, "jti and events.sub must not be empty")
         }

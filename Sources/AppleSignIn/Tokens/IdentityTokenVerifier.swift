@@ -29,13 +29,7 @@ public struct IdentityTokenVerifier: Sendable {
         let cHashClaim = try claims.optionalString("c_hash")
         try jwt.checkIssuerAndAudience(iss: iss, aud: aud)
 
-        let current = now.timeIntervalSince1970
-        guard current <= exp + leeway else {
-            throw IdentityTokenError(.expired, "the token expired at \(Int(exp)), \(Int(current - exp)) s ago")
-        }
-        guard iat <= current + leeway else {
-            throw IdentityTokenError(.issuedInFuture, "iat \(Int(iat)) is \(Int(iat - current)) s in the future (leeway \(Int(leeway)) s)")
-        }
+        try SignedJWTVerifier.checkLifetime(exp: exp, iat: iat, now: now, leeway: leeway)
         guard !sub.isEmpty else {
             throw IdentityTokenError(.claims, "the claim sub is empty")
         }

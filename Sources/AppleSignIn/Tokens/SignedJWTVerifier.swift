@@ -65,6 +65,18 @@ struct SignedJWTVerifier: Sendable {
         }
     }
 
+    /// Checks `exp` (not passed) and `iat` (not in the future), each allowing `leeway` seconds of clock skew: the
+    /// same rule for every JWT Apple signs, identity tokens and notifications alike.
+    static func checkLifetime(exp: Double, iat: Double, now: Date, leeway: TimeInterval) throws(IdentityTokenError) {
+        let current = now.timeIntervalSince1970
+        guard current <= exp + leeway else {
+            throw IdentityTokenError(.expired, "the token expired at \(Int(exp)), \(Int(current - exp)) s ago")
+        }
+        guard iat <= current + leeway else {
+            throw IdentityTokenError(.issuedInFuture, "iat \(Int(iat)) is \(Int(iat - current)) s in the future (leeway \(Int(leeway)) s)")
+        }
+    }
+
     /// Decodes claims, turning a decoding failure into a `claims` error that names the claim.
     static func decodeClaims<Claims: Decodable>(_ type: Claims.Type, from payload: [UInt8]) throws(IdentityTokenError) -> Claims {
         do {

@@ -65,7 +65,7 @@ struct LifecycleController: Sendable {
         guard let (session, user) = found else {
             return renderer.errorPage("signedOut", language: language, status: .unauthorized)
         }
-        guard let token = fields["csrf_token"], WebController.constantTimeEqual(token, session.csrfToken), fields["confirm"] == "yes" else {
+        guard let token = fields["csrf_token"], ConstantTime.equals(token, session.csrfToken), fields["confirm"] == "yes" else {
             return renderer.errorPage("csrf", language: language, status: .forbidden, actionURL: "/account/delete", actionKey: "tryAgain")
         }
         let outcome: AccountLifecycle.DeletionOutcome

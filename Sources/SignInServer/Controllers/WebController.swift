@@ -166,7 +166,7 @@ struct WebController: Sendable {
         var request = request
         let language = Self.language(request)
         guard let name = HTTPField.Name.xCSRFToken, let header = request.headers[name], let cookie = request.cookieValue(cookies.csrfName),
-            Self.constantTimeEqual(header, cookie), request.headers[.origin].map({ $0 == settings.origin }) ?? true
+            ConstantTime.equals(header, cookie), request.headers[.origin].map({ $0 == settings.origin }) ?? true
         else {
             context.logger.notice("popup result refused: CSRF token or origin wrong")
             return APIController.json(["error": "csrf", "message": renderer.string("error.csrf.message", language)], status: .forbidden)
@@ -291,7 +291,7 @@ struct WebController: Sendable {
                 response.setCookie(cookies.expired(cookies.sessionName))
                 return response
             }
-            guard let token = fields["csrf_token"], Self.constantTimeEqual(token, session.csrfToken) else {
+            guard let token = fields["csrf_token"], ConstantTime.equals(token, session.csrfToken) else {
                 context.logger.notice("sign-out refused: CSRF token missing or wrong")
                 return renderer.errorPage("csrf", language: language, status: .forbidden, actionURL: "/session", actionKey: "tryAgain")
             }
@@ -324,11 +324,6 @@ struct WebController: Sendable {
         (url.host ?? "") + (url.port.map { ":\($0)" } ?? "")
     }
 
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let left = Array(a.utf8), right = Array(b.utf8)
-        guard left.count == right.count else { return false }
-        return zip(left, right).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
-    }
 }
 
 extension SignInFailure {

@@ -61,7 +61,15 @@ public struct SignInFlow: Sendable {
     /// `requireFrontChannelToken` is true for form_post and popup returns (requested `code id_token`), false for query mode.
     public func complete(_ payload: CallbackPayload, bindingToken: String?, requireFrontChannelToken: Bool = true, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Completed {
         if let error = payload.error {
-            if let state = payload.state { _ = try? await store.consumePending(state: state, now: now) }
+            // An error return ends the sign-in only for the browser that started it: the same binding check as a
+            // successful return, so a forged cancellation cannot use up someone else's pending sign-in.
+            if let state = payload.state, let pending = try? await store.consumePending(state: state, now: now),
+                !Self.binds(bindingToken, pending)
+            {
+                logger.notice("an error return without the binding of the browser that started the sign-in; it stays pending")
+                try? await store.savePending(pending)
+                throw .expired
+            }
             if error == "user_cancelled_authorize" || error == "popup_closed_by_user" { throw .cancelled }
             throw .notVerified("Apple returned error \(error)")
         }
@@ -77,7 +85,7 @@ public struct SignInFlow: Sendable {
         } catch {
             throw .storeUnavailable("store: \(error)")
         }
-        guard let bindingToken, Self.hash(bindingToken) == pending.bindingHash else {
+        guard Self.binds(bindingToken, pending) else {
             // Not this browser's sign-in (or its cookie is gone): refused, but the sign-in stays pending for the
             // browser that started it, so a forged post cannot cancel someone else's sign-in.
             logger.notice("binding cookie missing or different from the one that started the sign-in")
@@ -121,7 +129,9 @@ public struct SignInFlow: Sendable {
         }
 
         let sessionID = RandomToken.generate()
-        let email = identity.email ?? payload.user?.email
+        // The email comes only from a token Apple signed: the posted `user` JSON is unsigned, so its email is never
+        // taken (it gives the first-time name, nothing else).
+        let email = identity.email
         let completed = CompletedSignIn(
             subject: identity.subject, email: email,
             isPrivateEmail: CompletedSignIn.isPrivate(email: email, asserted: identity.isPrivateEmail),
@@ -143,6 +153,12 @@ public struct SignInFlow: Sendable {
     /// A token that did not verify is a refusal, unless Apple's key set could not be loaded: that is an outage.
     static func failure(_ error: IdentityTokenError, _ which: String) -> SignInFailure {
         error.check == .keySetUnavailable ? .unavailable("\(which): \(error)") : .notVerified("\(which): \(error)")
+    }
+
+    /// True when `bindingToken` is the binding cookie of the browser that started `pending`.
+    static func binds(_ bindingToken: String?, _ pending: PendingAuthorization) -> Bool {
+        guard let bindingToken else { return false }
+        return ConstantTime.equals(Self.hash(bindingToken), pending.bindingHash)
     }
 
     /// SHA-256 hex: how binding tokens and session ids are stored.

@@ -11,6 +11,7 @@ public final class SQLiteStore: SignInStore {
 
     /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`.
     public init(path: String, cipher: TokenCipher) throws {
+        try Self.restrictToOwner(path: path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
@@ -19,6 +20,22 @@ public final class SQLiteStore: SignInStore {
         pool = try DatabasePool(path: path, configuration: configuration)
         self.cipher = cipher
         sessions = SessionCache.shared(for: path)
+    }
+
+    /// Makes the database and its `-wal`/`-shm` files readable by their owner only (0600), whatever the umask: they
+    /// hold names, emails and CSRF tokens. The database is created here first, since SQLite gives the `-wal` and
+    /// `-shm` files it creates the database file's mode; files that already exist are narrowed too.
+    static func restrictToOwner(path: String) throws {
+        guard path != ":memory:", !path.isEmpty else { return }
+        let files = FileManager.default
+        if !files.fileExists(atPath: path) {
+            guard files.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+                throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
+            }
+        }
+        for file in [path, path + "-wal", path + "-shm"] where files.fileExists(atPath: file) {
+            try files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
     }
 
     public func migrate() async throws {

@@ -189,7 +189,7 @@ struct EmulatorHarness: Sendable {
         IdentityTokenVerifier(
             keySet: keySet ?? self.keySet(),
             audiences: [try ClientID(EmulatorConfiguration.testServicesID), try ClientID(EmulatorConfiguration.testBundleID)],
-            issuers: [baseURL]
+            issuers: [emulator.issuer]
         )
     }
 

@@ -1,13 +1,14 @@
 import Logging
+import SignInServer
 import Synchronization
 
 /// Keeps every line logged through `logger`, at every level, with its metadata.
 final class LogCapture: Sendable {
     private let lines = Mutex<[String]>([])
 
-    /// A logger at `trace` writing here.
+    /// A logger at `trace` writing here through the escaping handler `siwa serve` logs through.
     var logger: Logger {
-        Logger(label: "siwa.test") { _ in CapturingLogHandler(capture: self) }
+        Logger(label: "siwa.test") { _ in EscapingLogHandler(CapturingLogHandler(capture: self)) }
     }
 
     /// Everything logged so far, one line per event.

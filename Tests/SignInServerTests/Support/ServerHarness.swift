@@ -81,7 +81,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
         teamID: EmulatorConfiguration.testTeamID, keyID: EmulatorConfiguration.testKeyID,
         servicesID: EmulatorConfiguration.testServicesID, extraAudiences: [EmulatorConfiguration.testBundleID],
         returnURLs: [options.returnURL], privateKeyPEM: options.privateKeyPEM,
-        appleBaseURL: appleBaseURL, acceptedIssuers: [emulatorURL]
+        appleBaseURL: appleBaseURL
     )
     var configured = ServerSettings(mode: options.mode, host: "127.0.0.1", port: 0, database: path, apple: apple, sessionLifetime: options.sessionLifetime, appleTimeoutMS: options.appleTimeoutMS)
     configured.rateLimitPerMinute = options.rateLimitPerMinute

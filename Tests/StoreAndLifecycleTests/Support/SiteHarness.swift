@@ -105,7 +105,7 @@ struct World: Sendable {
             teamID: EmulatorConfiguration.testTeamID, keyID: EmulatorConfiguration.testKeyID,
             servicesID: EmulatorConfiguration.testServicesID, extraAudiences: [EmulatorConfiguration.testBundleID],
             returnURLs: [Site.returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM,
-            appleBaseURL: emulatorURL, acceptedIssuers: [emulatorURL]
+            appleBaseURL: emulatorURL
         )
         var settings = ServerSettings(mode: .apple, host: "127.0.0.1", port: 0, database: database, apple: apple, appleTimeoutMS: 5_000, dataKeys: dataKeys)
         // The tests drive refresh checks and the revocation queue themselves.
