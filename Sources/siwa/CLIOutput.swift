@@ -3,6 +3,10 @@ import Foundation
 /// The command line's own output channels (the only place `print` is used).
 enum CLIOutput {
     /// Writes one line to standard error.
+    static func stdout(_ text: String) {
+        print(text)
+    }
+
     static func stderr(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }

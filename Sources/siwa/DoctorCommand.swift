@@ -1,3 +1,4 @@
+import AppleSignIn
 import ArgumentParser
 import AsyncHTTPClient
 import SignInServer
@@ -6,14 +7,23 @@ import SignInServer
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
-        abstract: "Check the configuration `siwa serve` would use, and with --online, Apple's answer to it."
+        abstract: "Check the configuration `siwa serve` would use, and with --online, Apple's answer to it.",
+        discussion: LayeredValues.help
     )
 
-    @Option(help: "A JSON file of configuration keys (SIWA_CONFIG).") var config: String?
     @Flag(help: "Also fetch Apple's key set and probe the token endpoint with a dummy code.") var online = false
 
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Configuration, exactly as for serve: --KEY VALUE (and --config FILE).", valueName: "settings"))
+    var settings: [String] = []
+
     func run() async throws {
-        let values = try LayeredValues(cli: [:], configFile: config)
+        let values: LayeredValues
+        do {
+            values = try await LayeredValues(commandArguments: settings)
+        } catch let error as ConfigurationError {
+            print("FAIL  \(error.field): \(error.message)")
+            throw ExitCode.failure
+        }
         let checks = await ConfigurationDoctor(values: values.all, httpClient: .shared).run(online: online)
         for check in checks { print(check.line) }
         let failed = checks.filter { !$0.passed }.count

@@ -24,7 +24,7 @@ struct MigrateUsersCommand: AsyncParsableCommand {
         let plan: ServePlan
         do {
             target = try TeamID(targetTeam, field: "--target-team")
-            plan = try ServePlan(values: LayeredValues(cli: ["db": db, "emulator_port": emulatorPort.map(String.init)], configFile: config))
+            plan = try ServePlan(values: await LayeredValues(cli: ["db": db, "emulator_port": emulatorPort.map(String.init)], configFile: config, dotEnvPath: ".env"))
         } catch let error as ConfigurationError {
             CLIOutput.stderr("siwa: invalid configuration: \(error)")
             throw ExitCode(78)

@@ -11,27 +11,25 @@ import SignInServer
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Serve the sign-in site. Without Apple credentials: local mode, Apple emulated in process."
+        abstract: "Serve the sign-in site. Without Apple credentials: local mode, Apple emulated in process.",
+        discussion: LayeredValues.help
     )
 
-    @Option(help: "Address to listen on (SIWA_HOST).") var host: String?
-    @Option(help: "Port to listen on (SIWA_PORT).") var port: Int?
-    @Option(help: "SQLite database path (SIWA_DB), default ./siwa.sqlite.") var db: String?
-    @Option(help: "Port of the in-process emulator in local mode (SIWA_EMULATOR_PORT).") var emulatorPort: Int?
-    @Option(help: "A JSON file of configuration keys (SIWA_CONFIG).") var config: String?
-    @Option(help: "Team ID (SIWA_TEAM_ID); Apple mode.") var teamId: String?
-    @Option(help: "Key ID (SIWA_KEY_ID); Apple mode.") var keyId: String?
-    @Option(help: "Path of AuthKey_<KEYID>.p8 (SIWA_KEY_FILE); Apple mode.") var keyFile: String?
-    @Option(help: "Services ID (SIWA_SERVICES_ID); Apple mode.") var servicesId: String?
-    @Option(help: "Return URL(s), comma-separated, as registered (SIWA_RETURN_URL); Apple mode.") var returnUrl: String?
+    @Flag(help: "Print the effective configuration, where each value came from (secrets redacted), and exit.")
+    var printConfig = false
+
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Configuration: --KEY VALUE for any key below (and --config FILE).", valueName: "settings"))
+    var settings: [String] = []
 
     func run() async throws {
         let plan: ServePlan
+        let values: LayeredValues
         do {
-            let values = try LayeredValues(cli: [
-                "host": host, "port": port.map(String.init), "db": db, "emulator_port": emulatorPort.map(String.init),
-                "team_id": teamId, "key_id": keyId, "key_file": keyFile, "services_id": servicesId, "return_url": returnUrl,
-            ], configFile: config)
+            values = try await LayeredValues(commandArguments: settings)
+            if printConfig {
+                CLIOutput.stdout(values.printed())
+                return
+            }
             plan = try ServePlan(values: values)
         } catch let error as ConfigurationError {
             CLIOutput.stderr("siwa: invalid configuration: \(error)")

@@ -12,7 +12,7 @@ struct MigrateUsersTests {
     func recordsTransferSubjects() async throws {
         try await LocalSite.run { site in
             // Two of the emulator's users, stored as a sign-in stores them.
-            let plan = try ServePlan(values: LayeredValues(cli: ["db": site.databasePath], configFile: nil, environment: [:]))
+            let plan = try ServePlan(values: await LayeredValues(cli: ["db": site.databasePath], configFile: nil, environment: [:]))
             let store = try SQLiteStore(path: site.databasePath, cipher: TokenCipher(base64Keys: plan.settings.dataKeys))
             let subjects = site.users.prefix(2).map(\.sub)
             let now = Date()

@@ -37,7 +37,7 @@ struct LocalSite: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
 
-        let values = try LayeredValues(
+        let values = try await LayeredValues(
             cli: ["port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path],
             configFile: nil, environment: [:]
         )

@@ -1,0 +1,38 @@
+/// One configuration key of `siwa serve` and `siwa doctor`: a file key, `SIWA_<KEY>` in the environment (and in
+/// `.env`), and the flag `--<key-with-dashes>`. The README's configuration table lists the same keys (tested).
+struct SettingKey: Sendable, Hashable {
+    /// The name in the config file, e.g. `data_key`.
+    let name: String
+    /// Whether its values are secret: redacted wherever configuration is printed or logged.
+    let isSecret: Bool
+    /// Whether it holds a list: comma-separated on the command line and in the environment, a JSON array in the file.
+    let isList: Bool
+
+    init(_ name: String, secret: Bool = false, list: Bool = false) {
+        self.name = name
+        self.isSecret = secret
+        self.isList = list
+    }
+
+    /// `SIWA_DATA_KEY`.
+    var environmentName: String { "SIWA_" + name.uppercased() }
+    /// `--data-key`.
+    var flag: String { "--" + name.replacingOccurrences(of: "_", with: "-") }
+
+    /// Every key, in the README's order.
+    static let all: [SettingKey] = [
+        SettingKey("host"), SettingKey("port"), SettingKey("db"), SettingKey("emulator_port"),
+        SettingKey("team_id"), SettingKey("key_id"), SettingKey("key_file"), SettingKey("services_id"),
+        SettingKey("return_url", list: true), SettingKey("extra_audiences", list: true), SettingKey("apple_base_url"),
+        SettingKey("accepted_issuers", list: true), SettingKey("client_secret_lifetime"), SettingKey("session_lifetime"),
+        SettingKey("button_style"), SettingKey("button_title"), SettingKey("button_height"), SettingKey("button_corner_radius"),
+        SettingKey("apple_timeout_ms"), SettingKey("log_level"), SettingKey("data_key", secret: true, list: true),
+        SettingKey("rate_limit_per_minute"), SettingKey("trusted_proxies", list: true), SettingKey("notifications_url"),
+        SettingKey("public_url"),
+    ]
+
+    /// The key named `name`, if there is one.
+    static func named(_ name: String) -> SettingKey? {
+        all.first { $0.name == name }
+    }
+}

@@ -1,0 +1,115 @@
+import AppleSignIn
+import Foundation
+@testable import siwa
+import Testing
+
+/// The one configuration of `siwa serve` and `siwa doctor`: every key in every layer, the layers' order, secrets
+/// redacted, and the README's table in step with the keys the code knows.
+@Suite("Configuration layers")
+struct ConfigurationLayersTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// A temporary directory with `files` written into it.
+    static func directory(_ files: [String: String]) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for (name, text) in files { try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8) }
+        return directory
+    }
+
+    @Test("the README's configuration table lists exactly the keys the code knows, each with its environment variable")
+    func readmeTable() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "### Configuration reference").dropFirst().first?.components(separatedBy: "\n## ").first)
+        var rows: [(key: String, environment: String, flag: String)] = []
+        for match in section.matches(of: /\n\| `([a-z_]+)` \| `([A-Z_]+)` \| `(--[a-z-]+)` \|/) {
+            rows.append((String(match.1), String(match.2), String(match.3)))
+        }
+        #expect(rows.map(\.key) == SettingKey.all.map(\.name))
+        for row in rows {
+            #expect(row.environment == "SIWA_" + row.key.uppercased())
+            #expect(row.flag == "--" + row.key.replacingOccurrences(of: "_", with: "-"))
+        }
+    }
+
+    @Test("command line > environment > .env > config file, and --print-config says where each value came from")
+    func layerOrder() async throws {
+        let directory = try Self.directory([
+            "siwa.json": #"{"host": "file.example", "port": 1111, "db": "file.sqlite", "log_level": "debug", "trusted_proxies": ["10.0.0.1", "10.0.0.2"]}"#,
+            ".env": "SIWA_PORT=2222\nSIWA_DB=dotenv.sqlite\nSIWA_LOG_LEVEL=notice\n",
+        ])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let values = try await LayeredValues(
+            arguments: ["--config", directory.appendingPathComponent("siwa.json").path, "--log-level", "error"],
+            environment: ["SIWA_DB": "environment.sqlite", "SIWA_LOG_LEVEL": "warning"],
+            dotEnvPath: directory.appendingPathComponent(".env").path
+        )
+        #expect(values.string("log_level") == "error")
+        #expect(values.source(of: "log_level") == "command line")
+        #expect(values.string("db") == "environment.sqlite")
+        #expect(values.source(of: "db") == "environment")
+        #expect(try values.int("port", default: 8080) == 2222)
+        #expect(values.source(of: "port") == ".env")
+        #expect(values.string("host") == "file.example")
+        #expect(values.source(of: "host") == "config file")
+        #expect(values.list("trusted_proxies") == ["10.0.0.1", "10.0.0.2"])
+        #expect(values.source(of: "session_lifetime") == nil)
+        let printed = values.printed()
+        #expect(printed.contains("log_level = error  (command line)"))
+        #expect(printed.contains("port = 2222  (.env)"))
+        #expect(printed.contains("session_lifetime = (default)"))
+        // ServePlan reads the same object.
+        let plan = try ServePlan(values: values)
+        #expect(plan.settings.port == 2222)
+        #expect(plan.settings.database == "environment.sqlite")
+        #expect(plan.logLevel == "error")
+    }
+
+    @Test("every key can be set by its flag, its environment variable and the config file")
+    func everyKeyInEveryLayer() async throws {
+        for key in SettingKey.all {
+            let fromFlag = try await LayeredValues(arguments: [key.flag, "v-\(key.name)"], environment: [:], dotEnvPath: nil)
+            #expect(fromFlag.string(key.name) == "v-\(key.name)", "\(key.flag)")
+            #expect(fromFlag.source(of: key.name) == "command line")
+            let fromEnvironment = try await LayeredValues(arguments: [], environment: [key.environmentName: "e-\(key.name)"], dotEnvPath: nil)
+            #expect(fromEnvironment.string(key.name) == "e-\(key.name)", "\(key.environmentName)")
+            let directory = try Self.directory(["c.json": #"{"\#(key.name)": "f-\#(key.name)"}"#])
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let fromFile = try await LayeredValues(arguments: [], configFile: directory.appendingPathComponent("c.json").path, environment: [:], dotEnvPath: nil)
+            #expect(fromFile.string(key.name) == "f-\(key.name)", "file key \(key.name)")
+        }
+    }
+
+    @Test("lists: comma-separated in the environment and on the command line, JSON arrays in the file")
+    func lists() async throws {
+        let cli = try await LayeredValues(arguments: ["--trusted-proxies", "10.0.0.1, 10.0.0.2"], environment: [:], dotEnvPath: nil)
+        #expect(cli.list("trusted_proxies") == ["10.0.0.1", "10.0.0.2"])
+        let environment = try await LayeredValues(arguments: [], environment: ["SIWA_EXTRA_AUDIENCES": "com.a.app,com.b.app"], dotEnvPath: nil)
+        #expect(environment.list("extra_audiences") == ["com.a.app", "com.b.app"])
+    }
+
+    @Test("secrets are redacted wherever configuration is printed")
+    func secretsRedacted() async throws {
+        let key = "c2VjcmV0LWRhdGEta2V5LXRoYXQtbXVzdC1ub3Qtc2hvdw=="
+        for values in [
+            try await LayeredValues(arguments: ["--data-key", key], environment: [:], dotEnvPath: nil),
+            try await LayeredValues(arguments: [], environment: ["SIWA_DATA_KEY": key], dotEnvPath: nil),
+        ] {
+            let printed = values.printed()
+            #expect(!printed.contains(key))
+            #expect(printed.contains("data_key = <redacted>"))
+        }
+    }
+
+    @Test("an unknown flag or file key is refused, naming it")
+    func unknownKeys() async throws {
+        await #expect { _ = try await LayeredValues(commandArguments: ["--prot", "8080"]) } throws: { error in
+            (error as? ConfigurationError)?.field == "--prot"
+        }
+        let directory = try Self.directory(["c.json": #"{"prot": 8080}"#])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        await #expect { _ = try await LayeredValues(arguments: [], configFile: directory.appendingPathComponent("c.json").path, environment: [:], dotEnvPath: nil) } throws: { error in
+            (error as? ConfigurationError)?.field == "prot"
+        }
+    }
+}
