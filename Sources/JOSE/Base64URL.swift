@@ -58,9 +58,11 @@ public enum Base64URL {
     /// Decodes base64url from a buffer of UTF-8 bytes into an array: one pass through a lookup table, four
     /// characters to three bytes at a time, into storage allocated once and written once.
     public static func decodeToArray(bytes buffer: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        var end = buffer.count
-        while end > 0, buffer[end - 1] == UInt8(ascii: "=") { end -= 1 }
-        guard buffer.count - end <= 2, end % 4 != 1 else { return nil }
+        // Strict, as the JWS compact form (RFC 7515 §2) and JWK values (RFC 7518 §2) require: no padding (an `=`
+        // is outside the alphabet and refused below), no length a byte cannot end on, and no set bits after the
+        // last byte, so each byte string has exactly one accepted spelling.
+        let end = buffer.count
+        guard end % 4 != 1 else { return nil }
         let tail = end % 4
         let outputCount = end / 4 * 3 + (tail == 0 ? 0 : tail - 1)
         var valid = true
@@ -83,6 +85,8 @@ public enum Base64URL {
                 let a = table[Int(buffer[index])], b = table[Int(buffer[index + 1])]
                 let c = tail == 3 ? table[Int(buffer[index + 2])] : 0
                 guard (a | b | c) & 0xC0 == 0 else { return false }
+                // The bits after the last byte: 4 of `b` when one byte remains, 2 of `c` when two do.
+                guard tail == 2 ? b & 0x0F == 0 : c & 0x03 == 0 else { return false }
                 let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
                 output[written] = UInt8(truncatingIfNeeded: group >> 16)
                 if tail == 3 { output[written + 1] = UInt8(truncatingIfNeeded: group >> 8) }

@@ -15,13 +15,13 @@ struct AppleFidelityTests {
 
     @Test("everything it signs has Apple's issuer by default; a test may ask for its own URL instead")
     func issuer() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let token = try #require(try await emulator.authorize()["id_token"])
             #expect(Decode.jwtClaims(token)["iss"] as? String == "https://appleid.apple.com")
             let notification = try await emulator.emulator.signNotification(type: "consent-revoked", subject: Fixtures.ada, clientID: EmulatorConfiguration.testServicesID)
             #expect(Decode.jwtClaims(notification.jws)["iss"] as? String == "https://appleid.apple.com")
         }
-        try await withEmulator(Fixtures.configuration { $0.issuer = EmulatorConfiguration.ownURLIssuer }) { emulator async throws in
+        try await withEmulator(Fixtures.configuration { $0.issuer = EmulatorConfiguration.ownURLIssuer }, initialKeys: 1) { emulator async throws in
             let token = try #require(try await emulator.authorize()["id_token"])
             #expect(Decode.jwtClaims(token)["iss"] as? String == emulator.baseURL)
         }
@@ -29,7 +29,7 @@ struct AppleFidelityTests {
 
     @Test("claims are typed as in 2025 tokens: booleans as JSON booleans, auth_time, c_hash in front and at_hash from the token endpoint")
     func claimTypes() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let fields = try await emulator.authorize(email: "hide", nonce: "n")
             let front = Decode.jwtClaims(try #require(fields["id_token"]))
             // (That they are JSON booleans and not strings on the wire: booleansOnTheWire.)
@@ -56,7 +56,7 @@ struct AppleFidelityTests {
 
     @Test("JSON booleans in the raw token text, not strings")
     func booleansOnTheWire() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let token = try #require(try await emulator.authorize()["id_token"])
             let payload = String(decoding: try #require(JOSEPart.decode(token, part: 1)), as: UTF8.self)
             #expect(payload.contains(#""email_verified":true"#))
@@ -67,7 +67,7 @@ struct AppleFidelityTests {
 
     @Test("a native sign-in's token carries real_user_status 2 and c_hash")
     func nativeToken() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let native = try await emulator.emulator.nativeAuthorization(.init(clientID: EmulatorConfiguration.testBundleID, sub: Fixtures.ada, nonce: "n", hideEmail: false))
             let claims = Decode.jwtClaims(native.identityToken)
             #expect(claims["real_user_status"] as? Int == 2)
@@ -77,7 +77,7 @@ struct AppleFidelityTests {
 
     @Test("lifetimes are Apple's: id_token a day, access token an hour, code five minutes and single use")
     func lifetimes() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let fields = try await emulator.authorize()
             let front = Decode.jwtClaims(try #require(fields["id_token"]))
             let iat = try #require(front["iat"] as? Int)
@@ -97,7 +97,7 @@ struct AppleFidelityTests {
 
     @Test("codes, access and refresh tokens and key ids have Apple's shapes, with random content")
     func shapes() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let first = try await emulator.authorize()
             let second = try await emulator.authorize()
             let code = try #require(first["code"])
@@ -117,7 +117,7 @@ struct AppleFidelityTests {
 
     @Test("/.well-known/openid-configuration has the members of Apple's document, pointing at the emulator")
     func discovery() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let answer = try await emulator.get("/.well-known/openid-configuration")
             #expect(answer.status == 200)
             #expect(answer.headers["content-type"]?.hasPrefix("application/json") == true)
@@ -142,7 +142,7 @@ struct AppleFidelityTests {
 
     @Test("after a team-transfer lookup at /auth/usermigrationinfo, that user's id_tokens carry transfer_sub")
     func transferSubject() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let before = Decode.jwtClaims(try #require(try await emulator.authorize(user: Fixtures.ada)["id_token"]))
             #expect(before["transfer_sub"] == nil)
             let client = try emulator.appleClient()
@@ -161,7 +161,7 @@ struct AppleFidelityTests {
 
     @Test("notifications expire a day after they are issued, as Apple's")
     func notificationExpiry() async throws {
-        try await withEmulator { emulator async throws in
+        try await withEmulator(initialKeys: 1) { emulator async throws in
             let signed = try await emulator.emulator.signNotification(type: "email-disabled", subject: Fixtures.ada, clientID: EmulatorConfiguration.testServicesID)
             let claims = Decode.jwtClaims(signed.jws)
             #expect(try #require(claims["exp"] as? Int) - (try #require(claims["iat"] as? Int)) == 86_400)

@@ -28,8 +28,12 @@ struct JOSETests {
         #expect(Base64URL.decode(Base64URL.encode(all)) == Data(all))
     }
 
-    @Test("base64url decoding accepts padding and refuses standard base64 characters and impossible lengths", arguments: [
-        ("Zg==", Data([0x66])), ("Zm8=", Data([0x66, 0x6F])), ("-_8", Data([0xFB, 0xFF])),
+    @Test("base64url decoding is strict: no padding, no bits after the last byte, no standard base64 characters, no impossible lengths", arguments: [
+        ("Zg", Data([0x66])), ("Zm8", Data([0x66, 0x6F])), ("-_8", Data([0xFB, 0xFF])),
+        // Padding, which the JWS compact form forbids.
+        ("Zg==", nil), ("Zm8=", nil), ("Zm9v====", nil),
+        // Non-zero bits after the last byte: another spelling of "f" and of "fo".
+        ("Zh", nil), ("Zm9", nil),
         ("+/8", nil), ("Zm9v!", nil), ("Z", nil), ("Zm9vZ", nil), ("Zm 9v", nil), ("Z=g", nil), ("Zm9v\u{301}", nil),
     ] as [(String, Data?)])
     func decode(text: String, expected: Data?) {

@@ -36,10 +36,9 @@ struct ThirdPartyClientTests {
     @Test("Authlib, with Apple's URLs pointed at siwa emulator and Apple's issuer kept, signs in and verifies both id_tokens")
     func authlib() async throws {
         guard let python = Self.python() else { return }
-        let port = try await FreePorts.reserve(1)[0]
-        try await ChildProcess.withSiwaServer(["emulator", "--port", String(port)], port: port) {
+        try await ChildProcess.withSiwaEmulator { base in
             let run = try await ChildProcess.run(URL(fileURLWithPath: python), arguments: [Self.scripts.appendingPathComponent("authlib_apple.py").path], environment: Self.client.merging([
-                "APPLE_BASE_URL": "http://127.0.0.1:\(port)",
+                "APPLE_BASE_URL": base,
                 "USER_SUB": "000789.9a8b7c6d5e4f30211203f4e5d6c7b8a9.9012",
             ]) { $1 })
             #expect(run.status == 0, "the Authlib client failed:\n\(run.stderr)\n\(run.stdout)")
@@ -55,11 +54,10 @@ struct ThirdPartyClientTests {
     @Test("requests-oauthlib with PyJWT reads the discovery document, hard-codes Apple's issuer, and verifies across a key rotation")
     func discoveryClientAcrossRotation() async throws {
         guard let python = Self.python() else { return }
-        let port = try await FreePorts.reserve(1)[0]
-        try await ChildProcess.withSiwaServer(["emulator", "--port", String(port)], port: port) {
+        try await ChildProcess.withSiwaEmulator { base in
             let run = try await ChildProcess.run(URL(fileURLWithPath: python), arguments: [Self.scripts.appendingPathComponent("discovery_pyjwt.py").path], environment: Self.client.merging([
-                "APPLE_DISCOVERY_URL": "http://127.0.0.1:\(port)/.well-known/openid-configuration",
-                "ROTATE_VIA": "http://127.0.0.1:\(port)/emulator/admin",
+                "APPLE_DISCOVERY_URL": base + "/.well-known/openid-configuration",
+                "ROTATE_VIA": base + "/emulator/admin",
                 // The client caches the key set for two seconds, so the rotation's lead time is short.
                 "JWKS_LIFESPAN": "2",
                 // oauthlib refuses plain http unless told this is a local test.

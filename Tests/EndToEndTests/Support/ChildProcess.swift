@@ -71,17 +71,18 @@ enum ChildProcess {
         )
     }
 
-    /// Starts `siwa ARGUMENTS` as a server, waits until `http://127.0.0.1:PORT/healthz` answers, runs `body`, then
-    /// stops it by its pid (SIGTERM) and waits for it to exit, without blocking a concurrency thread.
-    static func withSiwaServer<T>(_ arguments: [String], port: Int, _ body: () async throws -> T) async throws -> T {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-server-\(UUID().uuidString).log")
+    /// Starts `siwa emulator --port 0` (the kernel picks a free port, so parallel suites cannot collide), reads the
+    /// port it announces, waits until `/healthz` answers, runs `body` with its base URL, then stops it by its pid
+    /// (SIGTERM) and waits for it to exit, without blocking a concurrency thread.
+    static func withSiwaEmulator<T>(_ body: (String) async throws -> T) async throws -> T {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-emulator-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: log) }
         let handle = try FileHandle(forWritingTo: log)
         defer { try? handle.close() }
         let process = Process()
         process.executableURL = siwaExecutable
-        process.arguments = arguments
+        process.arguments = ["emulator", "--port", "0"]
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
@@ -96,17 +97,23 @@ enum ChildProcess {
             for await _ in exits { break }
         }
         do {
-            var ready = false
-            for _ in 0..<200 where !ready {
+            var base: String?
+            for _ in 0..<400 where base == nil {
                 guard process.isRunning else { break }
-                ready = (try? await HTTPProbe.status("http://127.0.0.1:\(port)/healthz")) == 200
-                if !ready { try await Task.sleep(for: .milliseconds(50)) }
-            }
-            guard ready else {
                 let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw EndToEndError("siwa \(arguments.joined(separator: " ")) did not become ready on port \(port):\n\(output)")
+                if let port = output.firstMatch(of: #/listening on http://127\.0\.0\.1:(\d+)\s/#)?.1,
+                    (try? await HTTPProbe.status("http://127.0.0.1:\(port)/healthz")) == 200
+                {
+                    base = "http://127.0.0.1:\(port)"
+                } else {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
             }
-            let result = try await body()
+            guard let base else {
+                let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw EndToEndError("siwa emulator did not become ready:\n\(output)")
+            }
+            let result = try await body(base)
             await stop()
             return result
         } catch {
