@@ -146,9 +146,23 @@ let package = Package(
             path: "Benchmarks/Soak",
             swiftSettings: swiftSettings
         ),
+        // What every test target shares: servers on free loopback ports, child processes (siwa, Python clients).
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AppleSignInTests",
             dependencies: [
+                "TestSupport",
                 "AppleSignIn",
                 "FuzzTargets",
                 "JOSE",
@@ -165,6 +179,7 @@ let package = Package(
         .testTarget(
             name: "AppleIDEmulatorTests",
             dependencies: [
+                "TestSupport",
                 "AppleIDEmulator",
                 "AppleSignIn",
                 "JOSE",
@@ -181,6 +196,7 @@ let package = Package(
         .testTarget(
             name: "SignInServerTests",
             dependencies: [
+                "TestSupport",
                 "SignInServer",
                 "AppleIDEmulator",
                 "AppleSignIn",
@@ -200,6 +216,7 @@ let package = Package(
         .testTarget(
             name: "StoreAndLifecycleTests",
             dependencies: [
+                "TestSupport",
                 "SignInServer",
                 "AppleIDEmulator",
                 "AppleSignIn",
@@ -219,6 +236,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
+                "TestSupport",
                 "siwa",
                 "SignInServer",
                 "AppleIDEmulator",

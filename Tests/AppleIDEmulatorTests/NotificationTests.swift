@@ -1,6 +1,7 @@
 import AppleIDEmulator
 import AppleSignIn
 import Foundation
+import TestSupport
 import Testing
 
 /// Server-to-server notifications sent through `POST /emulator/admin/notify`, received by a real HTTP

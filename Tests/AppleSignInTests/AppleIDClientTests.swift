@@ -6,6 +6,7 @@ import Hummingbird
 import JOSE
 import NIOCore
 import Synchronization
+import TestSupport
 import Testing
 
 /// Apple's token and revoke endpoints on loopback: records each form it receives and answers as the test says.
@@ -89,7 +90,7 @@ final class TokenEndpointServer: Sendable {
         try await withLocalServer(router) { base in
             let (key, pem) = TestKeys.p8()
             let configuration = try TestConfiguration.make(
-                returnURLs: ["http://127.0.0.1:8080/auth/apple/callback"], privateKeyPEM: pem, appleBaseURL: base.absoluteString
+                returnURLs: ["http://127.0.0.1:8080/auth/apple/callback"], privateKeyPEM: pem, appleBaseURL: base
             )
             let client = AppleIDClient(
                 configuration: configuration, httpClient: HTTPClient.shared, secrets: ClientSecretSigner(configuration: configuration), timeout: timeout

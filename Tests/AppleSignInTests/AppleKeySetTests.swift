@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import Synchronization
+import TestSupport
 import Testing
 
 /// A JWKS endpoint on loopback whose keys, status and `Cache-Control` a test changes while it runs.
@@ -65,7 +66,7 @@ final class JWKSServer: Sendable {
         try await withLocalServer(router) { base in
             let clock = TestClock()
             let keySet = AppleKeySet(
-                source: .remote(base.appendingPathComponent("auth/keys"), HTTPClient.shared, timeout: timeout),
+                source: .remote(URL(string: base + "/auth/keys")!, HTTPClient.shared, timeout: timeout),
                 policy: policy,
                 now: clock.closure
             )

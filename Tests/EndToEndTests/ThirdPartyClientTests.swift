@@ -1,6 +1,7 @@
 import AppleIDEmulator
 import Foundation
 import Testing
+import TestSupport
 
 /// Two Sign in with Apple clients that are not ours, of different families, complete a sign-in against
 /// `siwa emulator` (the built binary, as a user runs it) with only Apple's URLs changed: Authlib's OAuth client

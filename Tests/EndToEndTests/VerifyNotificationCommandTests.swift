@@ -1,6 +1,7 @@
 import AppleIDEmulator
 import Foundation
 import Testing
+import TestSupport
 
 /// `siwa verify-notification`, run as a user runs it: a notification Apple signed is verified like an
 /// identity token, `exp` included, and a refusal names the check that failed.

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import SignInServer
+import TestSupport
 import Testing
 
 @Suite("Graceful shutdown")

@@ -2,6 +2,7 @@ import AppleSignIn
 import Foundation
 import JOSE
 import Testing
+import TestSupport
 
 /// Reading what a client receives: JWT parts, HTML pages, Apple's error codes.
 enum Decode {
@@ -54,19 +55,11 @@ enum Decode {
     }
 
     private static func firstCapture(_ pattern: String, in text: String) -> String? {
-        let regex = try! NSRegularExpression(pattern: pattern)
-        guard let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)),
-            let range = Range(match.range(at: 1), in: text)
-        else { return nil }
-        return String(text[range])
+        HTMLText.capture(pattern, in: text)
     }
 
     static func unescapeHTML(_ text: String) -> String {
-        text.replacingOccurrences(of: "&quot;", with: "\"")
-            .replacingOccurrences(of: "&#39;", with: "'")
-            .replacingOccurrences(of: "&lt;", with: "<")
-            .replacingOccurrences(of: "&gt;", with: ">")
-            .replacingOccurrences(of: "&amp;", with: "&")
+        HTMLText.unescape(text)
     }
 
     /// The query (or fragment) of a redirect as a dictionary.

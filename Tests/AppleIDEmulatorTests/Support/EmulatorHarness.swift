@@ -8,6 +8,7 @@ import JOSE
 import Logging
 import NIOCore
 import NIOHTTP1
+import TestSupport
 
 /// Values every suite shares: the registered return URL and the emulator's test users.
 enum Fixtures {
@@ -223,41 +224,17 @@ func withEmulator<Value: Sendable>(
     _ body: (EmulatorHarness) async throws -> Value
 ) async throws -> Value {
     let emulator = try AppleIDEmulator(configuration: configuration, initialKeys: initialKeys, logger: Fixtures.logger("test-emulator"))
-    let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-    let app = emulator.buildApplication(host: "127.0.0.1", port: 0) { port in
-        portContinuation.yield(port)
-        portContinuation.finish()
-    }
     let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: .init(redirectConfiguration: .disallow))
-    let result: Result<Value, any Error> = await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask {
-            // If the server cannot start, the wait for its port below ends instead of hanging.
-            defer { portContinuation.finish() }
-            do {
-                try await app.runService()
-            } catch is CancellationError {
-                // The test is over.
-            }
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), port != 0, let baseURL = emulator.baseURL else {
-            group.cancelAll()
-            return .failure(HarnessError.didNotStart)
-        }
-        let harness = EmulatorHarness(emulator: emulator, port: port, baseURL: baseURL, http: http)
-        let outcome: Result<Value, any Error>
-        do {
-            outcome = .success(try await body(harness))
-        } catch {
-            outcome = .failure(error)
-        }
-        group.cancelAll()
-        return outcome
+    let result: Result<Value, any Error>
+    do {
+        result = .success(try await withLiveApplication({ emulator.buildApplication(host: "127.0.0.1", port: 0, onRunning: $0) }) { port in
+            guard let baseURL = emulator.baseURL else { throw LiveServerError.didNotStart("the emulator has no base URL") }
+            return try await body(EmulatorHarness(emulator: emulator, port: port, baseURL: baseURL, http: http))
+        })
+    } catch {
+        result = .failure(error)
     }
     try await http.shutdown()
     return try result.get()
 }
 
-enum HarnessError: Error {
-    case didNotStart
-}

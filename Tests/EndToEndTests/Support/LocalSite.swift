@@ -2,9 +2,11 @@ import AppleIDEmulator
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 import SignInServer
 @testable import siwa
+import TestSupport
 
 /// The site as `swift run siwa serve` runs it in local mode, in this process: the configuration comes from
 /// `ServePlan` itself (free ports, a throwaway SQLite file), the emulator runs as a service of the server,
@@ -31,7 +33,25 @@ struct LocalSite: Sendable {
     }
 
     /// Starts the emulator and the server, runs `body`, then shuts both down and deletes the database.
+    /// The ports must be known before either starts (each names the other), so they are reserved and released
+    /// first; when another test's server took one meanwhile, start-up is tried again on new ports (twice at most).
     static func run(_ body: (LocalSite) async throws -> Void) async throws {
+        var attempt = 1
+        while true {
+            var started = false
+            do {
+                try await runOnce { site in
+                    started = true
+                    try await body(site)
+                }
+                return
+            } catch let error as IOError where error.errnoCode == EADDRINUSE && !started && attempt < 3 {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func runOnce(_ body: (LocalSite) async throws -> Void) async throws {
         let ports = try await FreePorts.reserve(2)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-e2e-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

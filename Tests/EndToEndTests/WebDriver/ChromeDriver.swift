@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import TestSupport
 
 /// A chromedriver process on a free loopback port. Whoever starts one stops it (`stop()`), after quitting
 /// the sessions they opened.

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import TestSupport
 
 /// One `Set-Cookie` header, parsed.
 struct SetCookie: Sendable {
@@ -56,18 +57,10 @@ extension TestResponse {
     var csrfToken: String? { Self.capture(#"name="csrf_token" value="([^"]*)""#, in: text).map(Self.unescapeHTML) }
 
     static func capture(_ pattern: String, in text: String) -> String? {
-        let regex = try! NSRegularExpression(pattern: pattern)
-        guard let match = regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)),
-            let range = Range(match.range(at: 1), in: text)
-        else { return nil }
-        return String(text[range])
+        HTMLText.capture(pattern, in: text)
     }
 
     static func unescapeHTML(_ text: String) -> String {
-        text.replacingOccurrences(of: "&quot;", with: "\"")
-            .replacingOccurrences(of: "&#39;", with: "'")
-            .replacingOccurrences(of: "&lt;", with: "<")
-            .replacingOccurrences(of: "&gt;", with: ">")
-            .replacingOccurrences(of: "&amp;", with: "&")
+        HTMLText.unescape(text)
     }
 }

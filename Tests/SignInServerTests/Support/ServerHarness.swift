@@ -9,6 +9,7 @@ import JOSE
 import Logging
 import NIOCore
 import SignInServer
+import TestSupport
 
 /// How to set up the server under test.
 struct ServerOptions: Sendable {
@@ -93,41 +94,6 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     let app = try await buildApplication(settings: settings, httpClient: .shared, store: store, logger: logs.logger)
     try await app.test(options.live ? .live : .router) { client in
         try await body(Harness(client: client, emulatorURL: emulatorURL, settings: settings, store: store, cipher: cipher, database: TestDatabase(path: path), logs: logs))
-    }
-}
-
-/// Runs an application on a free loopback port while `body` runs.
-func withLiveApplication<App: ApplicationProtocol>(
-    _ make: (@escaping @Sendable (Int) async -> Void) -> App,
-    _ body: (Int) async throws -> Void
-) async throws {
-    let (ports, continuation) = AsyncStream<Int>.makeStream()
-    let app = make { port in
-        continuation.yield(port)
-        continuation.finish()
-    }
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask {
-            // If the server cannot start, the wait for its port below ends instead of hanging.
-            defer { continuation.finish() }
-            do {
-                try await app.runService()
-            } catch is CancellationError {
-                // The test is over.
-            }
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), port != 0 else {
-            group.cancelAll()
-            throw HarnessError.didNotStart
-        }
-        do {
-            try await body(port)
-        } catch {
-            group.cancelAll()
-            throw error
-        }
-        group.cancelAll()
     }
 }
 

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 @testable import SignInServer
+import TestSupport
 
 /// What a client sees of one HTTP answer.
 struct Answer: Sendable {
@@ -203,32 +204,3 @@ func withInstance<T: Sendable>(_ world: World, settings: ServerSettings, store: 
     }
 }
 
-/// Runs an application on a free loopback port while `body` runs; stops it after.
-func withLiveApplication<App: ApplicationProtocol, T: Sendable>(
-    _ make: (@escaping @Sendable (Int) async -> Void) async throws -> App,
-    _ body: (Int) async throws -> T
-) async throws -> T {
-    let (ports, continuation) = AsyncStream<Int>.makeStream()
-    let app = try await make { port in
-        continuation.yield(port)
-        continuation.finish()
-    }
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask {
-            // If the server cannot start, the wait for its port below ends instead of hanging.
-            defer { continuation.finish() }
-            do {
-                try await app.runService()
-            } catch is CancellationError {
-                // The test is over.
-            }
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), port != 0 else {
-            group.cancelAll()
-            throw SetupError("the application did not start listening")
-        }
-        defer { group.cancelAll() }
-        return try await body(port)
-    }
-}

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Logging
 import PostgresNIO
+import TestSupport
 
 /// The throwaway PostgreSQL server `scripts/test` starts, and fresh databases on it.
 enum TestPostgres {

@@ -1,17 +1,18 @@
 import AsyncHTTPClient
 import Foundation
 
-/// Programs the end-to-end tests start themselves (`siwa emulator`, Python clients), each stopped by the test
+/// Programs the tests start themselves (`siwa emulator`, Python clients), each stopped by the test
 /// that started it.
-enum ChildProcess {
-    struct Outcome: Sendable {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+public enum ChildProcess {
+    /// How a program ended and what it printed.
+    public struct Outcome: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
     }
 
     /// The `siwa` executable SwiftPM built beside the test bundle (this target depends on it).
-    static var siwaExecutable: URL {
+    public static var siwaExecutable: URL {
         let directory = Bundle.main.bundleURL.deletingLastPathComponent()
         let beside = directory.appendingPathComponent("siwa")
         if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
@@ -19,7 +20,7 @@ enum ChildProcess {
     }
 
     /// Runs `executable` to its end (stopping it after `timeLimit`) without blocking a concurrency thread.
-    static func run(_ executable: URL, arguments: [String], environment: [String: String], timeLimit: Duration = .seconds(90)) async throws -> Outcome {
+    public static func run(_ executable: URL, arguments: [String], environment: [String: String], timeLimit: Duration = .seconds(90)) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -74,7 +75,7 @@ enum ChildProcess {
     /// Starts `siwa emulator --port 0` (the kernel picks a free port, so parallel suites cannot collide), reads the
     /// port it announces, waits until `/healthz` answers, runs `body` with its base URL, then stops it by its pid
     /// (SIGTERM) and waits for it to exit, without blocking a concurrency thread.
-    static func withSiwaEmulator<T>(_ body: (String) async throws -> T) async throws -> T {
+    public static func withSiwaEmulator<T>(_ body: (String) async throws -> T) async throws -> T {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-emulator-\(UUID().uuidString).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: log) }
@@ -111,7 +112,7 @@ enum ChildProcess {
             }
             guard let base else {
                 let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw EndToEndError("siwa emulator did not become ready:\n\(output)")
+                throw LiveServerError.didNotStart("siwa emulator did not become ready:\n\(output)")
             }
             let result = try await body(base)
             await stop()
@@ -124,8 +125,9 @@ enum ChildProcess {
 }
 
 /// One plain GET, for readiness checks.
-enum HTTPProbe {
-    static func status(_ url: String) async throws -> Int {
+public enum HTTPProbe {
+    /// The status of a GET of `url` (two-second timeout).
+    public static func status(_ url: String) async throws -> Int {
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(2))
         _ = try? await response.body.collect(upTo: 64 * 1024)
         return Int(response.status.code)
