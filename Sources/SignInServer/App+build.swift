@@ -39,7 +39,7 @@ public func makeStore(settings: ServerSettings, logger: Logger) throws -> any Si
 /// PostgreSQL store needs its client running first, so `buildApplication` migrates it before serving.
 public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, store: (any SignInStore)? = nil, logger: Logger) async throws -> ServerComponents {
     let store = try store ?? makeStore(settings: settings, logger: logger)
-    if !(store is PostgresStore) { try await store.migrate() }
+    if store.services.isEmpty { try await store.migrate() }
     let timeout = TimeAmount.milliseconds(Int64(settings.appleTimeoutMS))
     let keySet = AppleKeySet(source: .remote(settings.apple.endpoint("/auth/keys"), httpClient, timeout: timeout), logger: logger)
     // The web flow accepts the Services ID only; native apps their bundle IDs only; notifications any of ours.
@@ -98,9 +98,8 @@ public func buildApplication(
     let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
     let router = buildRouter(settings: settings, components: components, renderer: renderer, logger: logger)
-    let lifecycle = LifecycleService(lifecycle: components.lifecycle, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
-    var allServices = services
-    if let postgres = components.store as? PostgresStore { allServices.insert(postgres.client, at: 0) }
+    let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
+    let allServices = components.store.services + services
     var app = Application(
         router: router,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
@@ -108,8 +107,9 @@ public func buildApplication(
         onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
         logger: logger
     )
-    if let postgres = components.store as? PostgresStore {
-        app.beforeServerStarts { try await postgres.migrate() }
+    if !components.store.services.isEmpty {
+        // The store needed its services running first (a PostgreSQL pool): migrate once they are.
+        app.beforeServerStarts { try await components.store.migrate() }
     }
     return app
 }

@@ -6,7 +6,7 @@ import Logging
 /// JSON endpoints: native apps' sign-in and their session. Errors are RFC 9457 problem details.
 struct APIController: Sendable {
     let native: NativeSignIn
-    let store: any SignInStore
+    let store: any UsersAndSessions
 
     func addRoutes(to router: Router<ServerContext>) {
         router.post("/api/apple/native", use: nativeSignIn)

@@ -86,10 +86,10 @@ extension Request {
     }
 }
 
-extension SignInStore {
+extension CookiePolicy {
     /// The live session named by the request's session cookie, with its user; nil without a cookie.
-    func session(for request: Request, cookies: CookiePolicy, now: Date = Date()) async throws -> (SessionRecord, UserRecord)? {
-        guard let cookie = request.cookieValue(cookies.sessionName), !cookie.isEmpty else { return nil }
-        return try await session(idHash: SignInFlow.hash(cookie), now: now)
+    func session(for request: Request, in store: any UsersAndSessions, now: Date = Date()) async throws -> (SessionRecord, UserRecord)? {
+        guard let cookie = request.cookieValue(sessionName), !cookie.isEmpty else { return nil }
+        return try await store.session(idHash: SignInFlow.hash(cookie), now: now)
     }
 }

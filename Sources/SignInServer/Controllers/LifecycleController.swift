@@ -5,7 +5,7 @@ import Logging
 
 /// Apple's server-to-server notifications and account deletion.
 struct LifecycleController: Sendable {
-    let store: any SignInStore
+    let store: any NotificationLedger & UsersAndSessions
     let notifications: NotificationVerifier
     let lifecycle: AccountLifecycle
     let renderer: PageRenderer
@@ -86,7 +86,7 @@ struct LifecycleController: Sendable {
     }
 
     private func currentSession(_ request: Request) async throws -> (SessionRecord, UserRecord)? {
-        try await store.session(for: request, cookies: cookies)
+        try await cookies.session(for: request, in: store)
     }
 
     static func plain(_ status: HTTPResponse.Status, _ text: String) -> Response {

@@ -9,7 +9,7 @@ import Synchronization
 /// The pages and the flow: sign-in page, start, callback, session page, sign-out.
 struct WebController: Sendable {
     let flow: SignInFlow
-    let store: any SignInStore
+    let store: any UsersAndSessions
     let renderer: PageRenderer
     let cookies: CookiePolicy
     let settings: ServerSettings
@@ -21,7 +21,7 @@ struct WebController: Sendable {
     let returnAuthority: String
 
     init(
-        flow: SignInFlow, store: any SignInStore, renderer: PageRenderer, cookies: CookiePolicy, settings: ServerSettings,
+        flow: SignInFlow, store: any UsersAndSessions, renderer: PageRenderer, cookies: CookiePolicy, settings: ServerSettings,
         metrics: ServerMetrics, proxy: ClientAddressResolver
     ) {
         self.flow = flow
@@ -309,7 +309,7 @@ struct WebController: Sendable {
     // MARK: helpers
 
     private func currentSession(_ request: Request) async throws -> (SessionRecord, UserRecord)? {
-        try await store.session(for: request, cookies: cookies)
+        try await cookies.session(for: request, in: store)
     }
 
     static func language(_ request: Request) -> PageLanguage {

@@ -5,11 +5,11 @@ import Logging
 /// What happens after the first sign-in: account deletion with revocation at Apple, daily refresh checks,
 /// and the queue of revocations Apple could not be told about yet.
 public struct AccountLifecycle: Sendable {
-    let store: any SignInStore
+    let store: any LifecycleQueue
     let client: AppleIDClient
 
     /// Creates the lifecycle operations.
-    public init(store: any SignInStore, client: AppleIDClient) {
+    public init(store: any LifecycleQueue, client: AppleIDClient) {
         self.store = store
         self.client = client
     }

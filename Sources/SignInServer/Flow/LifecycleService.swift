@@ -5,12 +5,14 @@ import ServiceLifecycle
 /// The background service that runs refresh checks and queued revocations every `interval`, until shutdown.
 public struct LifecycleService: Service {
     let lifecycle: AccountLifecycle
+    let maintenance: any StoreMaintenance
     let interval: Duration
     let logger: Logger
 
     /// Creates the service.
-    public init(lifecycle: AccountLifecycle, interval: Duration, logger: Logger) {
+    public init(lifecycle: AccountLifecycle, maintenance: any StoreMaintenance, interval: Duration, logger: Logger) {
         self.lifecycle = lifecycle
+        self.maintenance = maintenance
         self.interval = interval
         self.logger = logger
     }
@@ -20,7 +22,7 @@ public struct LifecycleService: Service {
         // migration (beforeServerStarts) has run. Migrations are idempotent and serialised by an advisory lock.
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
-                try await lifecycle.store.migrate()
+                try await maintenance.migrate()
                 break
             } catch {
                 logger.warning("store not ready for background work; will try again", metadata: ["error": "\(error)"])
@@ -29,7 +31,7 @@ public struct LifecycleService: Service {
         }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
-                let swept = try await lifecycle.store.sweepExpired(now: Date(), limit: 1000)
+                let swept = try await maintenance.sweepExpired(now: Date(), limit: 1000)
                 if swept > 0 { logger.debug("expired rows removed", metadata: ["count": "\(swept)"]) }
                 try await lifecycle.runRevocationQueue(logger: logger)
                 try await lifecycle.runRefreshChecks(logger: logger)

@@ -5,13 +5,13 @@ import Logging
 /// Sign-in for native iOS apps: they send the `identityToken` and `authorizationCode` that
 /// `ASAuthorizationAppleIDCredential` gives them; the audience is the app's bundle ID.
 public struct NativeSignIn: Sendable {
-    let store: any SignInStore
+    let store: any UsersAndSessions
     let verifier: IdentityTokenVerifier
     let client: AppleIDClient
     let sessionLifetime: TimeInterval
 
     /// Creates the native flow; `verifier` accepts the bundle IDs only.
-    public init(store: any SignInStore, verifier: IdentityTokenVerifier, client: AppleIDClient, sessionLifetime: TimeInterval) {
+    public init(store: any UsersAndSessions, verifier: IdentityTokenVerifier, client: AppleIDClient, sessionLifetime: TimeInterval) {
         self.store = store
         self.verifier = verifier
         self.client = client

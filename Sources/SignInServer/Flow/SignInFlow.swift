@@ -9,13 +9,13 @@ public struct SignInFlow: Sendable {
 
     let configuration: AppleSignInConfiguration
     let returnURL: URL
-    let store: any SignInStore
+    let store: any PendingSignIns & UsersAndSessions
     let verifier: IdentityTokenVerifier
     let client: AppleIDClient
     let sessionLifetime: TimeInterval
 
     /// Creates the flow.
-    public init(configuration: AppleSignInConfiguration, returnURL: URL, store: any SignInStore, verifier: IdentityTokenVerifier, client: AppleIDClient, sessionLifetime: TimeInterval) {
+    public init(configuration: AppleSignInConfiguration, returnURL: URL, store: any PendingSignIns & UsersAndSessions, verifier: IdentityTokenVerifier, client: AppleIDClient, sessionLifetime: TimeInterval) {
         self.configuration = configuration
         self.returnURL = returnURL
         self.store = store

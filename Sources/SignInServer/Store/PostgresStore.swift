@@ -3,12 +3,16 @@ import Foundation
 import Synchronization
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 
 /// The shared store for several instances: PostgreSQL through postgres-nio. The `PostgresClient` is a
 /// service and must run (it is added to the application's services by `buildApplication`).
 public final class PostgresStore: SignInStore {
     /// The connection pool; run it as a service.
     public let client: PostgresClient
+
+    /// The connection pool runs as a service of the application.
+    public var services: [any Service] { [client] }
     private let cipher: TokenCipher
     private let logger: Logger
     /// How long one operation may take, waiting for a connection included. The pool queues requests while

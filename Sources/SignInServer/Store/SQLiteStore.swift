@@ -1,6 +1,7 @@
 import AppleSignIn
 import Foundation
 import GRDB
+import ServiceLifecycle
 
 /// The embedded store: SQLite through GRDB, in WAL mode (a `DatabasePool`).
 public final class SQLiteStore: SignInStore {
@@ -37,6 +38,8 @@ public final class SQLiteStore: SignInStore {
             try files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
         }
     }
+
+    public var services: [any Service] { [] }
 
     public func migrate() async throws {
         var migrator = DatabaseMigrator()

@@ -1,15 +1,18 @@
 import AppleSignIn
 import Foundation
+import ServiceLifecycle
 
-/// Everything the server keeps between requests. One implementation per database; chosen once at start.
-public protocol SignInStore: Sendable {
-    /// Creates the schema or brings it up to date.
-    func migrate() async throws
+/// Pending sign-ins: what `/auth/apple` saves and Apple's return consumes.
+public protocol PendingSignIns: Sendable {
     /// Saves a pending authorization.
     func savePending(_ pending: PendingAuthorization) async throws
     /// Removes and returns the pending authorization for `state` if it exists and has not expired;
     /// atomic, so of many concurrent callers with the same state at most one gets it.
     func consumePending(state: String, now: Date) async throws -> PendingAuthorization?
+}
+
+/// Users and their sessions.
+public protocol UsersAndSessions: Sendable {
     /// Upserts the user (never erasing a stored name; linking by `transfer_sub` during a team transfer),
     /// stores the refresh token with its first check a day later, and creates the session.
     func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord
@@ -17,20 +20,17 @@ public protocol SignInStore: Sendable {
     func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)?
     /// Deletes a session; true when it existed.
     func deleteSession(idHash: String) async throws -> Bool
-    /// True when the database answers.
-    func ping() async throws
     /// Sessions not yet expired.
     func countActiveSessions(now: Date) async throws -> Int
-    /// Deletes up to `limit` expired pending authorizations and up to `limit` expired sessions; returns how many.
-    func sweepExpired(now: Date, limit: Int) async throws -> Int
+}
 
-    /// Applies a verified notification once (by `jti`), in one transaction with recording it.
-    func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome
+/// The account lifecycle's work: deletion, revoked links, daily refresh checks, the revocation queue and
+/// team-transfer preparation.
+public protocol LifecycleQueue: Sendable {
     /// Deletes the user's data (sessions, tokens, profile); returns the refresh token to revoke at Apple, if any.
     func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck?
     /// Ends the user's sessions, forgets the refresh token and marks the link revoked.
     func revokeLink(subject: String, at: Date) async throws
-
     /// Claims up to `limit` refresh tokens whose check is due, moving their next check to `nextCheck`
     /// (at least a day ahead), so no other instance checks them again today.
     func claimRefreshChecks(now: Date, limit: Int, nextCheck: @Sendable () -> Date) async throws -> [RefreshCheck]
@@ -40,9 +40,31 @@ public protocol SignInStore: Sendable {
     func claimRevocations(now: Date, limit: Int, retryAt: Date) async throws -> [PendingRevocation]
     /// Removes a revocation that Apple accepted.
     func finishRevocation(id: Int64) async throws
-
     /// Users whose `transfer_sub` is not known yet (team transfer preparation).
     func subjectsWithoutTransferSubject(limit: Int) async throws -> [String]
     /// Records the `transfer_sub` Apple gave for a user.
     func setTransferSubject(_ transferSubject: String, for subject: String) async throws
 }
+
+/// Apple's server-to-server notifications, applied once each.
+public protocol NotificationLedger: Sendable {
+    /// Applies a verified notification once (by `jti`), in one transaction with recording it.
+    func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome
+}
+
+/// Keeping the database itself: schema, health, expiry.
+public protocol StoreMaintenance: Sendable {
+    /// Creates the schema or brings it up to date.
+    func migrate() async throws
+    /// True when the database answers.
+    func ping() async throws
+    /// Deletes up to `limit` expired pending authorizations and up to `limit` expired sessions; returns how many.
+    func sweepExpired(now: Date, limit: Int) async throws -> Int
+    /// Services that must run for the store to answer (a connection pool), started with the application; when
+    /// there are any, the schema is migrated once they run rather than before.
+    var services: [any Service] { get }
+}
+
+/// Everything the server keeps between requests. One implementation per database; chosen once at start.
+/// Each part of the server is given only the parts of it that it uses.
+public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance {}
