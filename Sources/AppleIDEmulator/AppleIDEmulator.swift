@@ -107,12 +107,21 @@ public final class AppleIDEmulator: Sendable {
     }
 }
 
-/// A JSON response with Apple's content type.
-func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
+/// How the emulator writes JSON: sorted keys, slashes unescaped, ISO 8601 dates.
+func emulatorJSON(_ value: some Encodable) throws -> Data {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     encoder.dateEncodingStrategy = .iso8601
-    let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+    return try encoder.encode(value)
+}
+
+/// A JSON response with Apple's content type.
+func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
+    jsonResponse(data: (try? emulatorJSON(value)) ?? Data("{}".utf8), status: status, headers: extra)
+}
+
+/// A response of JSON bytes already written, with Apple's content type; `no-store` unless `extra` says otherwise.
+func jsonResponse(data: Data, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
     var headers: HTTPFields = [.contentType: "application/json;charset=UTF-8", .cacheControl: "no-store"]
     // A field given by the caller replaces the default (the key set is cacheable, not no-store).
     for field in extra { headers[field.name] = field.value }

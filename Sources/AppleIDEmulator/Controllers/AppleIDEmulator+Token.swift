@@ -87,8 +87,7 @@ extension AppleIDEmulator {
 
     /// The public keys, several at once, as Apple publishes them.
     func keySet() async throws -> Response {
-        let data = try await publishedKeySetJSON()
-        return Response(status: .ok, headers: [.contentType: "application/json;charset=UTF-8", .cacheControl: "max-age=\(configuration.keySetMaxAge)"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        jsonResponse(data: try await publishedKeySetJSON(), headers: [.cacheControl: "max-age=\(configuration.keySetMaxAge)"])
     }
 
     /// The JSON of `/auth/keys` as it stands now (also for tests and tools that verify offline).
@@ -106,9 +105,7 @@ extension AppleIDEmulator {
             let primitives = try entry.key.publicKey.getKeyPrimitives()
             keys.append(Key(kid: entry.kid, n: Base64URL.encode(primitives.modulus), e: Base64URL.encode(primitives.publicExponent)))
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(["keys": keys])
+        return try emulatorJSON(["keys": keys])
     }
 
     /// Apple's discovery document (APPLE.md §10): the same members, the endpoints where this emulator serves them,

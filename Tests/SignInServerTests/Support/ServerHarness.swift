@@ -98,7 +98,6 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
 }
 
 enum HarnessError: Error {
-    case didNotStart
     case emulatorRefused(Int, String)
 }
 
