@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "siwa", targets: ["siwa"]),
+        .library(name: "JOSE", targets: ["JOSE"]),
         .library(name: "AppleSignIn", targets: ["AppleSignIn"]),
         .library(name: "AppleIDEmulator", targets: ["AppleIDEmulator"]),
         .library(name: "SignInServer", targets: ["SignInServer"]),
