@@ -6,9 +6,47 @@ public struct ServerContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The connected peer (the proxy, when behind one).
     public let remoteAddress: SocketAddress?
+    /// Who is asking, as `SessionMiddleware` found them; `.notLooked` on routes without it.
+    var visitor: Visitor = .notLooked
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+    }
+}
+
+/// What the session cookie of a request led to.
+enum Visitor: Sendable {
+    /// The route does not look sessions up.
+    case notLooked
+    /// No session cookie, or one naming no live session.
+    case anonymous(hadCookie: Bool)
+    /// A live session and its user.
+    case signedIn(SessionRecord, UserRecord)
+    /// The store did not answer; `retryURL` is the page to try again.
+    case storeUnavailable(retryURL: String)
+}
+
+/// The context of a route only a signed-in person may use: the session, its user and the CSRF token their forms
+/// carry, resolved once by `SessionMiddleware`. Without a session the route is never reached: the person sees
+/// the signed-out page (or, when the store did not answer, the try-again page).
+struct SignedInContext: ChildRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let session: SessionRecord
+    let user: UserRecord
+    /// The token every form of this session must send back.
+    var csrfToken: String { session.csrfToken }
+
+    init(context: ServerContext) throws {
+        switch context.visitor {
+        case .signedIn(let session, let user):
+            coreContext = context.coreContext
+            self.session = session
+            self.user = user
+        case .storeUnavailable(let retryURL):
+            throw ErrorPage.storeUnavailable(retryURL: retryURL)
+        case .anonymous, .notLooked:
+            throw ErrorPage.signedOut
+        }
     }
 }

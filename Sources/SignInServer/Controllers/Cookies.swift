@@ -87,9 +87,9 @@ extension Request {
 }
 
 extension CookiePolicy {
-    /// The live session named by the request's session cookie, with its user; nil without a cookie.
-    func session(for request: Request, in store: any UsersAndSessions, now: Date = Date()) async throws -> (SessionRecord, UserRecord)? {
-        guard let cookie = request.cookieValue(sessionName), !cookie.isEmpty else { return nil }
-        return try await store.session(idHash: SignInFlow.hash(cookie), now: now)
+    /// A completed sign-in: the session cookie set, the binding cookie (done with) deleted.
+    func signedIn(_ response: inout Response, sessionID: String, lifetime: TimeInterval) {
+        response.setCookie(session(sessionID, maxAge: Int(lifetime)))
+        response.setCookie(expired(bindingName))
     }
 }

@@ -6,7 +6,7 @@ struct OperationsController: Sendable {
     let components: ServerComponents
 
     func addRoutes(to router: Router<ServerContext>) {
-        router.get("/healthz") { _, _ in LifecycleController.plain(.ok, "ok") }
+        router.get("/healthz") { _, _ in Response.plain(.ok, "ok") }
         router.get("/readyz", use: ready)
         router.get("/metrics", use: metrics)
     }
@@ -23,9 +23,9 @@ struct OperationsController: Sendable {
         if !components.keySet.isLoaded { problems.append("Apple key set not loaded") }
         guard problems.isEmpty else {
             context.logger.warning("not ready", metadata: ["problems": "\(problems.joined(separator: "; "))"])
-            return LifecycleController.plain(.serviceUnavailable, "not ready: " + problems.joined(separator: "; "))
+            return Response.plain(.serviceUnavailable, "not ready: " + problems.joined(separator: "; "))
         }
-        return LifecycleController.plain(.ok, "ready")
+        return Response.plain(.ok, "ready")
     }
 
     @Sendable func metrics(_ request: Request, context: ServerContext) async throws -> Response {

@@ -110,28 +110,24 @@ public struct PageRenderer: Sendable {
         return library.render(context, withTemplate: template) ?? "<!doctype html><title>\(status.code)</title>"
     }
 
-    /// An error page: what happened, what to do, and a link to do it.
-    /// `retry`: the fields of a callback to offer to send again (a form posting them back), when the sign-in
-    /// was put back to pending.
-    func errorPage(
-        _ key: String, language: PageLanguage, status: HTTPResponse.Status, actionURL: String = "/", actionKey: String = "goToSignIn",
-        retry: CallbackPayload? = nil
-    ) -> Response {
+    /// An error page: what happened, what to do, and a link to do it; with `page.retry`, a form that posts
+    /// the callback's fields back.
+    func render(_ page: ErrorPage, language: PageLanguage) -> Response {
         let strings = Strings.table(language)
-        let heading = strings["error.\(key).heading"] ?? strings["error.internal.heading"] ?? "Error"
+        let heading = strings["error.\(page.key).heading"] ?? strings["error.internal.heading"] ?? "Error"
         var slots: [String: String] = [:]
-        if let retry {
+        if let retry = page.retry {
             slots = [
                 "retryState": retry.state ?? "", "retryCode": retry.code ?? "", "retryIDToken": retry.idToken ?? "",
                 "retryUser": retry.user?.wireJSON ?? "",
             ]
         }
-        return page("error", title: heading, language: language, fixedText: [
+        return self.page("error", title: heading, language: language, fixedText: [
             "heading": heading,
-            "message": strings["error.\(key).message"] ?? "",
-            "actionURL": actionURL,
-            "actionLabel": strings[actionKey] ?? actionKey,
-        ], slots: slots, status: status)
+            "message": strings["error.\(page.key).message"] ?? "",
+            "actionURL": page.actionURL,
+            "actionLabel": strings[page.actionKey] ?? page.actionKey,
+        ], slots: slots, status: page.status)
     }
 
     /// The string for `key` in `language`.

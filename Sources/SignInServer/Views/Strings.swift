@@ -1,3 +1,5 @@
+import Hummingbird
+
 /// The languages pages are offered in.
 public enum PageLanguage: String, Sendable, CaseIterable {
     /// English.
@@ -27,6 +29,11 @@ public enum PageLanguage: String, Sendable, CaseIterable {
 
     /// The `lang` attribute value.
     var htmlLang: String { self == .english ? "en" : "zh-Hans" }
+}
+
+extension Request {
+    /// The language of the pages answered to this request.
+    var pageLanguage: PageLanguage { PageLanguage.negotiate(headers[.acceptLanguage]) }
 }
 
 /// Every sentence a page shows, per language.

@@ -1,0 +1,32 @@
+import Foundation
+import Hummingbird
+
+/// The non-page answers every controller writes: JSON, RFC 9457 problem details, and one line of plain text.
+extension Response {
+    /// `value` as JSON (ISO 8601 dates, sorted keys), never cached.
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// An RFC 9457 problem details answer.
+    static func problem(_ status: HTTPResponse.Status, _ type: String, _ title: String, _ detail: String) -> Response {
+        struct Problem: Encodable {
+            var type: String
+            var title: String
+            var status: Int
+            var detail: String
+        }
+        var response = json(Problem(type: "urn:siwa:problem:\(type)", title: title, status: Int(status.code), detail: detail), status: status)
+        response.headers[.contentType] = "application/problem+json"
+        return response
+    }
+
+    /// One line of plain text.
+    static func plain(_ status: HTTPResponse.Status, _ text: String) -> Response {
+        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text + "\n")))
+    }
+}

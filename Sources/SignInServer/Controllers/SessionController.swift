@@ -1,0 +1,69 @@
+import AppleSignIn
+import Foundation
+import Hummingbird
+import Logging
+
+/// The signed-in person's session page and sign-out.
+struct SessionController: Sendable {
+    let store: any UsersAndSessions
+    let renderer: PageRenderer
+    let cookies: CookiePolicy
+
+    /// `sessions`: the routes `SessionMiddleware` guards.
+    func addRoutes(to sessions: RouterGroup<ServerContext>) {
+        sessions.group(context: SignedInContext.self).get("/session", use: sessionPage)
+        sessions.post("/auth/signout", use: signOut)
+    }
+
+    @Sendable func sessionPage(_ request: Request, context: SignedInContext) async throws -> Response {
+        let language = request.pageLanguage
+        let dates = DateFormatters.shared
+        let (session, user) = (context.session, context.user)
+        return renderer.page(
+            "session", title: renderer.string("sessionTitle", language), language: language,
+            fixed: ["privateEmail": user.isPrivateEmail, "forwardingDisabled": user.emailForwardingDisabled],
+            slots: [
+                "sub": user.subject,
+                "name": user.displayName ?? "",
+                "email": user.email ?? "",
+                "signedInAt": dates.display(session.createdAt, language) + " UTC",
+                "signedInAtISO": dates.isoString(session.createdAt),
+                "expiresAt": dates.display(session.expiresAt, language) + " UTC",
+                "expiresAtISO": dates.isoString(session.expiresAt),
+                "csrfToken": context.csrfToken,
+            ]
+        )
+    }
+
+    /// `POST /auth/signout` with the session's CSRF token. Without a live session there is nothing to end: back
+    /// to the sign-in page (forgetting a stale cookie).
+    @Sendable func signOut(_ request: Request, context: ServerContext) async throws -> Response {
+        var request = request
+        let session: SessionRecord
+        switch context.visitor {
+        case .signedIn(let found, _): session = found
+        case .storeUnavailable: throw ErrorPage.storeUnavailable(retryURL: "/session")
+        case .anonymous(let hadCookie):
+            var response = Response.redirect(to: "/", type: .normal)
+            if hadCookie { response.setCookie(cookies.expired(cookies.sessionName)) }
+            return response
+        case .notLooked: throw ErrorPage.internal()
+        }
+        let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
+        let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
+        guard let token = fields["csrf_token"], ConstantTime.equals(token, session.csrfToken) else {
+            context.logger.notice("sign-out refused: CSRF token missing or wrong")
+            throw ErrorPage.csrf(retryURL: "/session")
+        }
+        do {
+            _ = try await store.deleteSession(idHash: session.idHash)
+        } catch {
+            context.logger.error("store unavailable", metadata: ["error": "\(error)"])
+            throw ErrorPage.storeUnavailable(retryURL: "/session")
+        }
+        context.logger.info("signed out")
+        var response = Response.redirect(to: "/", type: .normal)
+        response.setCookie(cookies.expired(cookies.sessionName))
+        return response
+    }
+}

@@ -1,0 +1,94 @@
+import AppleSignIn
+import Foundation
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Logging
+
+/// The sign-in page, its button's style sheet, and the start of a sign-in (the redirect to Apple).
+struct SignInController: Sendable {
+    let flow: SignInFlow
+    let renderer: PageRenderer
+    let cookies: CookiePolicy
+    let settings: ServerSettings
+    let metrics: ServerMetrics
+    let proxy: ClientAddressResolver
+    /// Apple's origin (for the popup's postMessage check) and the return URL's host, worked out once: reading
+    /// a Foundation URL's parts on every request showed in profiles.
+    let appleOrigin: String
+    let returnAuthority: String
+
+    init(flow: SignInFlow, renderer: PageRenderer, cookies: CookiePolicy, settings: ServerSettings, metrics: ServerMetrics, proxy: ClientAddressResolver) {
+        self.flow = flow
+        self.renderer = renderer
+        self.cookies = cookies
+        self.settings = settings
+        self.metrics = metrics
+        self.proxy = proxy
+        appleOrigin = "\(settings.apple.appleBaseURL.scheme ?? "https")://" + Self.authority(settings.apple.appleBaseURL)
+        returnAuthority = Self.authority(settings.returnURL)
+    }
+
+    /// `sessions` guards the sign-in page, which says when the person is already signed in.
+    func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
+        sessions.get("/", use: signInPage)
+        router.get("/button.css") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"], body: .init(byteBuffer: ByteBuffer(string: settings.button.css)))
+        }
+        router.get("/auth/apple", use: start)
+    }
+
+    @Sendable func signInPage(_ request: Request, context: ServerContext) async throws -> Response {
+        let language = request.pageLanguage
+        let signedIn = if case .signedIn = context.visitor { true } else { false }
+        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+        let csrf = request.cookieValue(cookies.csrfName) ?? RandomToken.generate()
+        let encodedReturn = FormEncoding.encode(returnTo)
+        var response = renderer.page(
+            "signin", title: renderer.string("signInTitle", language), language: language,
+            fixed: ["signedIn": signedIn],
+            fixedText: [
+                "buttonStyle": settings.button.style.rawValue,
+                "buttonTitle": renderer.string(settings.button.title.stringKey, language),
+                "appleOrigin": appleOrigin,
+            ],
+            slots: [
+                "startURL": "/auth/apple?return_to=" + encodedReturn,
+                "popupStartURL": "/auth/apple?mode=popup&return_to=" + encodedReturn,
+                "csrfToken": csrf,
+            ]
+        )
+        response.headers.append(HTTPField(name: .setCookie, value: cookies.csrfHeader(csrf)))
+        return response
+    }
+
+    @Sendable func start(_ request: Request, context: ServerContext) async throws -> Response {
+        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+        // The binding cookie must be set on the host Apple returns to, or it will not come back.
+        // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it.
+        if settings.mode == .local, let host = proxy.host(request, context: context), host != returnAuthority {
+            return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
+        }
+        // Behind a proxy in Apple mode, a browser on plain HTTP would never send the Secure binding cookie back.
+        if settings.secureCookies, proxy.trustedProxies.contains(context.remoteAddress?.ipAddress ?? ""), proxy.scheme(request, context: context) != "https" {
+            return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
+        }
+        let started: SignInFlow.Started
+        do {
+            started = try await flow.start(returnTo: returnTo, responseMode: request.uri.queryParameters.get("mode") == "popup" ? .webMessage : .formPost)
+        } catch {
+            context.logger.error("could not start a sign-in", metadata: ["error": "\(error)"])
+            throw ErrorPage.storeUnavailable(retryURL: "/")
+        }
+        metrics.signInsStarted.increment()
+        var response = Response.redirect(to: started.authorizeURL.absoluteString, type: .found)
+        response.setCookie(cookies.binding(started.bindingToken))
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    /// `host[:port]` of a URL.
+    static func authority(_ url: URL) -> String {
+        (url.host ?? "") + (url.port.map { ":\($0)" } ?? "")
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// Looks the request's session cookie up once and puts what it found in `context.visitor`, for the handlers
+/// and child contexts (`SignedInContext`) of the routes it guards. A store that does not answer is recorded,
+/// not thrown: a page that can be shown signed out (the sign-in page) still is.
+struct SessionMiddleware: RouterMiddleware {
+    typealias Context = ServerContext
+    let store: any UsersAndSessions
+    let cookies: CookiePolicy
+
+    func handle(_ request: Request, context: ServerContext, next: (Request, ServerContext) async throws -> Response) async throws -> Response {
+        var context = context
+        context.visitor = await visitor(request, logger: context.logger)
+        return try await next(request, context)
+    }
+
+    func visitor(_ request: Request, logger: Logger) async -> Visitor {
+        guard let cookie = request.cookieValue(cookies.sessionName), !cookie.isEmpty else { return .anonymous(hadCookie: false) }
+        do {
+            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(cookie), now: Date()) else {
+                return .anonymous(hadCookie: true)
+            }
+            return .signedIn(session, user)
+        } catch {
+            logger.error("store unavailable", metadata: ["error": "\(error)"])
+            return .storeUnavailable(retryURL: request.uri.path)
+        }
+    }
+}
