@@ -1,15 +1,28 @@
 import Foundation
+import Synchronization
 
 /// A JWS in compact serialization (`header.payload.signature`), split and decoded but not verified.
 public struct CompactJWS: Sendable {
     /// The protected header fields Sign in with Apple uses.
-    public struct Header: Sendable {
+    public struct Header: Sendable, Decodable {
         /// Algorithm.
         public var alg: String?
         /// Key id.
         public var kid: String?
         /// Type.
         public var typ: String?
+
+        private enum CodingKeys: String, CodingKey {
+            case alg, kid, typ
+        }
+
+        /// A member that is not a string counts as absent (and so fails the check that needs it, by name).
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            alg = try? container.decodeIfPresent(String.self, forKey: .alg)
+            kid = try? container.decodeIfPresent(String.self, forKey: .kid)
+            typ = try? container.decodeIfPresent(String.self, forKey: .typ)
+        }
     }
 
     /// Why a string is not a compact JWS.
@@ -64,10 +77,30 @@ public struct CompactJWS: Sendable {
         case .success(let parts): (headerData, payload, signature, signedLength) = parts
         case .failure(let failure): throw failure
         }
-        guard let fields = try? ParsedJSON.parse(headerData), fields.isObject else { throw .headerNotJSON }
-        header = Header(alg: fields[member: "alg"]?.stringValue, kid: fields[member: "kid"]?.stringValue, typ: fields[member: "typ"]?.stringValue)
+        guard let header = HeaderCache.shared.header(for: headerData) else { throw .headerNotJSON }
+        self.header = header
         self.payload = payload
         self.signature = signature
         signingInput = token[..<token.utf8.index(token.utf8.startIndex, offsetBy: signedLength)].utf8
+    }
+}
+
+/// Headers already read, by their bytes. Foundation's JSONDecoder, not a parser of our own, reads every header,
+/// which arrives before anything is verified; but it costs more than the rest of a token's parse on Linux, and
+/// Apple's headers repeat (one per key), so each distinct header is decoded once. Bounded: a flood of distinct
+/// headers only empties the cache, it cannot grow it.
+final class HeaderCache: Sendable {
+    static let shared = HeaderCache()
+    private static let capacity = 32
+    private let entries = Mutex<[[UInt8]: CompactJWS.Header]>([:])
+
+    func header(for bytes: [UInt8]) -> CompactJWS.Header? {
+        if let cached = entries.withLock({ $0[bytes] }) { return cached }
+        guard let header = try? JSONDecoder().decode(CompactJWS.Header.self, from: Data(bytes)) else { return nil }
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[bytes] = header
+        }
+        return header
     }
 }

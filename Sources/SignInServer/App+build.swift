@@ -41,14 +41,17 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
     let store = try store ?? makeStore(settings: settings, logger: logger)
     if store.services.isEmpty { try await store.migrate() }
     let timeout = TimeAmount.milliseconds(Int64(settings.appleTimeoutMS))
-    let keySet = AppleKeySet(source: .remote(settings.apple.endpoint("/auth/keys"), httpClient, timeout: timeout), logger: logger)
+    // The Apple library logs under its own label (at debug: what it sees reaches the operator as this
+    // server's failures, metrics and readiness), through the same handler.
+    let appleLogger = logger.module("siwa.apple")
+    let keySet = AppleKeySet(source: .remote(settings.apple.endpoint("/auth/keys"), httpClient, timeout: timeout), logger: appleLogger)
     // The web flow accepts the Services ID only; native apps their bundle IDs only; notifications any of ours.
     let verifier = IdentityTokenVerifier(keySet: keySet, audiences: [settings.apple.servicesID], issuers: settings.apple.acceptedIssuers)
     let nativeVerifier = IdentityTokenVerifier(keySet: keySet, audiences: settings.apple.extraAudiences, issuers: settings.apple.acceptedIssuers)
     let notifications = NotificationVerifier(keySet: keySet, audiences: settings.apple.audiences, issuers: settings.apple.acceptedIssuers)
     let secrets = ClientSecretSigner(configuration: settings.apple)
     let metrics = ServerMetrics()
-    let client = AppleIDClient(configuration: settings.apple, httpClient: httpClient, secrets: secrets, timeout: timeout, logger: logger) { path, outcome, duration in
+    let client = AppleIDClient(configuration: settings.apple, httpClient: httpClient, secrets: secrets, timeout: timeout, logger: appleLogger) { path, outcome, duration in
         metrics.appleCall(path: path, outcome: outcome, duration: duration)
     }
     let flow = SignInFlow(configuration: settings.apple, returnURL: settings.returnURL, store: store, verifier: verifier, client: client, sessionLifetime: settings.sessionLifetime)
@@ -83,7 +86,9 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
         .addRoutes(to: router)
     PopupController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
         .addRoutes(to: router)
-    SessionController(store: components.store, renderer: renderer, cookies: cookies)
+    SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects)
+        .addRoutes(to: sessions)
+    ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy)
         .addRoutes(to: sessions)
     LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
         .addRoutes(to: router, sessions: sessions)
@@ -120,4 +125,12 @@ public func buildApplication(
         app.beforeServerStarts { try await components.store.migrate() }
     }
     return app
+}
+
+extension Logger {
+    /// This logger's handler (so its level and destination) under the label of another module.
+    public func module(_ label: String) -> Logger {
+        let handler = handler
+        return Logger(label: label, factory: { _ in handler })
+    }
 }

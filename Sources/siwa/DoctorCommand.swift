@@ -24,10 +24,25 @@ struct DoctorCommand: AsyncParsableCommand {
             print("FAIL  \(error.field): \(error.message)")
             throw ExitCode.failure
         }
-        let checks = await ConfigurationDoctor(values: values.all, httpClient: .shared).run(online: online)
+        let checks = await Self.checks(values, online: online)
         for check in checks { print(check.line) }
         let failed = checks.filter { !$0.passed }.count
         print(failed == 0 ? "all \(checks.count) checks passed" : "\(failed) of \(checks.count) checks failed")
         if failed > 0 { throw ExitCode.failure }
+    }
+
+    /// The doctor's item checks, then the very parse `siwa serve` does, so the doctor never passes what serve
+    /// would refuse.
+    static func checks(_ values: LayeredValues, online: Bool) async -> [ConfigurationDoctor.Check] {
+        var checks = await ConfigurationDoctor(values: values.all, httpClient: .shared).run(online: online)
+        do {
+            let plan = try ServePlan(values: values, creatingLocalKey: false)
+            checks.append(.init(name: "serve", passed: true, message: "siwa serve accepts this configuration (\(plan.settings.mode == .local ? "local" : "Apple") mode)"))
+        } catch let error as ConfigurationError {
+            checks.append(.init(name: "serve", passed: false, message: "\(error.field) \(error.message)"))
+        } catch {
+            checks.append(.init(name: "serve", passed: false, message: "\(error)"))
+        }
+        return checks
     }
 }

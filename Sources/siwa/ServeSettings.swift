@@ -14,7 +14,8 @@ struct ServePlan {
 
 extension ServePlan {
     /// Reads settings from the layers; Apple mode when any Apple credential is given (then all are required).
-    init(values: LayeredValues) throws {
+    /// `creatingLocalKey: false` (the doctor) checks without creating local mode's data key file.
+    init(values: LayeredValues, creatingLocalKey: Bool = true) throws {
         let host = values.string("host") ?? "127.0.0.1"
         let port = try values.int("port", default: 8080)
         guard (0...65535).contains(port) else { throw ConfigurationError(field: "port", "must be between 0 and 65535") }
@@ -43,6 +44,20 @@ extension ServePlan {
         logLevel = values.string("log_level") ?? "info"
         let rateLimit = try values.int("rate_limit_per_minute", default: 60)
         let trustedProxies = values.list("trusted_proxies")
+        let publicURL = try values.string("public_url").map { text in
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false,
+                url.query == nil, url.path.isEmpty || url.path == "/"
+            else { throw ConfigurationError(field: "public_url", "must be the absolute http(s) URL siwa is reached at, without a path, e.g. https://auth.example.com; got \(text)") }
+            return text
+        }
+        let redirects = RedirectPolicy(domains: values.list("allowed_redirect_domains"))
+        for domain in redirects.domains where domain.contains(":") || domain.contains("/") {
+            throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme or port (app.example.com, or .example.com for its subdomains); got \(domain)")
+        }
+        let policy = AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"))
+        func front(_ origin: String) -> FrontSettings {
+            FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects, policy: policy)
+        }
 
         if given.isEmpty {
             let publicHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
@@ -54,10 +69,13 @@ extension ServePlan {
                 returnURLs: [returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM,
                 appleBaseURL: "http://127.0.0.1:\(emulatorPort)"
             )
-            let dataKeys = values.list("data_key").isEmpty ? [try LocalDataKey.loadOrCreate(path: database.contains("://") ? "./siwa.sqlite.key" : database + ".key")] : values.list("data_key")
+            let keyPath = database.contains("://") ? "./siwa.sqlite.key" : database + ".key"
+            let dataKeys = !values.list("data_key").isEmpty ? values.list("data_key")
+                : creatingLocalKey ? [try LocalDataKey.loadOrCreate(path: keyPath)] : [TokenCipher.generateKey()]
             settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
             settings.rateLimitPerMinute = rateLimit
             settings.trustedProxies = trustedProxies
+            settings.front = front(origin)
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: origin + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort
             return
@@ -86,6 +104,7 @@ extension ServePlan {
         settings = ServerSettings(mode: .apple, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
         settings.rateLimitPerMinute = rateLimit
         settings.trustedProxies = trustedProxies
+        settings.front = front(settings.origin)
         emulator = nil
         self.emulatorPort = emulatorPort
     }

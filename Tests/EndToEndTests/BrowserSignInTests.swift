@@ -1,5 +1,8 @@
 import AppleIDEmulator
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import TestSupport
 import Testing
 
 /// Sign in with Apple as a person does it, in a real headless Chromium against the site in local mode.
@@ -204,6 +207,71 @@ struct BrowserSignInTests {
             return log.contains(where: \.isCSPViolation)
         }
         #expect(try await browser.execute("return document.querySelectorAll('[style]').length").number == 1)
+    }
+
+    @Test("nginx auth_request in front of an app: a protected URL goes through Apple's consent and lands back on itself; the app sees who signed in")
+    func nginxForwardAuth() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        let lilei = e2e.site.user("李")
+        try await e2e.startClean()
+        let siwa = try #require(URL(string: e2e.site.origin)?.port)
+        try await withEchoUpstream { app in
+            try await withNginx(configuration: { port in
+                """
+                server {
+                    listen 127.0.0.1:\(port);
+                    location = /_siwa_check {
+                        internal;
+                        proxy_pass http://127.0.0.1:\(siwa)/auth/check;
+                        proxy_pass_request_body off;
+                        proxy_set_header Content-Length "";
+                    }
+                    location @signin { return 302 http://127.0.0.1:\(siwa)/auth/apple?rd=http://127.0.0.1:\(port)$request_uri; }
+                    location / {
+                        auth_request /_siwa_check;
+                        error_page 401 = @signin;
+                        auth_request_set $siwa_user $upstream_http_x_auth_request_user;
+                        auth_request_set $siwa_email $upstream_http_x_auth_request_email;
+                        auth_request_set $siwa_private $upstream_http_x_siwa_private_email;
+                        proxy_set_header X-Auth-Request-User $siwa_user;
+                        proxy_set_header X-Auth-Request-Email $siwa_email;
+                        proxy_set_header X-Siwa-Private-Email $siwa_private;
+                        proxy_pass http://127.0.0.1:\(app);
+                    }
+                }
+                """
+            }) { nginx in
+                // Without a session a forged identity header gets nowhere: the answer is the way to the sign-in.
+                var forged = HTTPClientRequest(url: nginx.url("/reports"))
+                forged.headers.add(name: "X-Auth-Request-User", value: lilei.sub)
+                let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+                let refused: HTTPClientResponse
+                do {
+                    refused = try await client.execute(forged, timeout: .seconds(10))
+                    try await client.shutdown()
+                } catch {
+                    try await client.shutdown()
+                    throw error
+                }
+                #expect(refused.status == .found)
+                #expect(refused.headers.first(name: "location")?.hasPrefix(e2e.site.url("/auth/apple?rd=")) == true, "\(nginx.logs())")
+
+                let target = nginx.url("/reports?year=2026")
+                try await browser.open(target)
+                try await waitForConsent(e2e)
+                try await browser.element(userRadio(lilei)).click()
+                try await browser.element("input[name=emulator_email][value=hide]").click()
+                try await browser.element("#continue").click()
+                try await browser.waitForPage(nginx.url("/reports"))
+                #expect(try await browser.currentURL() == target)
+                let echoed = try EchoedRequest(json: ByteBuffer(string: try await browser.element("body").text()))
+                #expect(echoed.path == "/reports?year=2026")
+                #expect(echoed.values("x-auth-request-user") == [lilei.sub])
+                #expect(echoed.values("x-siwa-private-email") == ["true"])
+                #expect(echoed.values("x-auth-request-email") == [lilei.relayEmail])
+            }
+        }
     }
 
     // MARK: steps

@@ -112,4 +112,22 @@ struct ConfigurationLayersTests {
             (error as? ConfigurationError)?.field == "prot"
         }
     }
+
+    @Test("the doctor runs serve's own parse: a value only serve reads, broken, fails the doctor too")
+    func doctorSharesServesParse() async throws {
+        let directory = try Self.directory([:])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = directory.appendingPathComponent("d.sqlite").path
+        let broken = try await LayeredValues(commandArguments: ["--db", database, "--rate-limit-per-minute", "many"])
+        let serve = try #require(await DoctorCommand.checks(broken, online: false).first { $0.name == "serve" })
+        #expect(!serve.passed)
+        #expect(serve.message.contains("rate_limit_per_minute"))
+        let fine = try await LayeredValues(commandArguments: ["--db", database])
+        let checks = await DoctorCommand.checks(fine, online: false)
+        let failing = checks.filter { !$0.passed }.map(\.line)
+        #expect(failing.isEmpty, "\(failing)")
+        // Checking local mode creates nothing: no data key file beside the database.
+        let keyFileExists = FileManager.default.fileExists(atPath: database + ".key")
+        #expect(!keyFileExists)
+    }
 }

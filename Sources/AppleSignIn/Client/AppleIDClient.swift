@@ -117,13 +117,13 @@ public struct AppleIDClient: Sendable {
             response = try await httpClient.execute(request, deadline: deadline, logger: logger)
             body = try await response.body.collect(upTo: Self.maximumResponseSize, deadline: deadline)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-            logger.warning("Apple call timed out", metadata: ["path": "\(path)", "timeout": "\(timeout)"])
+            logger.debug("Apple call timed out", metadata: ["path": "\(path)", "timeout": "\(timeout)"])
             throw AppleIDClientError(kind: .timeout, appleCode: nil, message: "no answer from \(url.host ?? "Apple") within \(timeout.nanoseconds / 1_000_000) ms")
         } catch let error as NIOTooManyBytesError {
             _ = error
             throw AppleIDClientError(kind: .responseTooLarge, appleCode: nil, message: "the answer from \(path) is larger than \(Self.maximumResponseSize) bytes")
         } catch {
-            logger.warning("Apple call failed", metadata: ["path": "\(path)", "error": "\(String(describing: type(of: error)))"])
+            logger.debug("Apple call failed", metadata: ["path": "\(path)", "error": "\(String(describing: type(of: error)))"])
             throw AppleIDClientError(kind: .connectionFailed, appleCode: nil, message: "could not reach \(url.host ?? "Apple"): \(error)")
         }
         logger.debug("Apple call", metadata: ["path": "\(path)", "status": "\(response.status.code)"])

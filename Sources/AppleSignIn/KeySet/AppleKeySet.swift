@@ -168,7 +168,7 @@ public final class AppleKeySet: Sendable {
             return waiting
         }
         if case .failure(let error) = result {
-            logger.warning("Apple key set fetch failed; keeping the last good set", metadata: ["error": "\(error)"])
+            logger.debug("Apple key set fetch failed; keeping the last good set", metadata: ["error": "\(error)"])
         } else {
             logger.debug("Apple key set loaded")
         }

@@ -7,37 +7,6 @@ public struct NotificationVerifier: Sendable {
         var payload: String
     }
 
-    private struct Claims: Decodable {
-        var iss: String
-        var aud: Audience
-        var iat: NumericDate
-        var exp: NumericDate
-        var jti: String
-        var events: EventsClaim
-    }
-
-    /// `events` arrives as a JSON-encoded string (as Apple sends) or as an object.
-    private struct EventsClaim: Decodable {
-        var event: RawEvent
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let text = try? container.decode(String.self) {
-                event = try JSONDecoder().decode(RawEvent.self, from: Data(text.utf8))
-            } else {
-                event = try container.decode(RawEvent.self)
-            }
-        }
-    }
-
-    private struct RawEvent: Decodable {
-        var type: String
-        var sub: String
-        var event_time: NumericDate
-        var email: String?
-        var is_private_email: FlexibleBool?
-    }
-
     private let jwt: SignedJWTVerifier
     /// Allowed clock skew for `exp` and `iat`.
     public let leeway: TimeInterval
@@ -64,24 +33,27 @@ public struct NotificationVerifier: Sendable {
 
     /// Verifies the JWS itself (the CLI's `verify-notification` takes it directly).
     public func verify(payload: String, now: Date = Date()) async throws(IdentityTokenError) -> AppleNotification {
-        let bytes = try await jwt.verifiedPayload(payload)
-        let claims = try SignedJWTVerifier.decodeClaims(Claims.self, from: bytes)
-        try jwt.checkIssuerAndAudience(iss: claims.iss, aud: claims.aud)
-        try SignedJWTVerifier.checkLifetime(exp: claims.exp.secondsSince1970, iat: claims.iat.secondsSince1970, now: now, leeway: leeway)
-        guard !claims.jti.isEmpty, !claims.events.event.sub.isEmpty else {
+        let claims = try ClaimSet(payload: try await jwt.verifiedPayload(payload))
+        let aud = try claims.audience()
+        try jwt.checkIssuerAndAudience(iss: try claims.string("iss"), aud: aud)
+        let iat = try claims.date("iat")
+        try SignedJWTVerifier.checkLifetime(exp: try claims.date("exp"), iat: iat, now: now, leeway: leeway)
+        let jti = try claims.string("jti")
+        let event = try claims.nested("events")
+        let subject = try event.string("sub")
+        guard !jti.isEmpty, !subject.isEmpty else {
             throw IdentityTokenError(.claims, "jti and events.sub must not be empty")
         }
-        let raw = claims.events.event
         return AppleNotification(
-            id: claims.jti,
-            audience: claims.aud.values.first ?? "",
-            issuedAt: Date(timeIntervalSince1970: claims.iat.secondsSince1970),
+            id: jti,
+            audience: aud.values.first ?? "",
+            issuedAt: Date(timeIntervalSince1970: iat),
             event: .init(
-                type: .init(rawValue: raw.type),
-                subject: raw.sub,
-                eventTime: Date(timeIntervalSince1970: raw.event_time.secondsSince1970 / 1000),
-                email: raw.email,
-                isPrivateEmail: raw.is_private_email?.value
+                type: .init(rawValue: try event.string("type")),
+                subject: subject,
+                eventTime: Date(timeIntervalSince1970: try event.milliseconds("event_time")),
+                email: try event.optionalString("email"),
+                isPrivateEmail: try event.flexibleBool("is_private_email")
             )
         )
     }

@@ -76,38 +76,9 @@ struct SignedJWTVerifier: Sendable {
             throw IdentityTokenError(.issuedInFuture, "iat \(Int(iat)) is \(Int(iat - current)) s in the future (leeway \(Int(leeway)) s)")
         }
     }
-
-    /// Decodes claims, turning a decoding failure into a `claims` error that names the claim.
-    static func decodeClaims<Claims: Decodable>(_ type: Claims.Type, from payload: [UInt8]) throws(IdentityTokenError) -> Claims {
-        do {
-            return try JSONDecoder().decode(Claims.self, from: Data(payload))
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw IdentityTokenError(.claims, "the claim \(key.stringValue) is missing")
-        } catch let DecodingError.typeMismatch(_, context) {
-            throw IdentityTokenError(.claims, "the claim \(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type")
-        } catch let DecodingError.dataCorrupted(context) {
-            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            throw IdentityTokenError(.claims, path.isEmpty ? "the payload is not a JSON object" : "the claim \(path) is invalid")
-        } catch {
-            throw IdentityTokenError(.claims, "the payload could not be read")
-        }
-    }
 }
 
 /// The `aud` claim: one string or an array of strings.
-struct Audience: Decodable, Sendable {
+struct Audience: Sendable {
     var values: [String]
-
-    init(values: [String]) {
-        self.values = values
-    }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let single = try? container.decode(String.self) {
-            values = [single]
-        } else {
-            values = try container.decode([String].self)
-        }
-    }
 }

@@ -8,11 +8,29 @@ struct SessionController: Sendable {
     let store: any UsersAndSessions
     let renderer: PageRenderer
     let cookies: CookiePolicy
+    let redirects: RedirectPolicy
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
         sessions.group(context: SignedInContext.self).get("/session", use: sessionPage)
         sessions.post("/auth/signout", use: signOut)
+        sessions.get("/auth/sign-out", use: confirmSignOut)
+        sessions.post("/auth/sign-out", use: signOut)
+    }
+
+    /// `GET /auth/sign-out?rd=URL`: a page asking to confirm (a link alone never signs anyone out). Without a
+    /// session there is nothing to end: straight on to the allowed `rd`, or the sign-in page.
+    @Sendable func confirmSignOut(_ request: Request, context: ServerContext) async throws -> Response {
+        let rd = redirects.allowed(request.uri.queryParameters.get("rd").map { String($0) })
+        guard case .signedIn(let session, let user) = context.visitor else {
+            if case .storeUnavailable(let retryURL) = context.visitor { throw ErrorPage.storeUnavailable(retryURL: retryURL) }
+            return Response.redirect(to: rd ?? "/", type: .found)
+        }
+        let language = request.pageLanguage
+        return renderer.page(
+            "signout", title: renderer.string("signOutHeading", language), language: language,
+            slots: ["csrfToken": session.csrfToken, "rd": rd ?? "", "who": user.displayName ?? user.email ?? user.subject]
+        )
     }
 
     @Sendable func sessionPage(_ request: Request, context: SignedInContext) async throws -> Response {
@@ -62,7 +80,7 @@ struct SessionController: Sendable {
             throw ErrorPage.storeUnavailable(retryURL: "/session")
         }
         context.logger.info("signed out")
-        var response = Response.redirect(to: "/", type: .normal)
+        var response = Response.redirect(to: redirects.allowed(fields["rd"]) ?? "/", type: .normal)
         response.setCookie(cookies.expired(cookies.sessionName))
         return response
     }

@@ -62,16 +62,27 @@ struct SignInController: Sendable {
         return response
     }
 
+    /// `GET /auth/apple?return_to=/path` (a path of this site) or `?rd=URL` (an absolute URL on an allowed
+    /// redirect domain; any other is ignored and the sign-in lands on `/`).
     @Sendable func start(_ request: Request, context: ServerContext) async throws -> Response {
-        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
-        // The binding cookie must be set on the host Apple returns to, or it will not come back.
-        // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it.
-        if settings.mode == .local, let host = proxy.host(request, context: context), host != returnAuthority {
-            return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
+        let returnTo: String
+        let again: String  // the same start, as the query of a hop to another host: only what was accepted
+        if let rd = request.uri.queryParameters.get("rd") {
+            returnTo = settings.front.redirects.allowed(String(rd)) ?? "/"
+            again = "rd=" + FormEncoding.encode(returnTo)
+        } else {
+            returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+            again = "return_to=" + FormEncoding.encode(returnTo)
         }
-        // Behind a proxy in Apple mode, a browser on plain HTTP would never send the Secure binding cookie back.
-        if settings.secureCookies, proxy.trustedProxies.contains(context.remoteAddress?.ipAddress ?? ""), proxy.scheme(request, context: context) != "https" {
-            return Response.redirect(to: settings.origin + "/auth/apple?return_to=" + FormEncoding.encode(returnTo), type: .found)
+        // The binding cookie must be set on the host Apple returns to, or it will not come back.
+        // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it;
+        // behind a proxy in Apple mode, a browser on plain HTTP would never send the Secure binding cookie back.
+        let wrongHost = settings.mode == .local && proxy.host(request, context: context).map { $0 != returnAuthority } ?? false
+        let plainBehindProxy = settings.secureCookies && proxy.trustedProxies.contains(context.remoteAddress?.ipAddress ?? "")
+            && proxy.scheme(request, context: context) != "https"
+        if wrongHost || plainBehindProxy {
+            let mode = request.uri.queryParameters.get("mode") == "popup" ? "mode=popup&" : ""
+            return Response.redirect(to: settings.origin + "/auth/apple?" + mode + again, type: .found)
         }
         let started: SignInFlow.Started
         do {

@@ -15,6 +15,13 @@ public struct ConfigurationDoctor: Sendable {
         /// What was found, or what is wrong and how to fix it.
         public var message: String
 
+        /// A line of the report.
+        public init(name: String, passed: Bool, message: String) {
+            self.name = name
+            self.passed = passed
+            self.message = message
+        }
+
         /// The printed line.
         public var line: String { "\(passed ? "PASS" : "FAIL")  \(name): \(message)" }
     }

@@ -35,4 +35,11 @@ struct ClientAddressResolver: Sendable {
         let hops = header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         return hops.last(where: { !trustedProxies.contains($0) }) ?? peer
     }
+
+    /// The first value of the forwarded header `name`, only from a trusted proxy.
+    func forwarded(_ name: HTTPField.Name?, _ request: Request, context: ServerContext) -> String? {
+        guard trusted(context), let name, let value = request.headers[name]?.split(separator: ",").first else { return nil }
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        return trimmed.isEmpty ? nil : trimmed
+    }
 }

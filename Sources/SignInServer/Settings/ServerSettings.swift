@@ -41,6 +41,10 @@ public struct ServerSettings: Sendable {
     /// AES-256 keys (base64) sealing refresh tokens at rest, newest first (default: one ephemeral key, for tests).
     public var dataKeys: [String]
 
+    /// The front: `public_url`, `allowed_redirect_domains`, the access policy (default: the return URL's origin,
+    /// no redirect domains, anyone).
+    public var front: FrontSettings
+
     /// The return URL registered with Apple (the first one configured).
     public var returnURL: URL { apple.returnURLs[0] }
 
@@ -72,6 +76,9 @@ public struct ServerSettings: Sendable {
         self.publicDirectory = publicDirectory
         self.appleTimeoutMS = appleTimeoutMS
         self.dataKeys = dataKeys
+        var origin = "\(apple.returnURLs[0].scheme ?? "http")://\(apple.returnURLs[0].host ?? "127.0.0.1")"
+        if let port = apple.returnURLs[0].port { origin += ":\(port)" }
+        front = FrontSettings(publicOrigin: origin)
     }
 }
 

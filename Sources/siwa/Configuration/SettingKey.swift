@@ -28,7 +28,8 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("button_style"), SettingKey("button_title"), SettingKey("button_height"), SettingKey("button_corner_radius"),
         SettingKey("apple_timeout_ms"), SettingKey("log_level"), SettingKey("data_key", secret: true, list: true),
         SettingKey("rate_limit_per_minute"), SettingKey("trusted_proxies", list: true), SettingKey("notifications_url"),
-        SettingKey("public_url"),
+        SettingKey("public_url"), SettingKey("allowed_redirect_domains", list: true), SettingKey("allowed_emails", list: true),
+        SettingKey("allowed_email_domains", list: true), SettingKey("allowed_subs", list: true),
     ]
 
     /// The key named `name`, if there is one.

@@ -58,7 +58,11 @@ struct LocalSite: Sendable {
         defer { try? FileManager.default.removeItem(at: directory) }
 
         let values = try await LayeredValues(
-            cli: ["port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path],
+            cli: [
+                "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
+                // Sites behind nginx on this host may be returned to after sign-in (forward-auth tests).
+                "allowed_redirect_domains": "127.0.0.1",
+            ],
             configFile: nil, environment: [:]
         )
         let plan = try ServePlan(values: values)

@@ -32,6 +32,8 @@ struct ServerOptions: Sendable {
     var trustedProxies: [String] = []
     /// Serve on a real loopback socket (`.live`), so the server sees a peer address, instead of in process.
     var live = false
+    /// The front's settings (`public_url`, redirect domains, access policy), when the test needs them.
+    var front: FrontSettings?
 }
 
 /// A running emulator, the server built by `buildApplication` on a fresh SQLite file, and ways to drive both.
@@ -87,6 +89,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     var configured = ServerSettings(mode: options.mode, host: "127.0.0.1", port: 0, database: path, apple: apple, sessionLifetime: options.sessionLifetime, appleTimeoutMS: options.appleTimeoutMS)
     configured.rateLimitPerMinute = options.rateLimitPerMinute
     configured.trustedProxies = options.trustedProxies
+    if let front = options.front { configured.front = front }
     let settings = configured
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     let store = try SQLiteStore(path: path, cipher: cipher)

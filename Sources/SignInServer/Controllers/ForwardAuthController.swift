@@ -1,0 +1,116 @@
+import AppleSignIn
+import Foundation
+import HTTPTypes
+import Hummingbird
+import JOSE
+import Logging
+
+/// Forward-auth: the proxy in front of a site asks on every request whether to let it through.
+/// `GET /auth/check` answers nginx's `auth_request` (202 with identity headers, 401, 403; never a redirect,
+/// never a body); `GET /auth/forward` answers Traefik's `forwardAuth` and Caddy's `forward_auth`, which pass
+/// the original request in `X-Forwarded-*` (believed from `trusted_proxies` only) and want a browser sent to
+/// the sign-in. Neither writes to the store.
+struct ForwardAuthController: Sendable {
+    let renderer: PageRenderer
+    let front: FrontSettings
+    let proxy: ClientAddressResolver
+
+    /// `sessions`: the routes `SessionMiddleware` guards.
+    func addRoutes(to sessions: RouterGroup<ServerContext>) {
+        sessions.get("/auth/check", use: check)
+        sessions.get("/auth/forward", use: forward)
+    }
+
+    @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
+        switch decide(context) {
+        case .allow(let user): return allowed(user, status: .accepted)
+        case .deny: return Self.empty(.forbidden)
+        case .signIn: return Self.empty(.unauthorized)
+        case .unavailable: return Self.empty(.serviceUnavailable)
+        }
+    }
+
+    @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
+        switch decide(context) {
+        case .allow(let user): return allowed(user, status: .ok)
+        case .deny(let user): return denied(user, request: request)
+        case .unavailable: return renderer.render(.storeUnavailable(retryURL: original(request, context: context) ?? "/"), language: request.pageLanguage)
+        case .signIn:
+            let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue
+            let wantsPage = (method == "GET" || method == "HEAD") && (request.headers[.accept]?.contains("text/html") ?? false)
+            guard wantsPage else { return Self.empty(.unauthorized) }
+            var target = front.publicOrigin + "/auth/apple"
+            if let url = original(request, context: context) { target += "?rd=" + FormEncoding.encode(url) }
+            var response = Response.redirect(to: target, type: .found)
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
+    }
+
+    private enum Decision {
+        case allow(UserRecord)
+        case deny(UserRecord)
+        case signIn
+        case unavailable
+    }
+
+    private func decide(_ context: ServerContext) -> Decision {
+        switch context.visitor {
+        case .signedIn(_, let user):
+            return front.policy.allows(subject: user.subject, email: user.email) ? .allow(user) : .deny(user)
+        case .anonymous, .notLooked: return .signIn
+        case .storeUnavailable: return .unavailable
+        }
+    }
+
+    private func allowed(_ user: UserRecord, status: HTTPResponse.Status) -> Response {
+        var response = Self.empty(status)
+        response.headers.append(contentsOf: IdentityHeaders.fields(for: user))
+        return response
+    }
+
+    /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out.
+    private func denied(_ user: UserRecord, request: Request) -> Response {
+        let language = request.pageLanguage
+        return renderer.page(
+            "denied", title: renderer.string("deniedHeading", language), language: language,
+            slots: ["who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": front.publicOrigin + "/auth/sign-out"],
+            status: .forbidden
+        )
+    }
+
+    /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.
+    private func original(_ request: Request, context: ServerContext) -> String? {
+        guard let host = proxy.forwarded(.xForwardedHost, request, context: context),
+            let uri = proxy.forwarded(.xForwardedUri, request, context: context), uri.hasPrefix("/")
+        else { return nil }
+        let scheme = proxy.forwarded(.xForwardedProto, request, context: context)?.lowercased() == "https" ? "https" : "http"
+        return scheme + "://" + host + uri
+    }
+
+    static func empty(_ status: HTTPResponse.Status) -> Response {
+        Response(status: status, headers: [.cacheControl: "no-store"])
+    }
+}
+
+/// The front's settings: where siwa is reached, where it may send the browser, and who may pass.
+public struct FrontSettings: Sendable {
+    /// `scheme://host[:port]` of siwa as browsers reach it, without a trailing slash (`public_url`).
+    public var publicOrigin: String
+    /// `allowed_redirect_domains`.
+    public var redirects: RedirectPolicy
+    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs`.
+    public var policy: AccessPolicy
+
+    public init(publicOrigin: String, redirects: RedirectPolicy = RedirectPolicy(domains: []), policy: AccessPolicy = AccessPolicy()) {
+        self.publicOrigin = publicOrigin.hasSuffix("/") ? String(publicOrigin.dropLast()) : publicOrigin
+        self.redirects = redirects
+        self.policy = policy
+    }
+}
+
+extension HTTPField.Name {
+    /// `X-Forwarded-Method`, `X-Forwarded-Uri`: the original request, from Traefik and Caddy.
+    static let xForwardedMethod = HTTPField.Name("X-Forwarded-Method")
+    static let xForwardedUri = HTTPField.Name("X-Forwarded-Uri")
+}

@@ -1,0 +1,36 @@
+import Foundation
+import HTTPTypes
+
+/// The headers that tell the site behind the front who is asking, named as oauth2-proxy names them so existing
+/// proxy configurations work. A value that is not printable ASCII (a name such as 李雷, or anything with CR/LF)
+/// is percent-encoded as UTF-8, so it can never split or forge a header.
+public enum IdentityHeaders {
+    public static let user = HTTPField.Name("X-Auth-Request-User")
+    public static let email = HTTPField.Name("X-Auth-Request-Email")
+    public static let preferredUsername = HTTPField.Name("X-Auth-Request-Preferred-Username")
+    public static let privateEmail = HTTPField.Name("X-Siwa-Private-Email")
+
+    /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, and
+    /// whether the email is a private relay address.
+    static func fields(for user: UserRecord) -> [HTTPField] {
+        var pairs: [(HTTPField.Name?, String)] = [(Self.user, user.subject)]
+        if let email = user.email, !email.isEmpty { pairs.append((Self.email, email)) }
+        if let name = user.displayName, !name.isEmpty { pairs.append((preferredUsername, name)) }
+        pairs.append((privateEmail, user.isPrivateEmail ? "true" : "false"))
+        return pairs.compactMap { name, value in name.map { HTTPField(name: $0, value: headerSafe(value)) } }
+    }
+
+    /// `text` unchanged when every byte is printable ASCII other than `%`; otherwise percent-encoded UTF-8.
+    public static func headerSafe(_ text: String) -> String {
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "%") }) { return text }
+        var encoded = ""
+        for byte in text.utf8 {
+            if byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "%") {
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                encoded += String(format: "%%%02X", byte)
+            }
+        }
+        return encoded
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import JOSE
+import SignInServer
+import Testing
+
+/// Forward-auth (issue 17, part A): what nginx's `auth_request`, Traefik's `forwardAuth` and Caddy's
+/// `forward_auth` get from siwa, the access policy, and the `rd` round trip of sign-in and sign-out.
+@Suite("Forward-auth: /auth/check, /auth/forward, rd, access policy")
+struct ForwardAuthTests {
+    static let app = "http://app.localhost:3000"
+    static func front(policy: AccessPolicy = AccessPolicy()) -> FrontSettings {
+        FrontSettings(publicOrigin: "http://auth.localhost:8080/", redirects: RedirectPolicy(domains: ["app.localhost", ".example.com"]), policy: policy)
+    }
+
+    static func header(_ response: TestResponse, _ name: String) -> String? {
+        HTTPField.Name(name).flatMap { response.headers[$0] }
+    }
+
+    @Test("/auth/check: 401 without a session, 202 with the identity headers with one; never a redirect or a body")
+    func check() async throws {
+        try await withServer(ServerOptions(front: Self.front())) { harness in
+            for cookies in [[:], [harness.sessionCookie: "not-a-session"]] {
+                let anonymous = try await harness.get("/auth/check", cookies: cookies)
+                #expect(anonymous.status == .unauthorized)
+                #expect(anonymous.location == nil && anonymous.body.readableBytes == 0)
+            }
+            let signIn = try await harness.signIn()
+            let session = try #require(signIn.session)
+            // A forged identity header on the request changes nothing: the answer comes from the session.
+            let checked = try await harness.get("/auth/check", cookies: [harness.sessionCookie: session], headers: [HTTPField.Name("X-Auth-Request-User")!: "someone-else"])
+            #expect(checked.status == .accepted)
+            #expect(checked.body.readableBytes == 0)
+            #expect(Self.header(checked, "X-Auth-Request-User") == Fixtures.ada)
+            #expect(Self.header(checked, "X-Auth-Request-Email") == Fixtures.adaEmail)
+            #expect(Self.header(checked, "X-Siwa-Private-Email") == "false")
+            // No database write on this path: the session table is as it was.
+            let before = try harness.database.count("sessions")
+            _ = try await harness.get("/auth/check", cookies: [harness.sessionCookie: session])
+            #expect(try harness.database.count("sessions") == before)
+        }
+    }
+
+    @Test("a hidden email arrives as the relay address with X-Siwa-Private-Email: true; a Chinese name is percent-encoded")
+    func privateEmailAndName() async throws {
+        try await withServer(ServerOptions(front: Self.front())) { harness in
+            let hidden = try #require(try await harness.signIn(user: Fixtures.lilei, hide: true, firstName: "李雷").session)
+            let checked = try await harness.get("/auth/check", cookies: [harness.sessionCookie: hidden])
+            #expect(checked.status == .accepted)
+            #expect(Self.header(checked, "X-Siwa-Private-Email") == "true")
+            #expect(Self.header(checked, "X-Auth-Request-Email")?.hasSuffix("@privaterelay.appleid.com") == true)
+            let name = try #require(Self.header(checked, "X-Auth-Request-Preferred-Username"))
+            #expect(name.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F })
+            #expect(name.removingPercentEncoding?.contains("李雷") == true)
+        }
+    }
+
+    @Test("the access policy: a person no rule names gets 403 from /auth/check and a page saying who they are from /auth/forward")
+    func policy() async throws {
+        let deny = Self.front(policy: AccessPolicy(emails: ["grace@example.com"]))
+        try await withServer(ServerOptions(front: deny)) { harness in
+            let session = try #require(try await harness.signIn().session)
+            let checked = try await harness.get("/auth/check", cookies: [harness.sessionCookie: session])
+            #expect(checked.status == .forbidden)
+            #expect(Self.header(checked, "X-Auth-Request-User") == nil)
+            let forwarded = try await harness.get("/auth/forward", cookies: [harness.sessionCookie: session], headers: [.accept: "text/html"])
+            #expect(forwarded.status == .forbidden)
+            #expect(forwarded.element("who")?.contains(Fixtures.adaEmail) == true)
+            #expect(forwarded.text.contains("http://auth.localhost:8080/auth/sign-out"))
+        }
+        let domain = Self.front(policy: AccessPolicy(emailDomains: ["example.com"]))
+        try await withServer(ServerOptions(front: domain)) { harness in
+            let shared = try #require(try await harness.signIn().session)
+            #expect(try await harness.get("/auth/check", cookies: [harness.sessionCookie: shared]).status == .accepted)
+            // A relay address is on privaterelay.appleid.com, not on the listed domain.
+            let hidden = try #require(try await harness.signIn(user: Fixtures.grace, hide: true).session)
+            #expect(try await harness.get("/auth/check", cookies: [harness.sessionCookie: hidden]).status == .forbidden)
+        }
+    }
+
+    @Test("/auth/forward: an unauthenticated browser GET goes to the sign-in with the original URL as rd, from trusted proxies only; anything else is 401")
+    func forward() async throws {
+        let forwarded: HTTPFields = [
+            HTTPField.Name("X-Forwarded-Method")!: "GET", HTTPField.Name("X-Forwarded-Proto")!: "http",
+            HTTPField.Name("X-Forwarded-Host")!: "app.localhost:3000", HTTPField.Name("X-Forwarded-Uri")!: "/reports?year=2026",
+            .accept: "text/html,application/xhtml+xml",
+        ]
+        try await withServer(ServerOptions(trustedProxies: ["127.0.0.1"], live: true, front: Self.front())) { harness in
+            let browser = try await harness.get("/auth/forward", headers: forwarded)
+            #expect(browser.status == .found)
+            #expect(browser.location == "http://auth.localhost:8080/auth/apple?rd=" + FormEncoding.encode(Self.app + "/reports?year=2026"))
+            var post = forwarded
+            post[HTTPField.Name("X-Forwarded-Method")!] = "POST"
+            #expect(try await harness.get("/auth/forward", headers: post).status == .unauthorized)
+            var api = forwarded
+            api[.accept] = "application/json"
+            #expect(try await harness.get("/auth/forward", headers: api).status == .unauthorized)
+            let session = try #require(try await harness.signIn().session)
+            let allowed = try await harness.get("/auth/forward", cookies: [harness.sessionCookie: session], headers: forwarded)
+            #expect(allowed.status == .ok)
+            #expect(Self.header(allowed, "X-Auth-Request-User") == Fixtures.ada)
+        }
+        // From a peer that is not a trusted proxy the forwarded headers are ignored: no rd to the claimed URL.
+        try await withServer(ServerOptions(live: true, front: Self.front())) { harness in
+            let browser = try await harness.get("/auth/forward", headers: forwarded)
+            #expect(browser.status == .found)
+            #expect(browser.location == "http://auth.localhost:8080/auth/apple")
+        }
+    }
+
+    @Test("rd: an allowed URL is where the sign-in lands; any other (unlisted host, http off loopback, a look-alike) lands on /")
+    func redirectAfterSignIn() async throws {
+        try await withServer(ServerOptions(front: Self.front())) { harness in
+            let cases: [(String, String)] = [
+                (Self.app + "/reports?year=2026", Self.app + "/reports?year=2026"),
+                ("https://wiki.example.com/page", "https://wiki.example.com/page"),
+                ("https://evil.com/", "/"),
+                ("http://wiki.example.com/page", "/"),
+                ("https://example.com.evil.com/", "/"),
+                ("https://example.com/", "/"),
+                ("//evil.com/", "/"),
+                ("javascript:alert(1)", "/"),
+            ]
+            for (rd, expected) in cases {
+                let started = try await harness.get("/auth/apple?rd=" + FormEncoding.encode(rd))
+                let location = try #require(started.location)
+                let binding = try #require(started.setCookie(harness.bindingCookie)?.value)
+                let fields = try await harness.authorize(location)
+                let returned = try await harness.callback(fields, binding: binding)
+                #expect(returned.location == expected, "rd \(rd)")
+            }
+        }
+    }
+
+    @Test("sign-out with rd: the GET only asks; the POST with the CSRF token ends the session and returns to the allowed rd")
+    func signOutWithRedirect() async throws {
+        try await withServer(ServerOptions(front: Self.front())) { harness in
+            let session = try #require(try await harness.signIn().session)
+            let cookies = [harness.sessionCookie: session]
+            let rd = Self.app + "/"
+            let page = try await harness.get("/auth/sign-out?rd=" + FormEncoding.encode(rd), cookies: cookies)
+            #expect(page.status == .ok)
+            #expect(page.element("who")?.isEmpty == false)
+            #expect(try await harness.get("/auth/check", cookies: cookies).status == .accepted)
+            let token = try #require(page.csrfToken)
+            let wrong = try await harness.post("/auth/sign-out", form: "csrf_token=wrong&rd=" + FormEncoding.encode(rd), cookies: cookies)
+            #expect(wrong.status == .forbidden)
+            #expect(try await harness.get("/auth/check", cookies: cookies).status == .accepted)
+            let done = try await harness.post("/auth/sign-out", form: "csrf_token=\(token)&rd=" + FormEncoding.encode(rd), cookies: cookies)
+            #expect(done.location == rd)
+            #expect(done.setCookie(harness.sessionCookie)?.isDeletion == true)
+            #expect(try await harness.get("/auth/check", cookies: cookies).status == .unauthorized)
+            // Signed out already: the GET goes straight on; an unlisted rd is never followed.
+            let again = try await harness.get("/auth/sign-out?rd=" + FormEncoding.encode("https://evil.com/"), cookies: cookies)
+            #expect(again.location == "/")
+        }
+    }
+}
