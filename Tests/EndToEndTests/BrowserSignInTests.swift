@@ -243,35 +243,92 @@ struct BrowserSignInTests {
                 """
             }) { nginx in
                 // Without a session a forged identity header gets nowhere: the answer is the way to the sign-in.
-                var forged = HTTPClientRequest(url: nginx.url("/reports"))
-                forged.headers.add(name: "X-Auth-Request-User", value: lilei.sub)
-                let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
-                let refused: HTTPClientResponse
-                do {
-                    refused = try await client.execute(forged, timeout: .seconds(10))
-                    try await client.shutdown()
-                } catch {
-                    try await client.shutdown()
-                    throw error
-                }
-                #expect(refused.status == .found)
-                #expect(refused.headers.first(name: "location")?.hasPrefix(e2e.site.url("/auth/apple?rd=")) == true, "\(nginx.logs())")
-
-                let target = nginx.url("/reports?year=2026")
-                try await browser.open(target)
-                try await waitForConsent(e2e)
-                try await browser.element(userRadio(lilei)).click()
-                try await browser.element("input[name=emulator_email][value=hide]").click()
-                try await browser.element("#continue").click()
-                try await browser.waitForPage(nginx.url("/reports"))
-                #expect(try await browser.currentURL() == target)
-                let echoed = try EchoedRequest(json: ByteBuffer(string: try await browser.element("body").text()))
+                let echoed = try await signInThroughProxy(e2e, to: nginx.url("/reports"), query: "?year=2026", as: lilei, hideEmail: true, forging: "X-Auth-Request-User")
                 #expect(echoed.path == "/reports?year=2026")
                 #expect(echoed.values("x-auth-request-user") == [lilei.sub])
                 #expect(echoed.values("x-siwa-private-email") == ["true"])
                 #expect(echoed.values("x-auth-request-email") == [lilei.relayEmail])
             }
         }
+    }
+
+    @Test("Traefik forwardAuth and Caddy forward_auth to /auth/forward: the browser goes to the sign-in and back to the URL it asked for; the app sees who signed in, never a forged header")
+    func traefikAndCaddyForwardAuth() async throws {
+        let e2e = try EndToEnd.current()
+        let grace = e2e.site.user("Grace")
+        let siwa = try #require(URL(string: e2e.site.origin)?.port)
+        try await withEchoUpstream { app in
+            try await e2e.startClean()
+            try await withTraefik(staticArguments: [], dynamicConfiguration: { _ in
+                """
+                http:
+                  routers:
+                    app: {rule: "PathPrefix(`/`)", middlewares: [siwa], service: app}
+                  middlewares:
+                    siwa:
+                      forwardAuth:
+                        address: "http://127.0.0.1:\(siwa)/auth/forward"
+                        authResponseHeaders: [X-Auth-Request-User, X-Auth-Request-Email, X-Siwa-Private-Email]
+                  services:
+                    app: {loadBalancer: {servers: [{url: "http://127.0.0.1:\(app)"}]}}
+                """
+            }) { traefik in
+                let echoed = try await signInThroughProxy(e2e, to: traefik.url("/wiki/page"), query: "?rev=3", as: grace, forging: "X-Auth-Request-User")
+                #expect(echoed.path == "/wiki/page?rev=3")
+                #expect(echoed.values("x-auth-request-user") == [grace.sub])
+                #expect(echoed.values("x-auth-request-email") == [grace.email])
+                #expect(echoed.values("x-siwa-private-email") == ["false"])
+            }
+            try await e2e.startClean()
+            try await withCaddy(configuration: { port in
+                """
+                http://127.0.0.1:\(port) {
+                    forward_auth 127.0.0.1:\(siwa) {
+                        uri /auth/forward
+                        copy_headers X-Auth-Request-User X-Auth-Request-Email X-Siwa-Private-Email
+                    }
+                    reverse_proxy 127.0.0.1:\(app)
+                }
+                """
+            }) { caddy in
+                let echoed = try await signInThroughProxy(e2e, to: caddy.url("/docs"), query: "", as: grace, forging: "X-Auth-Request-User")
+                #expect(echoed.path == "/docs")
+                #expect(echoed.values("x-auth-request-user") == [grace.sub])
+            }
+        }
+    }
+
+    /// Opens `url + query` behind a proxy, consents at the emulator as `user`, and returns what the app behind
+    /// the proxy received once the browser is back on that URL. With `forging`, first checks that a request
+    /// without a session but with that identity header set by the client gets no page of the app.
+    private func signInThroughProxy(
+        _ e2e: EndToEnd, to url: String, query: String, as user: EmulatorConfiguration.User, hideEmail: Bool = false, forging: String? = nil
+    ) async throws -> EchoedRequest {
+        let browser = e2e.browser
+        if let forging {
+            var forged = HTTPClientRequest(url: url + query)
+            forged.headers.add(name: forging, value: user.sub)
+            forged.headers.add(name: "Accept", value: "text/html")
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+            let refused: HTTPClientResponse
+            do {
+                refused = try await client.execute(forged, timeout: .seconds(10))
+                try await client.shutdown()
+            } catch {
+                try await client.shutdown()
+                throw error
+            }
+            #expect(refused.status == .found)
+            #expect(refused.headers.first(name: "location")?.hasPrefix(e2e.site.url("/auth/apple?rd=")) == true)
+        }
+        try await browser.open(url + query)
+        try await waitForConsent(e2e)
+        try await browser.element(userRadio(user)).click()
+        if hideEmail { try await browser.element("input[name=emulator_email][value=hide]").click() }
+        try await browser.element("#continue").click()
+        try await browser.waitForPage(url)
+        #expect(try await browser.currentURL() == url + query)
+        return try EchoedRequest(json: ByteBuffer(string: try await browser.element("body").text()))
     }
 
     // MARK: steps

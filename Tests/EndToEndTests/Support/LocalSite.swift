@@ -60,8 +60,9 @@ struct LocalSite: Sendable {
         let values = try await LayeredValues(
             cli: [
                 "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
-                // Sites behind nginx on this host may be returned to after sign-in (forward-auth tests).
-                "allowed_redirect_domains": "127.0.0.1",
+                // Sites behind nginx, Traefik and Caddy on this host may be returned to after sign-in, and those
+                // proxies' X-Forwarded-* headers are believed (forward-auth tests).
+                "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1",
             ],
             configFile: nil, environment: [:]
         )
