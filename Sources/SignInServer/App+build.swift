@@ -63,11 +63,7 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
 /// Builds the router of the web front.
 public func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer, logger: Logger = Logger(label: "siwa")) -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
-    var formActions: [String] = []
-    if let scheme = settings.apple.appleBaseURL.scheme, let host = settings.apple.appleBaseURL.host {
-        formActions.append("\(scheme)://\(host)" + (settings.apple.appleBaseURL.port.map { ":\($0)" } ?? ""))
-    }
-    router.add(middleware: SecurityHeadersMiddleware(formActionOrigins: formActions, hsts: settings.secureCookies))
+    router.add(middleware: SecurityHeadersMiddleware(settings: settings))
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
     let proxy = ClientAddressResolver(trustedProxies: Set(settings.trustedProxies))
     if settings.rateLimitPerMinute > 0 {
@@ -99,6 +95,20 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     return router
 }
 
+/// Builds the door to the upstream (`--upstream`) that `client` reaches: the sign-in gate and the forwarder, with
+/// the router's cookies, sessions and security headers.
+func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> UpstreamGate {
+    let cookies = CookiePolicy(secure: settings.secureCookies)
+    let forwarder = UpstreamForwarder(
+        settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)),
+        ownCookies: [cookies.sessionName, cookies.bindingName, cookies.csrfName]
+    )
+    return UpstreamGate(
+        forwarder: forwarder, front: settings.front, sessions: SessionMiddleware(store: components.store, cookies: cookies), renderer: renderer,
+        security: SecurityHeadersMiddleware(settings: settings)
+    )
+}
+
 /// Builds the whole application: store, clients, router, listening on `settings.host:settings.port`.
 public func buildApplication(
     settings: ServerSettings,
@@ -111,10 +121,13 @@ public func buildApplication(
     let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
     let router = buildRouter(settings: settings, components: components, renderer: renderer, logger: logger)
+    let upstreamClient = settings.upstream.map(UpstreamClient.init)
+    let gate = upstreamClient.map { buildUpstreamGate(client: $0, settings: settings, components: components, renderer: renderer) }
+    let front = FrontDoor(router: router, gate: gate, publicDirectory: settings.publicDirectory)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
-    let allServices = components.store.services + services
+    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
     var app = Application(
-        router: router,
+        router: front,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
         services: allServices + [lifecycle],
         onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },

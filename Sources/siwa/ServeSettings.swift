@@ -55,9 +55,11 @@ extension ServePlan {
             throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme or port (app.example.com, or .example.com for its subdomains); got \(domain)")
         }
         let policy = AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"))
+        // siwa's own host is always a place to return to (the built-in proxy's sign-ins come back there).
         func front(_ origin: String) -> FrontSettings {
-            FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects, policy: policy)
+            FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), policy: policy)
         }
+        let upstream = try Self.upstream(values)
 
         if given.isEmpty {
             let publicHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
@@ -76,6 +78,7 @@ extension ServePlan {
             settings.rateLimitPerMinute = rateLimit
             settings.trustedProxies = trustedProxies
             settings.front = front(origin)
+            settings.upstream = upstream
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: origin + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort
             return
@@ -105,8 +108,35 @@ extension ServePlan {
         settings.rateLimitPerMinute = rateLimit
         settings.trustedProxies = trustedProxies
         settings.front = front(settings.origin)
+        settings.upstream = upstream
         emulator = nil
         self.emulatorPort = emulatorPort
+    }
+}
+
+extension ServePlan {
+    /// `upstream`, `upstream_timeout_ms` and `skip_auth_routes`: the built-in proxy, or nil without `upstream`.
+    static func upstream(_ values: LayeredValues) throws -> UpstreamSettings? {
+        let timeout = try values.int("upstream_timeout_ms", default: 30_000)
+        guard timeout > 0 else { throw ConfigurationError(field: "upstream_timeout_ms", "must be more than 0 milliseconds; got \(timeout)") }
+        let entries = values.list("skip_auth_routes")
+        guard let url = values.string("upstream") else {
+            if !entries.isEmpty { throw ConfigurationError(field: "skip_auth_routes", "applies to the built-in proxy only: set upstream too") }
+            return nil
+        }
+        var routes: [SkipAuthRoute] = []
+        for entry in entries {
+            do {
+                routes.append(try SkipAuthRoute(entry))
+            } catch {
+                throw ConfigurationError(field: "skip_auth_routes", error.description + " (entries are METHOD=regex, *=regex or a regex; in the config file a JSON array, so an entry may contain a comma)")
+            }
+        }
+        do {
+            return try UpstreamSettings(url: url, timeoutMS: timeout, skipAuthRoutes: routes)
+        } catch {
+            throw ConfigurationError(field: "upstream", error.description)
+        }
     }
 }
 

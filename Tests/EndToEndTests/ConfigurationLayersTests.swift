@@ -1,5 +1,6 @@
 import AppleSignIn
 import Foundation
+import SignInServer
 @testable import siwa
 import Testing
 
@@ -111,6 +112,36 @@ struct ConfigurationLayersTests {
         await #expect { _ = try await LayeredValues(arguments: [], configFile: directory.appendingPathComponent("c.json").path, environment: [:], dotEnvPath: nil) } throws: { error in
             (error as? ConfigurationError)?.field == "prot"
         }
+    }
+
+    @Test("upstream, upstream_timeout_ms, skip_auth_routes: a bad value stops start-up naming its key; a file's JSON array keeps a regex with a comma whole")
+    func upstreamKeys() async throws {
+        let refused: [([String], String)] = [
+            (["--upstream", "127.0.0.1:3000"], "upstream"),
+            (["--upstream", "ftp://127.0.0.1/"], "upstream"),
+            (["--upstream", "http://127.0.0.1:3000/?a=b"], "upstream"),
+            (["--upstream", "http://127.0.0.1:3000", "--upstream-timeout-ms", "0"], "upstream_timeout_ms"),
+            (["--upstream", "http://127.0.0.1:3000", "--skip-auth-routes", "GET=^/health($"], "skip_auth_routes"),
+            (["--skip-auth-routes", "^/health$"], "skip_auth_routes"),
+        ]
+        for (arguments, field) in refused {
+            let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
+            #expect("\(arguments)") { _ = try ServePlan(values: values, creatingLocalKey: false) } throws: { ($0 as? ConfigurationError)?.field == field }
+        }
+        let directory = try Self.directory(["c.json": #"{"upstream": "http://127.0.0.1:3000/app/", "skip_auth_routes": ["GET=^/a{1,2}$", "^/public/"]}"#])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fromFile = try await LayeredValues(arguments: [], configFile: directory.appendingPathComponent("c.json").path, environment: [:], dotEnvPath: nil)
+        let upstream = try #require(try ServePlan(values: fromFile, creatingLocalKey: false).settings.upstream)
+        #expect(upstream.skipAuthRoutes.map(\.description) == ["GET=^/a{1,2}$", "^/public/"])
+        #expect(upstream.origin == "http://127.0.0.1:3000")
+        #expect(upstream.basePath == "/app")
+        #expect(upstream.timeoutMS == 30_000)
+        let fromEnvironment = try await LayeredValues(
+            arguments: [], environment: ["SIWA_UPSTREAM": "http://[::1]:3000", "SIWA_SKIP_AUTH_ROUTES": "GET=^/health$, POST=^/hook$"], dotEnvPath: nil
+        )
+        let routes = try #require(try ServePlan(values: fromEnvironment, creatingLocalKey: false).settings.upstream).skipAuthRoutes
+        #expect(routes.map(\.description) == ["GET=^/health$", "POST=^/hook$"])
+        #expect(routes.map { $0.method?.rawValue } == ["GET", "POST"])
     }
 
     @Test("the doctor runs serve's own parse: a value only serve reads, broken, fails the doctor too")

@@ -31,8 +31,10 @@ struct ProxyHarnessTests {
     }
 
     /// Downloads `url` a buffer at a time and returns how many bytes came and whether they were `PatternedBytes`.
-    static func download(_ url: String) async throws -> (status: Int, bytes: Int, patterned: Bool) {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(120))
+    static func download(_ url: String, headers: [(String, String)] = []) async throws -> (status: Int, bytes: Int, patterned: Bool) {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(contentsOf: headers)
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
         var count = 0
         var patterned = true
         for try await buffer in response.body {
@@ -43,10 +45,11 @@ struct ProxyHarnessTests {
     }
 
     /// POSTs `count` bytes of `PatternedBytes`, streamed, and returns what the echo upstream counted.
-    static func upload(_ count: Int, to url: String) async throws -> (status: Int, echoed: EchoedRequest) {
+    static func upload(_ count: Int, to url: String, headers: [(String, String)] = []) async throws -> (status: Int, echoed: EchoedRequest) {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.headers.add(contentsOf: headers)
         request.body = .stream(PatternedBytes(count: count), length: .known(Int64(count)))
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
         let body = try await response.body.collect(upTo: 1 << 20)

@@ -10,6 +10,13 @@ public struct RedirectPolicy: Sendable, Equatable {
         self.domains = domains.map { $0.lowercased() }.filter { !$0.isEmpty }
     }
 
+    /// This policy with the host of `origin` (`scheme://host[:port]`) allowed too: siwa's own, which a sign-in
+    /// started by the built-in proxy returns to.
+    public func allowing(hostOf origin: String) -> RedirectPolicy {
+        guard let host = URLComponents(string: origin)?.host?.lowercased(), !host.isEmpty, !domains.contains(host) else { return self }
+        return RedirectPolicy(domains: domains + [host])
+    }
+
     /// `candidate` when it may be followed, nil otherwise.
     public func allowed(_ candidate: String?) -> String? {
         guard let candidate, !candidate.isEmpty, candidate.utf8.count <= 2048,

@@ -36,6 +36,15 @@ struct ClientAddressResolver: Sendable {
         return hops.last(where: { !trustedProxies.contains($0) }) ?? peer
     }
 
+    /// The `X-Forwarded-For` to hand on: the chain a trusted proxy sent with the peer's address appended, or, from
+    /// anyone else, the peer's address alone (what a client claims there is dropped).
+    func forwardedFor(_ request: Request, context: ServerContext) -> String {
+        let peer = context.remoteAddress?.ipAddress ?? "unknown"
+        guard trusted(context), let name = HTTPField.Name.xForwardedFor else { return peer }
+        let chain = request.headers[values: name].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return (chain + [peer]).joined(separator: ", ")
+    }
+
     /// The first value of the forwarded header `name`, only from a trusted proxy.
     func forwarded(_ name: HTTPField.Name?, _ request: Request, context: ServerContext) -> String? {
         guard trusted(context), let name, let value = request.headers[name]?.split(separator: ",").first else { return nil }

@@ -13,14 +13,29 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
         self.hsts = hsts
     }
 
+    /// The headers for `settings`: forms may also post to Apple's origin; HSTS when cookies are `Secure`.
+    init(settings: ServerSettings) {
+        var formActions: [String] = []
+        if let scheme = settings.apple.appleBaseURL.scheme, let host = settings.apple.appleBaseURL.host {
+            formActions.append("\(scheme)://\(host)" + (settings.apple.appleBaseURL.port.map { ":\($0)" } ?? ""))
+        }
+        self.init(formActionOrigins: formActions, hsts: settings.secureCookies)
+    }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
+        secure(&response)
+        return response
+    }
+
+    /// Adds the headers to one of siwa's own responses (the built-in proxy answers with pages of its own too, but
+    /// leaves the upstream's answers as they are).
+    func secure(_ response: inout Response) {
         response.headers[.contentSecurityPolicy] = contentSecurityPolicy
         response.headers[.xContentTypeOptions] = "nosniff"
         if let name = HTTPField.Name.referrerPolicy { response.headers[name] = "same-origin" }
         if let name = HTTPField.Name.xFrameOptions { response.headers[name] = "DENY" }
         if hsts { response.headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
-        return response
     }
 }
 

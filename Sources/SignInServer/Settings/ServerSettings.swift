@@ -45,6 +45,9 @@ public struct ServerSettings: Sendable {
     /// no redirect domains, anyone).
     public var front: FrontSettings
 
+    /// The built-in proxy (`upstream`, `upstream_timeout_ms`, `skip_auth_routes`); nil when siwa fronts no upstream.
+    public var upstream: UpstreamSettings?
+
     /// The return URL registered with Apple (the first one configured).
     public var returnURL: URL { apple.returnURLs[0] }
 

@@ -25,6 +25,16 @@ struct ErrorPage: Error, Sendable {
         ErrorPage(key: "storeUnavailable", status: .serviceUnavailable, actionURL: retryURL, actionKey: "tryAgain")
     }
 
+    /// The upstream behind the built-in proxy refused or broke the connection; the button tries `retryURL` again.
+    static func badGateway(retryURL: String) -> ErrorPage {
+        ErrorPage(key: "badGateway", status: .badGateway, actionURL: retryURL, actionKey: "tryAgain")
+    }
+
+    /// The upstream behind the built-in proxy did not answer in time; the button tries `retryURL` again.
+    static func gatewayTimeout(retryURL: String) -> ErrorPage {
+        ErrorPage(key: "gatewayTimeout", status: .gatewayTimeout, actionURL: retryURL, actionKey: "tryAgain")
+    }
+
     /// A form's CSRF token was missing or wrong; the button goes back to the form at `retryURL`.
     static func csrf(retryURL: String) -> ErrorPage {
         ErrorPage(key: "csrf", status: .forbidden, actionURL: retryURL, actionKey: "tryAgain")

@@ -13,6 +13,7 @@ struct LayeredValues: Sendable {
         var provider: any ConfigProvider
     }
 
+    private static let fileLayer = "config file"
     private let layers: [Layer]
     private let reader: ConfigReader
 
@@ -53,7 +54,7 @@ struct LayeredValues: Sendable {
             try Self.checkFileKeys(configPath)
             do {
                 let file = try await FileProvider<JSONSnapshot>(filePath: FilePath(configPath))
-                layers.append(Layer(name: "config file", provider: file))
+                layers.append(Layer(name: Self.fileLayer, provider: file))
             } catch {
                 throw ConfigurationError(field: "config", "\(configPath) is not a JSON object of configuration keys: \(error)")
             }
@@ -92,8 +93,12 @@ struct LayeredValues: Sendable {
     }
 
     /// A list: comma-separated on the command line and in the environment, a JSON array (or one string) in the file.
+    /// The entries of a file's array are taken whole: that is how an entry containing a comma (a regex) is written.
     func list(_ key: String) -> [String] {
         if let values = reader.stringArray(forKey: ConfigKey(key)) {
+            if source(of: key) == Self.fileLayer {
+                return values.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            }
             return values.flatMap(Self.split)
         }
         return reader.string(forKey: ConfigKey(key)).map(Self.split) ?? []

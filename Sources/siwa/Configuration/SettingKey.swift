@@ -30,6 +30,7 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("rate_limit_per_minute"), SettingKey("trusted_proxies", list: true), SettingKey("notifications_url"),
         SettingKey("public_url"), SettingKey("allowed_redirect_domains", list: true), SettingKey("allowed_emails", list: true),
         SettingKey("allowed_email_domains", list: true), SettingKey("allowed_subs", list: true),
+        SettingKey("upstream"), SettingKey("upstream_timeout_ms"), SettingKey("skip_auth_routes", list: true),
     ]
 
     /// The key named `name`, if there is one.

@@ -35,12 +35,13 @@ struct LocalSite: Sendable {
     /// Starts the emulator and the server, runs `body`, then shuts both down and deletes the database.
     /// The ports must be known before either starts (each names the other), so they are reserved and released
     /// first; when another test's server took one meanwhile, start-up is tried again on new ports (twice at most).
-    static func run(_ body: (LocalSite) async throws -> Void) async throws {
+    /// `settings`: configuration keys set on the command line besides (or, nil, instead of) the defaults below.
+    static func run(settings: [String: String?] = [:], _ body: (LocalSite) async throws -> Void) async throws {
         var attempt = 1
         while true {
             var started = false
             do {
-                try await runOnce { site in
+                try await runOnce(settings: settings) { site in
                     started = true
                     try await body(site)
                 }
@@ -51,21 +52,19 @@ struct LocalSite: Sendable {
         }
     }
 
-    private static func runOnce(_ body: (LocalSite) async throws -> Void) async throws {
+    private static func runOnce(settings: [String: String?], _ body: (LocalSite) async throws -> Void) async throws {
         let ports = try await FreePorts.reserve(2)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-e2e-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
 
-        let values = try await LayeredValues(
-            cli: [
-                "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
-                // Sites behind nginx, Traefik and Caddy on this host may be returned to after sign-in, and those
-                // proxies' X-Forwarded-* headers are believed (forward-auth tests).
-                "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1",
-            ],
-            configFile: nil, environment: [:]
-        )
+        let defaults: [String: String?] = [
+            "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
+            // Sites behind nginx, Traefik and Caddy on this host may be returned to after sign-in, and those
+            // proxies' X-Forwarded-* headers are believed (forward-auth tests).
+            "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1",
+        ]
+        let values = try await LayeredValues(cli: defaults.merging(settings) { $1 }, configFile: nil, environment: [:])
         let plan = try ServePlan(values: values)
         guard plan.settings.mode == .local, let emulatorConfiguration = plan.emulator else {
             throw EndToEndError("ServePlan did not choose local mode without Apple credentials")

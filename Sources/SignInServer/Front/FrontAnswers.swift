@@ -1,0 +1,62 @@
+import Hummingbird
+import JOSE
+
+/// What the front does with a request, from who is asking and the access policy.
+enum AccessDecision {
+    /// Signed in and let in by the policy.
+    case allow(UserRecord)
+    /// Signed in, not let in.
+    case deny(UserRecord)
+    /// No live session.
+    case signIn
+    /// The store did not answer; `retryURL` is the page to try again.
+    case unavailable(retryURL: String)
+
+    init(_ visitor: Visitor, policy: AccessPolicy) {
+        switch visitor {
+        case .signedIn(_, let user): self = policy.allows(subject: user.subject, email: user.email) ? .allow(user) : .deny(user)
+        case .anonymous, .notLooked: self = .signIn
+        case .storeUnavailable(let retryURL): self = .unavailable(retryURL: retryURL)
+        }
+    }
+}
+
+extension Request {
+    /// Whether a person's browser is navigating: `method` (the original one, behind a proxy) GET or HEAD, asking
+    /// for HTML. Only such a request is sent to the sign-in; anything else is told 401.
+    func isPageNavigation(method: String) -> Bool {
+        (method == "GET" || method == "HEAD") && (headers[.accept]?.contains("text/html") ?? false)
+    }
+
+    /// Whether the client asked for JSON (then failures are RFC 9457 problem details).
+    var acceptsJSON: Bool {
+        headers[.accept].map { $0.contains("application/json") || $0.contains("application/problem+json") } ?? false
+    }
+}
+
+extension FrontSettings {
+    /// The 302 to the sign-in, coming back to `original` (an absolute URL) when it is an allowed `rd`.
+    func signInRedirect(returningTo original: String?) -> Response {
+        var target = publicOrigin + "/auth/apple"
+        if let original { target += "?rd=" + FormEncoding.encode(original) }
+        var response = Response.redirect(to: target, type: .found)
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+}
+
+extension PageRenderer {
+    /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out.
+    func denied(_ user: UserRecord, signOutURL: String, language: PageLanguage) -> Response {
+        page(
+            "denied", title: string("deniedHeading", language), language: language,
+            slots: ["who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": signOutURL],
+            status: .forbidden
+        )
+    }
+
+    /// `page` as RFC 9457 problem details, in English (for clients that asked for JSON).
+    func problem(_ page: ErrorPage) -> Response {
+        Response.problem(page.status, page.key, string("error.\(page.key).heading", .english), string("error.\(page.key).message", .english))
+    }
+}

@@ -1,0 +1,29 @@
+import AsyncHTTPClient
+import NIOCore
+import ServiceLifecycle
+
+/// The built-in proxy's HTTP client, as a service of the application: shut down once the server has stopped.
+/// It is its own, not the client siwa calls Apple with, because these settings are the client's, not a request's:
+/// a proxy hands the upstream's redirects and encoded bodies on as they are (a client may follow or decompress
+/// them) and reports a refused connection at once (502), where a client for Apple rightly retries for seconds.
+struct UpstreamClient: Service {
+    let settings: UpstreamSettings
+    let client: HTTPClient
+
+    init(settings: UpstreamSettings) {
+        self.settings = settings
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        configuration.decompression = .disabled
+        // A connection that cannot even be opened in time counts as the upstream not answering in time (504).
+        configuration.timeout = .init(connect: .milliseconds(Int64(min(settings.timeoutMS, 10_000))))
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
+    }
+}

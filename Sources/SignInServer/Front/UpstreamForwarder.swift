@@ -1,0 +1,168 @@
+import AsyncHTTPClient
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Hands one request to the upstream and streams its answer back, as RFC 9110 asks of a proxy: hop-by-hop headers
+/// (and every header `Connection` names) stay on their hop; `X-Forwarded-For`, `-Proto` and `-Host` say where the
+/// request came from; whatever a client sent as `X-Auth-Request-*`, `X-Siwa-*`, `X-Forwarded-*` or `Forwarded`
+/// (also spelled with underscores, as CGI-style apps read them) is removed before siwa adds its own, so no client
+/// can claim an identity; siwa's own cookies stay with siwa. Bodies stream both ways, never held whole.
+struct UpstreamForwarder: Sendable {
+    let settings: UpstreamSettings
+    let client: HTTPClient
+    let resolver: ClientAddressResolver
+    /// The names of siwa's cookies (session, binding, CSRF), never sent to the upstream.
+    let ownCookies: Set<String>
+
+    /// Why no answer came from the upstream.
+    enum Failure: Error {
+        /// It refused or broke the connection, or answered with something that is not HTTP.
+        case unreachable(any Error)
+        /// No response head within `upstream_timeout_ms` of the request being sent.
+        case timedOut
+    }
+
+    /// The upstream's answer to `request`, with `identity` (siwa's identity headers, or none) added.
+    func forward(_ request: Request, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> Response {
+        let target = request.head.path.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/"
+        var outbound = HTTPClientRequest(url: settings.origin + settings.basePath + target)
+        outbound.method = HTTPMethod(rawValue: request.method.rawValue)
+        outbound.headers = upstreamHeaders(request, context: context, identity: identity)
+        // The timeout counts from the request's last byte: an upload that takes longer than the timeout is not
+        // the upstream being slow to answer.
+        var uploaded: AsyncStream<Never>?
+        if let length = request.headers[.contentLength].flatMap(Int64.init), length > 0 {
+            let (stream, continuation) = AsyncStream<Never>.makeStream()
+            outbound.body = .stream(ObservedBody(base: request.body, ended: continuation), length: .known(length))
+            uploaded = stream
+        } else if request.headers[.transferEncoding] != nil {
+            let (stream, continuation) = AsyncStream<Never>.makeStream()
+            outbound.body = .stream(ObservedBody(base: request.body, ended: continuation), length: .unknown)
+            uploaded = stream
+        }
+        let answer: HTTPClientResponse
+        do {
+            answer = try await head(of: outbound, uploaded: uploaded, logger: context.logger)
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout {
+            throw .timedOut
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw .unreachable(error)
+        }
+        return Response(
+            status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
+            headers: Self.responseHeaders(answer.headers),
+            body: ResponseBody(asyncSequence: answer.body)
+        )
+    }
+
+    /// The upstream's response head: within the timeout of the request being sent (at once without a body, after
+    /// its last byte with one). The body that follows is read by whoever reads the response, with no deadline.
+    private func head(of request: HTTPClientRequest, uploaded: AsyncStream<Never>?, logger: Logger) async throws -> HTTPClientResponse {
+        let timeout = TimeAmount.milliseconds(Int64(settings.timeoutMS))
+        guard let uploaded else { return try await client.execute(request, deadline: .now() + timeout, logger: logger) }
+        return try await withThrowingTaskGroup(of: HTTPClientResponse?.self) { group in
+            group.addTask { try await client.execute(request, deadline: .distantFuture, logger: logger) }
+            group.addTask {
+                for await _ in uploaded {}
+                try await Task.sleep(for: .milliseconds(settings.timeoutMS))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let response = first else { throw Failure.timedOut }
+            return response
+        }
+    }
+
+    /// The client's headers less the hop-by-hop ones, the forgeable ones and siwa's cookies; then siwa's own.
+    private func upstreamHeaders(_ request: Request, context: ServerContext, identity: [HTTPField]) -> HTTPHeaders {
+        let named = Self.connectionNamed(request.headers[values: .connection])
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headers.count + identity.count + 3)
+        for field in request.headers {
+            let name = field.name.canonicalName
+            // Content-Length goes with the body; Expect is answered (or not) by siwa, not passed on.
+            guard !Self.hopByHop.contains(name), !named.contains(name), !Self.forgeable(name), name != "content-length", name != "expect" else { continue }
+            if field.name == .cookie {
+                if let kept = keptCookies(field.value) { headers.add(name: "Cookie", value: kept) }
+                continue
+            }
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        headers.add(name: "X-Forwarded-For", value: resolver.forwardedFor(request, context: context))
+        headers.add(name: "X-Forwarded-Proto", value: resolver.scheme(request, context: context))
+        if let host = resolver.host(request, context: context) { headers.add(name: "X-Forwarded-Host", value: host) }
+        for field in identity { headers.add(name: field.name.rawName, value: field.value) }
+        return headers
+    }
+
+    /// A `Cookie` value without siwa's cookies; nil when nothing is left.
+    private func keptCookies(_ value: String) -> String? {
+        let kept = value.split(separator: ";").filter { pair in
+            let name = pair.prefix { $0 != "=" }.trimmingCharacters(in: .whitespaces)
+            return !name.isEmpty && !ownCookies.contains(name)
+        }
+        return kept.isEmpty ? nil : kept.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: "; ")
+    }
+
+    /// The upstream's headers less the hop-by-hop ones; `Set-Cookie` and everything else as sent.
+    private static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
+        let named = connectionNamed(headers[canonicalForm: "connection"].map(String.init))
+        var fields = HTTPFields()
+        fields.reserveCapacity(headers.count)
+        for (name, value) in headers {
+            let lowered = name.lowercased()
+            guard !hopByHop.contains(lowered), !named.contains(lowered), let fieldName = HTTPField.Name(name) else { continue }
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        return fields
+    }
+
+    /// RFC 9110 7.6.1: the headers of one connection, never forwarded.
+    static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
+
+    /// The lowercased header names that `Connection` values list.
+    private static func connectionNamed(_ values: [String]) -> Set<String> {
+        var names = Set<String>()
+        for value in values {
+            for token in value.split(separator: ",") {
+                let name = token.trimmingCharacters(in: .whitespaces).lowercased()
+                if !name.isEmpty { names.insert(name) }
+            }
+        }
+        return names
+    }
+
+    /// Whether a client's header of this (lowercased) name could pass for what siwa or a proxy says: identity,
+    /// assertion, or where the request came from. `X_Auth_Request_User` counts as `X-Auth-Request-User`.
+    static func forgeable(_ name: String) -> Bool {
+        let dashed = name.contains("_") ? name.replacingOccurrences(of: "_", with: "-") : name
+        return dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || dashed.hasPrefix("x-forwarded-") || dashed == "forwarded"
+    }
+}
+
+/// The request body on its way to the upstream, finishing `ended` once its last byte has been handed on.
+private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let ended: AsyncStream<Never>.Continuation
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(base: base.makeAsyncIterator(), ended: ended)
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let ended: AsyncStream<Never>.Continuation
+
+        mutating func next() async throws -> ByteBuffer? {
+            let buffer = try await base.next()
+            if buffer == nil { ended.finish() }
+            return buffer
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import HTTPTypes
+
+/// The built-in proxy (`upstream`, `upstream_timeout_ms`, `skip_auth_routes`): where the site behind siwa is, how
+/// long siwa waits for its answer, and which routes it may be reached on without signing in.
+public struct UpstreamSettings: Sendable {
+    /// `scheme://host[:port]` of the upstream.
+    public let origin: String
+    /// The path every forwarded request target is put under, without a trailing slash ("" for none).
+    public let basePath: String
+    /// How long siwa waits for the upstream's response head once the request is sent (a body that has started
+    /// is not cut).
+    public var timeoutMS: Int
+    /// Routes forwarded without a sign-in and without identity headers.
+    public var skipAuthRoutes: [SkipAuthRoute]
+
+    /// Settings for the upstream at `url`, which must be an absolute `http` or `https` URL (no query, no user).
+    public init(url: String, timeoutMS: Int = 30_000, skipAuthRoutes: [SkipAuthRoute] = []) throws(UpstreamSettingsError) {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.host, !host.isEmpty, components.user == nil, components.password == nil,
+            components.query == nil, components.fragment == nil
+        else { throw UpstreamSettingsError("must be an absolute http(s) URL such as http://127.0.0.1:3000; got \(url)") }
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        origin = scheme + "://" + bracketed + (components.port.map { ":\($0)" } ?? "")
+        basePath = components.percentEncodedPath.hasSuffix("/") ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
+        self.timeoutMS = timeoutMS
+        self.skipAuthRoutes = skipAuthRoutes
+    }
+
+    /// The skip-auth route `method` and `path` fall under, if any.
+    func skipsAuth(method: HTTPRequest.Method, path: String) -> Bool {
+        guard !skipAuthRoutes.isEmpty, SkipAuthRoute.isPlain(path) else { return false }
+        return skipAuthRoutes.contains { $0.matches(method: method, path: path) }
+    }
+}
+
+/// A value of the proxy's settings that cannot be used, and why.
+public struct UpstreamSettingsError: Error, CustomStringConvertible {
+    /// What is wrong, with the value at fault.
+    public let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

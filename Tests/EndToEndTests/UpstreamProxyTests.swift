@@ -1,0 +1,391 @@
+import AppleIDEmulator
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+import TestSupport
+
+/// `siwa serve --upstream`: the site as `ServePlan` configures it, in this process, in front of the echo upstream
+/// (or an upstream that is down, silent or slow), driven over real sockets by a client that does not follow
+/// redirects, signed in headlessly through the emulator as a browser would be.
+@Suite("The built-in proxy: siwa serve --upstream in front of an upstream", .serialized)
+struct UpstreamProxyTests {
+    /// The configuration of these tests: the upstream, and no trusted proxies (the test client is a client, whose
+    /// `X-Forwarded-*` must not be believed) and no redirect domains (siwa's own host is allowed by itself).
+    static func settings(upstream: String, _ more: [String: String?] = [:]) -> [String: String?] {
+        ["upstream": upstream, "trusted_proxies": nil, "allowed_redirect_domains": nil].merging(more) { $1 }
+    }
+
+    /// Runs the site in front of `upstream` with `more` settings, and a browser to visit it with.
+    static func withSite(upstream: String, _ more: [String: String?] = [:], _ body: (LocalSite, Visit) async throws -> Void) async throws {
+        try await LocalSite.run(settings: settings(upstream: upstream, more)) { site in
+            try await Visit.withClient { visit in try await body(site, visit) }
+        }
+    }
+
+    /// Runs the site in front of the echo upstream.
+    static func withEchoSite(_ more: [String: String?] = [:], _ body: (LocalSite, Visit) async throws -> Void) async throws {
+        try await withEchoUpstream { upstream in
+            try await withSite(upstream: "http://127.0.0.1:\(upstream)", more, body)
+        }
+    }
+
+    @Test("an anonymous browser is sent to the sign-in and, signed in, comes back to the same URL, which then reaches the upstream")
+    func browserSignsInAndComesBack() async throws {
+        try await Self.withEchoSite { site, visit in
+            let original = site.url("/reports/2026?view=full")
+            let first = try await visit.send(original, headers: [("Accept", "text/html,application/xhtml+xml")])
+            #expect(first.status == 302)
+            let location = try #require(first.location)
+            #expect(location.hasPrefix(site.url("/auth/apple?")))
+            #expect(URLComponents(string: location)?.queryItems?.first { $0.name == "rd" }?.value == original)
+            #expect(first.headers.first(name: "content-security-policy") != nil, "siwa's own answer carries its security headers")
+
+            let signIn = try await visit.signIn(site, user: site.user("Ada"), start: location)
+            #expect(signIn.returnedTo == original)
+
+            let page = try await visit.send(original, headers: [("Accept", "text/html")], cookies: ["siwa_session": signIn.session])
+            #expect(page.status == 200)
+            let echoed = try page.echoed()
+            #expect(echoed.method == "GET")
+            #expect(echoed.path == "/reports/2026?view=full")
+            #expect(echoed.values("x-auth-request-user") == [site.user("Ada").sub])
+            #expect(echoed.values("x-auth-request-email") == [site.user("Ada").email])
+            #expect(page.headers.first(name: "content-security-policy") == nil, "the upstream's answer is passed as it is")
+        }
+    }
+
+    @Test("without a session: a JSON client gets 401 problem details, a POST 401, never a redirect; siwa's own paths stay siwa's")
+    func anonymousNonBrowserGets401() async throws {
+        try await Self.withEchoSite { site, visit in
+            let json = try await visit.send(site.url("/api/things"), headers: [("Accept", "application/json")])
+            #expect(json.status == 401)
+            #expect(json.headers.first(name: "content-type") == "application/problem+json")
+            let problem = try #require(try JSONSerialization.jsonObject(with: Data(json.body.readableBytesView)) as? [String: Any])
+            #expect(problem["status"] as? Int == 401)
+            #expect(problem["type"] as? String == "urn:siwa:problem:signedOut")
+
+            let post = try await visit.send(site.url("/form"), method: .POST, headers: [("Accept", "text/html"), ("Content-Type", "text/plain")], body: "x")
+            #expect(post.status == 401)
+            #expect(post.location == nil)
+
+            // siwa's own paths are answered by siwa, not passed on (and need no session).
+            #expect(try await visit.send(site.url("/healthz")).text == "ok\n")
+            #expect(try await visit.send(site.url("/siwa.css")).headers.first(name: "content-type")?.hasPrefix("text/css") == true)
+            #expect(try await visit.send(site.url("/auth/no-such-page")).status == 404)
+        }
+    }
+
+    @Test("forged identity and forwarding headers never reach the upstream; X-Forwarded-* are siwa's; siwa's cookies stay, the others pass; hop-by-hop headers end at siwa")
+    func headersAsRFC9110Asks() async throws {
+        try await Self.withEchoSite { site, visit in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            let answer = try await visit.send(
+                site.url("/submit?q=1"), method: .POST,
+                headers: [
+                    ("Content-Type", "text/plain"),
+                    ("X-Auth-Request-User", "forged-sub"), ("x-auth-request-email", "mallory@evil.example"),
+                    ("X_Auth_Request_User", "forged-sub"), ("X-Siwa-Assertion", "forged.jwt.value"), ("X-Siwa-Private-Email", "forged"),
+                    ("X-Forwarded-For", "6.6.6.6"), ("X-Forwarded-Host", "evil.example"), ("X-Forwarded-Proto", "https"),
+                    ("X_Forwarded_For", "6.6.6.6"), ("Forwarded", "for=6.6.6.6;proto=https"),
+                    ("Connection", "keep-alive, X-Custom"), ("X-Custom", "1"), ("Keep-Alive", "timeout=5"), ("TE", "trailers"),
+                    ("X-Kept", "yes"),
+                ],
+                cookies: ["siwa_session": session, "siwa_csrf": "token", "theme": "dark"],
+                body: "hello"
+            )
+            #expect(answer.status == 200)
+            let echoed = try answer.echoed()
+            #expect(echoed.method == "POST")
+            #expect(echoed.path == "/submit?q=1")
+            #expect(echoed.bodyBytes == 5)
+            #expect(echoed.values("x-auth-request-user") == [ada.sub])
+            #expect(echoed.values("x-auth-request-email") == [ada.email])
+            #expect(echoed.values("x-siwa-private-email") == ["false"])
+            #expect(!echoed.values("x-siwa-assertion").contains("forged.jwt.value"))
+            #expect(echoed.values("x_auth_request_user").isEmpty)
+            #expect(echoed.values("x_forwarded_for").isEmpty)
+            #expect(echoed.values("forwarded").isEmpty)
+            #expect(echoed.values("x-forwarded-for") == ["127.0.0.1"])
+            #expect(echoed.values("x-forwarded-host") == [site.origin.replacingOccurrences(of: "http://", with: "")])
+            #expect(echoed.values("x-forwarded-proto") == ["http"])
+            #expect(echoed.values("cookie") == ["theme=dark"])
+            #expect(echoed.values("x-custom").isEmpty)
+            #expect(echoed.values("keep-alive").isEmpty)
+            #expect(echoed.values("te").isEmpty)
+            #expect(echoed.values("x-kept") == ["yes"])
+            #expect(answer.headers["set-cookie"] == ["upstream=1"])
+        }
+    }
+
+    @Test("skip_auth_routes: GET=^/health$ passes without a session and without identity headers, even forged ones; POST /health still needs one; ^/public/ takes any method but no dot segments")
+    func skipAuthRoutes() async throws {
+        try await Self.withEchoSite(["skip_auth_routes": "GET=^/health$,^/public/"]) { site, visit in
+            let forged = [("X-Auth-Request-User", "forged-sub"), ("X-Siwa-Assertion", "forged.jwt.value"), ("X-Forwarded-For", "6.6.6.6")]
+            let health = try await visit.send(site.url("/health"), headers: forged)
+            #expect(health.status == 200)
+            let echoed = try health.echoed()
+            #expect(echoed.path == "/health")
+            #expect(echoed.values("x-auth-request-user").isEmpty)
+            #expect(echoed.values("x-siwa-assertion").isEmpty)
+            #expect(echoed.values("x-forwarded-for") == ["127.0.0.1"])
+
+            // Signed in, the route still carries no identity.
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let signedIn = try await visit.send(site.url("/health"), cookies: ["siwa_session": session])
+            #expect(try signedIn.echoed().values("x-auth-request-user").isEmpty)
+
+            #expect(try await visit.send(site.url("/health"), method: .POST).status == 401)
+            #expect(try await visit.send(site.url("/health/x")).status == 401)
+            #expect(try await visit.send(site.url("/public/app.css"), method: .POST).status == 200)
+            // A path an upstream could resolve to another one does not skip the sign-in.
+            #expect(try await visit.send(site.url("/public/%2e%2e/admin")).status == 401)
+            #expect(try await visit.send(site.url("/public/..;/admin")).status == 401)
+        }
+    }
+
+    @Test("a signed-in person the access policy turns away gets the 403 page, or 403 problem details")
+    func deniedPerson() async throws {
+        try await Self.withEchoSite(["allowed_emails": "someone-else@example.com"]) { site, visit in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            let page = try await visit.send(site.url("/"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+            #expect(page.status == 403)
+            #expect(page.text.contains(ada.email))
+            #expect(page.text.contains("/auth/sign-out"))
+            let json = try await visit.send(site.url("/api/x"), headers: [("Accept", "application/json")], cookies: ["siwa_session": session])
+            #expect(json.status == 403)
+            #expect(json.headers.first(name: "content-type") == "application/problem+json")
+        }
+    }
+
+    @Test("an upstream that refuses connections: the 502 page")
+    func upstreamDown() async throws {
+        try await withClosedLoopbackPort { port in
+            try await Self.withSite(upstream: "http://127.0.0.1:\(port)") { site, visit in
+                let session = try await visit.signIn(site, user: site.user("Ada")).session
+                let page = try await visit.send(site.url("/dashboard"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                #expect(page.status == 502)
+                #expect(page.text.contains("The site could not be reached"))
+                #expect(page.headers.first(name: "content-security-policy") != nil)
+            }
+        }
+    }
+
+    @Test("an upstream that accepts the connection and never answers: the 504 page after upstream_timeout_ms")
+    func upstreamSilent() async throws {
+        try await SilentListener.run { port in
+            try await Self.withSite(upstream: "http://127.0.0.1:\(port)", ["upstream_timeout_ms": "500"]) { site, visit in
+                let session = try await visit.signIn(site, user: site.user("Ada")).session
+                let started = ContinuousClock.now
+                let page = try await visit.send(site.url("/slow"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                let waited = ContinuousClock.now - started
+                #expect(page.status == 504)
+                #expect(page.text.contains("The site took too long to answer"))
+                #expect(waited >= .milliseconds(450) && waited < .seconds(10), "answered after \(waited)")
+            }
+        }
+    }
+
+    @Test("a body that has started is not cut by upstream_timeout_ms: only the response head has the deadline")
+    func startedBodyIsNotCut() async throws {
+        let router = Router()
+        router.get("/drip") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody { writer in
+                for index in 0..<5 {
+                    try await Task.sleep(for: .milliseconds(250))
+                    try await writer.write(ByteBuffer(string: "chunk \(index)\n"))
+                }
+                try await writer.finish(nil)
+            })
+        }
+        try await withLocalServer(router) { upstream in
+            try await Self.withSite(upstream: upstream, ["upstream_timeout_ms": "500", "skip_auth_routes": "^/drip$"]) { site, visit in
+                let answer = try await visit.send(site.url("/drip"))
+                #expect(answer.status == 200)
+                #expect(answer.text == (0..<5).map { "chunk \($0)\n" }.joined())
+            }
+        }
+    }
+
+    @Test("the upstream's redirects and encoded bodies reach the browser as they are, whatever HTTP client siwa was given for Apple")
+    func upstreamAnswersPassAsTheyAre() async throws {
+        let encoded: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0x01, 0x02, 0x03]
+        let router = Router()
+        router.get("/go") { _, _ in Response(status: .found, headers: [.location: "/elsewhere"]) }
+        router.get("/packed") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain", .contentEncoding: "gzip"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: encoded)))
+        }
+        try await withLocalServer(router) { upstream in
+            // LocalSite gives siwa HTTPClient.shared, which follows redirects and decompresses.
+            try await Self.withSite(upstream: upstream, ["skip_auth_routes": "^/"]) { site, visit in
+                let redirect = try await visit.send(site.url("/go"))
+                #expect(redirect.status == 302)
+                #expect(redirect.location == "/elsewhere")
+                let packed = try await visit.send(site.url("/packed"))
+                #expect(packed.status == 200)
+                #expect(packed.headers.first(name: "content-encoding") == "gzip")
+                #expect(Array(packed.body.readableBytesView) == encoded)
+            }
+        }
+    }
+
+    static let large = 100 * 1024 * 1024
+
+    @Test("a 100 MB upload and a 100 MB download pass through whole, with the process's resident memory growing by less than 64 MB")
+    func largeBodiesStream() async throws {
+        try await Self.withEchoSite { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let cookie = [("Cookie", "siwa_session=\(session)")]
+            // Warm up the connections and buffers that any request uses, so that only the bodies' cost shows.
+            _ = try await visit.send(site.url("/warm-up"), cookies: ["siwa_session": session])
+            let baseline = try ResidentMemory.startPeak()
+
+            let upload = try await ProxyHarnessTests.upload(Self.large, to: site.url("/upload"), headers: cookie)
+            #expect(upload.status == 200)
+            #expect(upload.echoed.bodyBytes == Self.large)
+            #expect(upload.echoed.bodyMatchesPattern)
+            let afterUpload = try ResidentMemory.peak()
+
+            let download = try await ProxyHarnessTests.download(site.url("/large?bytes=\(Self.large)"), headers: cookie)
+            #expect(download.status == 200)
+            #expect(download.bytes == Self.large)
+            #expect(download.patterned)
+            let afterDownload = try ResidentMemory.peak()
+
+            let mebibyte = 1024 * 1024
+            let figures = "resident memory: baseline \(baseline / mebibyte) MiB, peak during the 100 MB upload \(afterUpload / mebibyte) MiB, "
+                + "peak through the 100 MB download \(afterDownload / mebibyte) MiB (growth \((max(afterUpload, afterDownload) - baseline) / mebibyte) MiB)"
+            Attachment.record(figures, named: "resident-memory.txt")
+            #expect(afterUpload - baseline < 64 * mebibyte, "\(figures)")
+            #expect(afterDownload - baseline < 64 * mebibyte, "\(figures)")
+        }
+    }
+}
+
+/// This process's resident memory, from `/proc/self/status`: the peak (`VmHWM`) is reset to the current size
+/// (`VmRSS`) by writing 5 to `/proc/self/clear_refs`, so that a peak read later is the highest it got since.
+enum ResidentMemory {
+    /// Resets the peak and returns the current resident size, in bytes.
+    static func startPeak() throws -> Int {
+        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+        return try field("VmRSS")
+    }
+
+    /// The highest resident size since `startPeak()`, in bytes.
+    static func peak() throws -> Int {
+        try field("VmHWM")
+    }
+
+    private static func field(_ name: String) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
+            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { throw EndToEndError("no \(name) in /proc/self/status") }
+        return kilobytes * 1024
+    }
+}
+
+/// A TCP listener on 127.0.0.1 that accepts connections and never says anything: an upstream that hangs.
+enum SilentListener {
+    static func run<T>(_ body: (Int) async throws -> T) async throws -> T {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in channel.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        do {
+            let result = try await body(server.localAddress?.port ?? 0)
+            try await server.close()
+            return result
+        } catch {
+            try? await server.close()
+            throw error
+        }
+    }
+}
+
+/// A person's browser, reduced to what these tests need: requests that do not follow redirects, and the headless
+/// sign-in (the start, the emulator's consent answered as JSON, Apple's form_post back to the site).
+struct Visit {
+    let client: HTTPClient
+
+    /// One answer, its body read whole (small answers only).
+    struct Answer {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: ByteBuffer
+        var text: String { String(buffer: body) }
+        var location: String? { headers.first(name: "location") }
+
+        func echoed() throws -> EchoedRequest {
+            try EchoedRequest(json: body)
+        }
+
+        /// The value of the cookie `name` this answer sets.
+        func setCookie(_ name: String) -> String? {
+            headers["set-cookie"].lazy.compactMap { line -> String? in
+                let pair = line.prefix { $0 != ";" }
+                guard pair.hasPrefix(name + "=") else { return nil }
+                return String(pair.dropFirst(name.count + 1))
+            }.first
+        }
+    }
+
+    static func withClient<T>(_ body: (Visit) async throws -> T) async throws -> T {
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            let result = try await body(Visit(client: client))
+            try await client.shutdown()
+            return result
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    func send(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], cookies: [String: String] = [:], body: String? = nil) async throws -> Answer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(contentsOf: headers)
+        if !cookies.isEmpty {
+            request.headers.add(name: "Cookie", value: cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))
+        }
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response = try await client.execute(request, timeout: .seconds(60))
+        return Answer(status: Int(response.status.code), headers: response.headers, body: try await response.body.collect(upTo: 1 << 22))
+    }
+
+    /// Signs `user` in from `start` (the sign-in URL, `/auth/apple` by default) and returns the session cookie's
+    /// value and where the site sent the browser afterwards.
+    func signIn(_ site: LocalSite, user: EmulatorConfiguration.User, start: String? = nil) async throws -> (session: String, returnedTo: String?) {
+        let started = try await send(start ?? site.url("/auth/apple"))
+        guard started.status == 302, let authorize = started.location, let binding = started.setCookie("siwa_binding") else {
+            throw EndToEndError("the sign-in did not start: \(started.status) \(started.text)")
+        }
+        let consent = try await send(authorize + "&emulator_user=\(user.sub)&emulator_email=share&emulator_action=continue&emulator_respond=json")
+        guard let object = try JSONSerialization.jsonObject(with: Data(consent.body.readableBytesView)) as? [String: Any],
+            let fields = object["fields"] as? [String: String]
+        else { throw EndToEndError("the emulator did not answer with the fields: \(consent.text)") }
+        let form = fields.sorted { $0.key < $1.key }.map { "\($0.key)=\(Self.formEncode($0.value))" }.joined(separator: "&")
+        let returned = try await send(
+            site.url("/auth/apple/callback"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+            cookies: ["siwa_binding": binding], body: form
+        )
+        guard let session = returned.setCookie("siwa_session"), !session.isEmpty else {
+            throw EndToEndError("the return did not set a session: \(returned.status) \(returned.text)")
+        }
+        return (session, returned.location)
+    }
+
+    /// `text` as a form or query value.
+    static func formEncode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
