@@ -24,6 +24,8 @@ public struct ServerComponents: Sendable {
     public let lifecycle: AccountLifecycle
     /// Metrics served at `/metrics`.
     public let metrics: ServerMetrics
+    /// The signed identity the front hands on (`X-Siwa-Assertion`).
+    public let assertions: IdentityAssertions
 }
 
 /// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
@@ -57,7 +59,11 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
     let flow = SignInFlow(configuration: settings.apple, returnURL: settings.returnURL, store: store, verifier: verifier, client: client, sessionLifetime: settings.sessionLifetime)
     let native = NativeSignIn(store: store, verifier: nativeVerifier, client: client, sessionLifetime: settings.sessionLifetime)
     let lifecycle = AccountLifecycle(store: store, client: client)
-    return ServerComponents(store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle, metrics: metrics)
+    let assertions = IdentityAssertions(store: store, issuer: settings.front.publicOrigin, logger: logger)
+    return ServerComponents(
+        store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle, metrics: metrics,
+        assertions: assertions
+    )
 }
 
 /// Builds the router of the web front.
@@ -78,14 +84,14 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     let sessions = router.group().add(middleware: SessionMiddleware(store: components.store, cookies: cookies))
     SignInController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, proxy: proxy)
         .addRoutes(to: router, sessions: sessions)
-    ReturnController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
-        .addRoutes(to: router)
-    PopupController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
-        .addRoutes(to: router)
+    let completion = SignInCompletion(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
+    ReturnController(completion: completion).addRoutes(to: router)
+    PopupController(completion: completion).addRoutes(to: router)
     SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects)
         .addRoutes(to: sessions)
-    ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy)
-        .addRoutes(to: sessions)
+    let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions)
+    forwardAuth.addRoutes(to: sessions)
+    forwardAuth.addKeySetRoute(to: router)
     LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
         .addRoutes(to: router, sessions: sessions)
     APIController(native: components.native, store: components.store)
@@ -133,9 +139,12 @@ public func buildApplication(
         onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
         logger: logger
     )
-    if !components.store.services.isEmpty {
+    let storeNeedsServices = !components.store.services.isEmpty
+    app.beforeServerStarts {
         // The store needed its services running first (a PostgreSQL pool): migrate once they are.
-        app.beforeServerStarts { try await components.store.migrate() }
+        if storeNeedsServices { try await components.store.migrate() }
+        // The first signing key of the identity assertion, on the first start.
+        try await components.assertions.prepare()
     }
     return app
 }

@@ -268,7 +268,7 @@ struct BrowserSignInTests {
                     siwa:
                       forwardAuth:
                         address: "http://127.0.0.1:\(siwa)/auth/forward"
-                        authResponseHeaders: [X-Auth-Request-User, X-Auth-Request-Email, X-Siwa-Private-Email]
+                        authResponseHeaders: [X-Auth-Request-User, X-Auth-Request-Email, X-Siwa-Private-Email, X-Siwa-Assertion]
                   services:
                     app: {loadBalancer: {servers: [{url: "http://127.0.0.1:\(app)"}]}}
                 """
@@ -278,6 +278,19 @@ struct BrowserSignInTests {
                 #expect(echoed.values("x-auth-request-user") == [grace.sub])
                 #expect(echoed.values("x-auth-request-email") == [grace.email])
                 #expect(echoed.values("x-siwa-private-email") == ["false"])
+                // The upstream verifies the signed assertion with a third-party JWT library against siwa's key set.
+                let assertion = try #require(echoed.values("x-siwa-assertion").first)
+                let python = try #require(ProcessInfo.processInfo.environment["SIWA_TEST_PYTHON"], "run ./scripts/test, which creates the Python venv")
+                let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("ThirdParty/verify_assertion.py")
+                let run = try await ChildProcess.run(URL(fileURLWithPath: python), arguments: [script.path], environment: [
+                    "JWKS_URL": e2e.site.url("/.well-known/siwa/jwks.json"), "TOKEN": assertion,
+                    "ISSUER": e2e.site.origin, "AUDIENCE": traefik.origin,
+                ])
+                #expect(run.status == 0, "PyJWT refused the assertion:\n\(run.stderr)")
+                let claims = try JSONSerialization.jsonObject(with: Data((run.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
+                #expect(claims?["sub"] as? String == grace.sub)
+                #expect(claims?["email"] as? String == grace.email)
+                #expect((claims?["exp"] as? Int).map { $0 - ((claims?["iat"] as? Int) ?? 0) } == 60)
             }
             try await e2e.startClean()
             try await withCaddy(configuration: { port in

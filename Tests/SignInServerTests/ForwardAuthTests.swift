@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -155,6 +156,36 @@ struct ForwardAuthTests {
             // Signed out already: the GET goes straight on; an unlisted rd is never followed.
             let again = try await harness.get("/auth/sign-out?rd=" + FormEncoding.encode("https://evil.com/"), cookies: cookies)
             #expect(again.location == "/")
+        }
+    }
+
+    @Test("X-Siwa-Assertion: ES256 by a key published at /.well-known/siwa/jwks.json, iss = public_url, aud = the forwarded origin, exp = iat + 60; none without a forwarded origin")
+    func assertion() async throws {
+        let forwarded: HTTPFields = [HTTPField.Name("X-Forwarded-Proto")!: "http", HTTPField.Name("X-Forwarded-Host")!: "app.localhost:3000"]
+        try await withServer(ServerOptions(trustedProxies: ["127.0.0.1"], live: true, front: Self.front())) { harness in
+            let session = try #require(try await harness.signIn().session)
+            let checked = try await harness.get("/auth/check", cookies: [harness.sessionCookie: session], headers: forwarded)
+            let token = try #require(Self.header(checked, "X-Siwa-Assertion"))
+            let keySet = try await harness.get("/.well-known/siwa/jwks.json")
+            #expect(keySet.headers[.cacheControl]?.contains("max-age=") == true)
+            let keys = try #require((try JSONSerialization.jsonObject(with: Data(keySet.text.utf8)) as? [String: Any])?["keys"] as? [[String: String]])
+            let jws = try CompactJWS(token)
+            #expect(jws.header.alg == "ES256")
+            let jwk = try #require(keys.first { $0["kid"] == jws.header.kid })
+            let x = try #require(Base64URL.decode(jwk["x"] ?? "")), y = try #require(Base64URL.decode(jwk["y"] ?? ""))
+            let publicKey = try P256.Signing.PublicKey(rawRepresentation: x + y)
+            let signature = try P256.Signing.ECDSASignature(rawRepresentation: jws.signature)
+            #expect(publicKey.isValidSignature(signature, for: Data(Array(jws.signingInput))))
+            let claims = try #require(try JSONSerialization.jsonObject(with: Data(jws.payload)) as? [String: Any])
+            #expect(claims["iss"] as? String == "http://auth.localhost:8080")
+            #expect(claims["aud"] as? String == Self.app)
+            #expect(claims["sub"] as? String == Fixtures.ada)
+            #expect(claims["email"] as? String == Fixtures.adaEmail)
+            #expect((claims["exp"] as? Int).map { $0 - ((claims["iat"] as? Int) ?? 0) } == 60)
+            // Without a forwarded origin there is no audience to address, so no assertion.
+            let bare = try await harness.get("/auth/check", cookies: [harness.sessionCookie: session])
+            #expect(bare.status == .accepted)
+            #expect(Self.header(bare, "X-Siwa-Assertion") == nil)
         }
     }
 }

@@ -14,6 +14,7 @@ struct ForwardAuthController: Sendable {
     let renderer: PageRenderer
     let front: FrontSettings
     let proxy: ClientAddressResolver
+    let assertions: IdentityAssertions
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
@@ -21,9 +22,23 @@ struct ForwardAuthController: Sendable {
         sessions.get("/auth/forward", use: forward)
     }
 
+    /// `GET /.well-known/siwa/jwks.json`: the public keys of `X-Siwa-Assertion`.
+    func addKeySetRoute(to router: Router<ServerContext>) {
+        router.get("/.well-known/siwa/jwks.json") { _, context in
+            do {
+                var response = Response.json(try await assertions.publishedKeySet())
+                response.headers[.cacheControl] = "public, max-age=300"
+                return response
+            } catch {
+                context.logger.error("signing keys unavailable", metadata: ["error": "\(error)"])
+                throw ErrorPage.storeUnavailable(retryURL: "/.well-known/siwa/jwks.json")
+            }
+        }
+    }
+
     @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
         switch decide(context) {
-        case .allow(let user): return allowed(user, status: .accepted)
+        case .allow(let user): return await allowed(user, status: .accepted, request: request, context: context)
         case .deny: return Self.empty(.forbidden)
         case .signIn: return Self.empty(.unauthorized)
         case .unavailable: return Self.empty(.serviceUnavailable)
@@ -32,7 +47,7 @@ struct ForwardAuthController: Sendable {
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
         switch decide(context) {
-        case .allow(let user): return allowed(user, status: .ok)
+        case .allow(let user): return await allowed(user, status: .ok, request: request, context: context)
         case .deny(let user): return denied(user, request: request)
         case .unavailable: return renderer.render(.storeUnavailable(retryURL: original(request, context: context) ?? "/"), language: request.pageLanguage)
         case .signIn:
@@ -63,9 +78,17 @@ struct ForwardAuthController: Sendable {
         }
     }
 
-    private func allowed(_ user: UserRecord, status: HTTPResponse.Status) -> Response {
+    /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
+    /// `-Host` from a trusted proxy); without a forwarded origin there is no audience, so no assertion.
+    private func allowed(_ user: UserRecord, status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
         var response = Self.empty(status)
         response.headers.append(contentsOf: IdentityHeaders.fields(for: user))
+        if let host = proxy.forwarded(.xForwardedHost, request, context: context), let name = IdentityHeaders.assertion {
+            let scheme = proxy.forwarded(.xForwardedProto, request, context: context)?.lowercased() == "https" ? "https" : "http"
+            if let token = await assertions.assertion(for: user, audience: scheme + "://" + host) {
+                response.headers[name] = token
+            }
+        }
         return response
     }
 

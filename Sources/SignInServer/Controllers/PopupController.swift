@@ -7,11 +7,10 @@ import Logging
 /// The pop-up sign-in: `popup.js` sends what Apple's pop-up posted to the page, with the double-submit CSRF
 /// token; it is validated exactly like a form_post return. Answers JSON for the script.
 struct PopupController: Sendable {
-    let flow: SignInFlow
-    let renderer: PageRenderer
-    let cookies: CookiePolicy
-    let settings: ServerSettings
-    let metrics: ServerMetrics
+    let completion: SignInCompletion
+    var renderer: PageRenderer { completion.renderer }
+    var cookies: CookiePolicy { completion.cookies }
+    var settings: ServerSettings { completion.settings }
 
     func addRoutes(to router: Router<ServerContext>) {
         router.post("/auth/apple/popup", use: popupResult)
@@ -57,19 +56,14 @@ struct PopupController: Sendable {
         let user = result.user.map { AppleUser(firstName: $0.name?.firstName, lastName: $0.name?.lastName, email: $0.email) }
         let payload = CallbackPayload(code: result.authorization?.code, idToken: result.authorization?.id_token, state: result.authorization?.state ?? result.state, user: user, error: result.error)
         do {
-            let completed = try await flow.complete(payload, bindingToken: request.cookieValue(cookies.bindingName), logger: context.logger)
-            metrics.signInsCompleted.increment()
-            var response = Response.json(["redirect": completed.returnTo])
-            cookies.signedIn(&response, sessionID: completed.sessionID, lifetime: settings.sessionLifetime)
-            return response
+            return try await completion.complete(payload, request: request, logger: context.logger) { Response.json(["redirect": $0]) }
         } catch {
             return failure(error, language: language, context: context)
         }
     }
 
     private func failure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext) -> Response {
-        metrics.signInFailed(failure.reason)
-        context.logger.log(level: failure.logLevel, "popup sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
+        completion.record(failure, "popup sign-in", logger: context.logger)
         let key = failure.pageKey
         let message = renderer.string("error.\(key).heading", language) + ". " + renderer.string("error.\(key).message", language)
         return Response.json(["error": failure.reason, "message": message], status: failure.httpStatus)

@@ -6,11 +6,9 @@ import Logging
 /// Apple's return: the cross-site form_post (and the query return of a code-only request), validated by the
 /// flow, ending in the session cookie and a redirect, or in the page that says what went wrong.
 struct ReturnController: Sendable {
-    let flow: SignInFlow
-    let renderer: PageRenderer
-    let cookies: CookiePolicy
-    let settings: ServerSettings
-    let metrics: ServerMetrics
+    let completion: SignInCompletion
+    var renderer: PageRenderer { completion.renderer }
+    var cookies: CookiePolicy { completion.cookies }
 
     func addRoutes(to router: Router<ServerContext>) {
         router.post("/auth/apple/callback", use: callbackPost)
@@ -47,15 +45,12 @@ struct ReturnController: Sendable {
     private func complete(
         _ payload: CallbackPayload, request: Request, context: ServerContext, requireFrontChannelToken: Bool = true, offerRetry: Bool = false
     ) async -> Response {
-        let binding = request.cookieValue(cookies.bindingName)
         let started = ContinuousClock.now
-        defer { metrics.callbackDuration.record(ContinuousClock.now - started) }
+        defer { completion.metrics.callbackDuration.record(ContinuousClock.now - started) }
         do {
-            let completed = try await flow.complete(payload, bindingToken: binding, requireFrontChannelToken: requireFrontChannelToken, logger: context.logger)
-            metrics.signInsCompleted.increment()
-            var response = Response.redirect(to: completed.returnTo, type: .normal)
-            cookies.signedIn(&response, sessionID: completed.sessionID, lifetime: settings.sessionLifetime)
-            return response
+            return try await completion.complete(payload, request: request, logger: context.logger, requireFrontChannelToken: requireFrontChannelToken) {
+                Response.redirect(to: $0, type: .normal)
+            }
         } catch {
             // Apple unreachable before the code was redeemed: the sign-in is pending again, so the page offers to
             // send the same return again, and the binding cookie stays for it.
@@ -67,8 +62,7 @@ struct ReturnController: Sendable {
     }
 
     private func failure(_ failure: SignInFailure, request: Request, context: ServerContext, clearBinding: Bool, resend: CallbackPayload? = nil) -> Response {
-        metrics.signInFailed(failure.reason)
-        context.logger.log(level: failure.logLevel, "sign-in failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
+        completion.record(failure, "sign-in", logger: context.logger)
         var response = renderer.render(ErrorPage(failure, resend: resend), language: request.pageLanguage)
         if clearBinding { response.setCookie(cookies.expired(cookies.bindingName)) }
         return response

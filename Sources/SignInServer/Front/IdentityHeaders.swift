@@ -9,6 +9,8 @@ public enum IdentityHeaders {
     public static let email = HTTPField.Name("X-Auth-Request-Email")
     public static let preferredUsername = HTTPField.Name("X-Auth-Request-Preferred-Username")
     public static let privateEmail = HTTPField.Name("X-Siwa-Private-Email")
+    /// The signed assertion (`IdentityAssertions`).
+    public static let assertion = HTTPField.Name("X-Siwa-Assertion")
 
     /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, and
     /// whether the email is a private relay address.

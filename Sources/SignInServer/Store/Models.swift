@@ -130,3 +130,22 @@ public enum NotificationOutcome: String, Sendable {
     /// An event type we do not act on: recorded only.
     case recorded
 }
+
+/// One of siwa's signing keys (ES256): published from creation, used from `activatesAt`, published until
+/// `retiresAt` (nil: not retiring).
+public struct SigningKeyRecord: Sendable, Hashable {
+    public var kid: String
+    /// PKCS#8 PEM of the P-256 private key (sealed in the store).
+    public var privateKeyPEM: String
+    public var createdAt: Date
+    public var activatesAt: Date
+    public var retiresAt: Date?
+
+    public init(kid: String, privateKeyPEM: String, createdAt: Date, activatesAt: Date, retiresAt: Date? = nil) {
+        self.kid = kid
+        self.privateKeyPEM = privateKeyPEM
+        self.createdAt = createdAt
+        self.activatesAt = activatesAt
+        self.retiresAt = retiresAt
+    }
+}

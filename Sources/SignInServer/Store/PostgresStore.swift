@@ -51,6 +51,12 @@ public final class PostgresStore: SignInStore {
                     }
                     try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES ('v1', \(Date().timeIntervalSince1970))", logger: self.logger)
                 }
+                if try await connection.query("SELECT 1 FROM schema_migrations WHERE version = 'v2'", logger: self.logger).collect().isEmpty {
+                    for statement in PostgresSchema.v2 {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+                    }
+                    try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES ('v2', \(Date().timeIntervalSince1970))", logger: self.logger)
+                }
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(727472)", logger: self.logger)
                 throw error
@@ -142,6 +148,41 @@ public final class PostgresStore: SignInStore {
         try await bounded { [self] in
             let rows = try await client.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
             return !rows.isEmpty
+        }
+    }
+
+    // MARK: signing keys
+
+    public func signingKeys() async throws -> [SigningKeyRecord] {
+        try await bounded { [self] in
+            var keys: [SigningKeyRecord] = []
+            let rows = try await client.query("SELECT kid, private_key, created_at, activates_at, retires_at FROM signing_keys ORDER BY created_at, kid", logger: logger)
+            for try await (kid, sealed, created, activates, retires) in rows.decode((String, String, Double, Double, Double?).self) {
+                keys.append(SigningKeyRecord(
+                    kid: kid, privateKeyPEM: try cipher.open(sealed), createdAt: Date(timeIntervalSince1970: created),
+                    activatesAt: Date(timeIntervalSince1970: activates), retiresAt: retires.map { Date(timeIntervalSince1970: $0) }
+                ))
+            }
+            return keys
+        }
+    }
+
+    public func addSigningKey(_ key: SigningKeyRecord) async throws {
+        let sealed = try cipher.seal(key.privateKeyPEM)
+        try await bounded { [self] () async throws -> Void in
+            try await client.query(
+                "INSERT INTO signing_keys (kid, private_key, created_at, activates_at, retires_at) VALUES (\(key.kid), \(sealed), \(key.createdAt.timeIntervalSince1970), \(key.activatesAt.timeIntervalSince1970), \(key.retiresAt?.timeIntervalSince1970))",
+                logger: logger
+            )
+        }
+    }
+
+    public func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws {
+        try await bounded { [self] () async throws -> Void in
+            try await client.query(
+                "UPDATE signing_keys SET retires_at = \(retiresAt.timeIntervalSince1970) WHERE activates_at <= \(activeAt.timeIntervalSince1970) AND retires_at IS NULL AND kid <> \(kid)",
+                logger: logger
+            )
         }
     }
 
@@ -342,6 +383,11 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
+    /// Issue 17: siwa's own signing keys.
+    static let v2 = [
+        "CREATE TABLE signing_keys (kid TEXT PRIMARY KEY, private_key TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, activates_at DOUBLE PRECISION NOT NULL, retires_at DOUBLE PRECISION)",
+    ]
+
     static let v1 = [
         "CREATE TABLE pending_authorizations (state TEXT PRIMARY KEY, nonce TEXT NOT NULL, return_to TEXT NOT NULL, binding_hash TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
         "CREATE INDEX pending_expires ON pending_authorizations(expires_at)",

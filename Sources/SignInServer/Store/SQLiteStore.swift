@@ -41,12 +41,59 @@ public final class SQLiteStore: SignInStore {
 
     public var services: [any Service] { [] }
 
+    // MARK: signing keys
+
+    public func signingKeys() async throws -> [SigningKeyRecord] {
+        let cipher = cipher
+        return try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT kid, private_key, created_at, activates_at, retires_at FROM signing_keys ORDER BY created_at, kid").map { row in
+                SigningKeyRecord(
+                    kid: row["kid"], privateKeyPEM: try cipher.open(row["private_key"]), createdAt: Date(timeIntervalSince1970: row["created_at"]),
+                    activatesAt: Date(timeIntervalSince1970: row["activates_at"]), retiresAt: (row["retires_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+                )
+            }
+        }
+    }
+
+    public func addSigningKey(_ key: SigningKeyRecord) async throws {
+        let sealed = try cipher.seal(key.privateKeyPEM)
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO signing_keys (kid, private_key, created_at, activates_at, retires_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [key.kid, sealed, key.createdAt.timeIntervalSince1970, key.activatesAt.timeIntervalSince1970, key.retiresAt?.timeIntervalSince1970]
+            )
+        }
+    }
+
+    public func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE signing_keys SET retires_at = ? WHERE activates_at <= ? AND retires_at IS NULL AND kid <> ?",
+                arguments: [retiresAt.timeIntervalSince1970, activeAt.timeIntervalSince1970, kid]
+            )
+        }
+    }
+
     public func migrate() async throws {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.execute(sql: SQLiteSchema.v1)
         }
-        try migrator.migrate(pool)
+        migrator.registerMigration("v2") { db in
+            try db.execute(sql: SQLiteSchema.v2)
+        }
+        // Not `migrator.migrate(pool)`: that blocks the calling thread until every reader is done, and on Swift's
+        // cooperative pool (two threads on two cores) two such waits at once left no thread for the readers'
+        // own work: the test process hung. GRDB schedules the migration and calls back instead.
+        let scheduled = migrator
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            scheduled.asyncMigrate(pool) { result in
+                switch result {
+                case .success: continuation.resume()
+                case .failure(let error): continuation.resume(throwing: error)
+                }
+            }
+        }
     }
 
     public func savePending(_ pending: PendingAuthorization) async throws {
@@ -317,6 +364,17 @@ public final class SQLiteStore: SignInStore {
 
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
+    /// Issue 17: siwa's own signing keys.
+    static let v2 = """
+        CREATE TABLE signing_keys (
+            kid TEXT PRIMARY KEY NOT NULL,
+            private_key TEXT NOT NULL,
+            created_at DOUBLE NOT NULL,
+            activates_at DOUBLE NOT NULL,
+            retires_at DOUBLE
+        );
+        """
+
     static let v1 = """
         CREATE TABLE pending_authorizations (
             state TEXT PRIMARY KEY NOT NULL,

@@ -65,6 +65,17 @@ public protocol StoreMaintenance: Sendable {
     var services: [any Service] { get }
 }
 
+/// The keys siwa signs identity assertions with, shared by every instance through the store. Private keys are
+/// sealed at rest with the data key.
+public protocol SigningKeyStore: Sendable {
+    /// Every key not removed, oldest first.
+    func signingKeys() async throws -> [SigningKeyRecord]
+    /// Adds a key.
+    func addSigningKey(_ key: SigningKeyRecord) async throws
+    /// Sets when the keys that are active at `activeAt` and not yet retiring stop being published: `retiresAt`.
+    func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws
+}
+
 /// Everything the server keeps between requests. One implementation per database; chosen once at start.
 /// Each part of the server is given only the parts of it that it uses.
-public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance {}
+public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore {}

@@ -1,0 +1,137 @@
+import AppleSignIn
+import Crypto
+import Foundation
+import JOSE
+import Logging
+import Synchronization
+
+/// `X-Siwa-Assertion`: a short JWT siwa signs (ES256, header `kid`) saying who is asking, so an upstream that
+/// others can reach trusts only what siwa signed. Keys live in the store, shared by every instance: created on
+/// first start, published at `/.well-known/siwa/jwks.json` from creation, used from activation (`siwa keys
+/// rotate` publishes the next one ahead of use), published until they retire.
+public final class IdentityAssertions: Sendable {
+    /// How long an assertion is valid (`exp` = `iat` + 60).
+    public static let lifetime: TimeInterval = 60
+    /// How long a signed assertion is handed out again for the same person and audience: signing every forward-auth
+    /// check would cost more than the rest of the check.
+    static let reuse: TimeInterval = 20
+    /// How long the key list is kept before the store is read again (a rotation made by another instance is
+    /// seen within this).
+    static let refresh: TimeInterval = 30
+
+    let store: any SigningKeyStore
+    let issuer: String
+    let logger: Logger
+
+    private struct LoadedKey {
+        var record: SigningKeyRecord
+        var key: P256.Signing.PrivateKey
+    }
+
+    private struct State {
+        var keys: [LoadedKey] = []
+        var loadedAt: Date = .distantPast
+        var recent: [String: (token: String, issuedAt: Date)] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    public init(store: any SigningKeyStore, issuer: String, logger: Logger) {
+        self.store = store
+        self.issuer = issuer
+        self.logger = logger
+    }
+
+    /// Creates the first key when the store has none that can sign now (first start).
+    public func prepare(now: Date = Date()) async throws {
+        let keys = try await store.signingKeys()
+        if !keys.contains(where: { $0.activatesAt <= now && ($0.retiresAt.map { $0 > now } ?? true) }) {
+            try await store.addSigningKey(Self.newKey(now: now, activatesAt: now))
+            logger.info("created the first identity assertion signing key")
+        }
+        try await reload(now: now)
+    }
+
+    /// A new P-256 key with a random kid.
+    public static func newKey(now: Date, activatesAt: Date) -> SigningKeyRecord {
+        let key = P256.Signing.PrivateKey()
+        return SigningKeyRecord(kid: RandomToken.generate(byteCount: 9), privateKeyPEM: key.pemRepresentation, createdAt: now, activatesAt: activatesAt)
+    }
+
+    /// The public keys to publish: every key not retired.
+    public func publishedKeySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
+        try await current(now: now)
+        let keys = state.withLock { $0.keys }.filter { $0.record.retiresAt.map { $0 > now } ?? true }
+        return ["keys": keys.map { loaded in
+            let raw = loaded.key.publicKey.rawRepresentation
+            return [
+                "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": loaded.record.kid,
+                "x": Base64URL.encode(raw.prefix(32)), "y": Base64URL.encode(raw.suffix(32)),
+            ]
+        }]
+    }
+
+    private struct Claims: Encodable {
+        var iss: String
+        var aud: String
+        var sub: String
+        var email: String?
+        var email_verified: Bool?
+        var is_private_email: Bool
+        var name: String?
+        var iat: Int
+        var exp: Int
+    }
+
+    /// The assertion for `user` addressed to `audience` (an origin), or nil when no key can sign (logged).
+    func assertion(for user: UserRecord, audience: String, now: Date = Date()) async -> String? {
+        let cacheKey = user.subject + "\u{1}" + audience
+        if let recent = state.withLock({ $0.recent[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now {
+            return recent.token
+        }
+        do {
+            try await current(now: now)
+            func signingKey() -> LoadedKey? {
+                state.withLock { state in state.keys.last { $0.record.activatesAt <= now && ($0.record.retiresAt.map { $0 > now } ?? true) } }
+            }
+            if signingKey() == nil { try await prepare(now: now) }
+            guard let signing = signingKey() else {
+                logger.error("no identity assertion key can sign now; run siwa keys rotate")
+                return nil
+            }
+            let issuedAt = Int(now.timeIntervalSince1970)
+            let claims = Claims(
+                iss: issuer, aud: audience, sub: user.subject, email: user.email, email_verified: user.email == nil ? nil : true,
+                is_private_email: user.isPrivateEmail, name: user.displayName, iat: issuedAt, exp: issuedAt + Int(Self.lifetime)
+            )
+            let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: signing.key)
+            state.withLock { state in
+                if state.recent.count >= 10_000 { state.recent.removeAll(keepingCapacity: true) }
+                state.recent[cacheKey] = (token, now)
+            }
+            return token
+        } catch {
+            logger.error("identity assertion not signed", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return nil
+        }
+    }
+
+    /// Forgets handed-out assertions of `subject` (its session ended).
+    func forget(subject: String) {
+        state.withLock { state in state.recent = state.recent.filter { !$0.key.hasPrefix(subject + "\u{1}") } }
+    }
+
+    private func current(now: Date) async throws {
+        if state.withLock({ now.timeIntervalSince($0.loadedAt) < Self.refresh && now >= $0.loadedAt }) { return }
+        try await reload(now: now)
+    }
+
+    private func reload(now: Date) async throws {
+        let records = try await store.signingKeys()
+        let loaded = try records.map { LoadedKey(record: $0, key: try P256.Signing.PrivateKey(pemRepresentation: $0.privateKeyPEM)) }
+        state.withLock { state in
+            state.keys = loaded
+            state.loadedAt = now
+        }
+    }
+}
