@@ -37,7 +37,7 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
-        switch decide(context) {
+        switch AccessDecision(context.visitor, policy: front.policy) {
         case .allow(let user): return await allowed(user, status: .accepted, request: request, context: context)
         case .deny: return Self.empty(.forbidden)
         case .signIn: return Self.empty(.unauthorized)
@@ -46,35 +46,14 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
-        switch decide(context) {
+        switch AccessDecision(context.visitor, policy: front.policy) {
         case .allow(let user): return await allowed(user, status: .ok, request: request, context: context)
-        case .deny(let user): return denied(user, request: request)
+        case .deny(let user): return renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage)
         case .unavailable: return renderer.render(.storeUnavailable(retryURL: original(request, context: context) ?? "/"), language: request.pageLanguage)
         case .signIn:
             let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue
-            let wantsPage = (method == "GET" || method == "HEAD") && (request.headers[.accept]?.contains("text/html") ?? false)
-            guard wantsPage else { return Self.empty(.unauthorized) }
-            var target = front.publicOrigin + "/auth/apple"
-            if let url = original(request, context: context) { target += "?rd=" + FormEncoding.encode(url) }
-            var response = Response.redirect(to: target, type: .found)
-            response.headers[.cacheControl] = "no-store"
-            return response
-        }
-    }
-
-    private enum Decision {
-        case allow(UserRecord)
-        case deny(UserRecord)
-        case signIn
-        case unavailable
-    }
-
-    private func decide(_ context: ServerContext) -> Decision {
-        switch context.visitor {
-        case .signedIn(_, let user):
-            return front.policy.allows(subject: user.subject, email: user.email) ? .allow(user) : .deny(user)
-        case .anonymous, .notLooked: return .signIn
-        case .storeUnavailable: return .unavailable
+            guard request.isPageNavigation(method: method) else { return Self.empty(.unauthorized) }
+            return front.signInRedirect(returningTo: original(request, context: context))
         }
     }
 
@@ -90,16 +69,6 @@ struct ForwardAuthController: Sendable {
             }
         }
         return response
-    }
-
-    /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out.
-    private func denied(_ user: UserRecord, request: Request) -> Response {
-        let language = request.pageLanguage
-        return renderer.page(
-            "denied", title: renderer.string("deniedHeading", language), language: language,
-            slots: ["who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": front.publicOrigin + "/auth/sign-out"],
-            status: .forbidden
-        )
     }
 
     /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.
