@@ -27,7 +27,7 @@ struct KeysCommand: AsyncParsableCommand {
             try await KeysCommand.withStore(options) { store in
                 let now = Date()
                 for key in try await store.signingKeys() {
-                    let state = key.retiresAt.map { $0 <= now ? "retired" : "retiring" } ?? (key.activatesAt <= now ? "active" : "published, not yet active")
+                    let state = !key.isPublished(at: now) ? "retired" : key.retiresAt != nil ? "retiring" : key.canSign(at: now) ? "active" : "published, not yet active"
                     print("\(key.kid)  \(state)  active from \(key.activatesAt.formatted(.iso8601))" + (key.retiresAt.map { "  retires \($0.formatted(.iso8601))" } ?? ""))
                 }
             }

@@ -25,8 +25,9 @@ struct SignInController: Sendable {
         self.settings = settings
         self.metrics = metrics
         self.proxy = proxy
-        appleOrigin = "\(settings.apple.appleBaseURL.scheme ?? "https")://" + Self.authority(settings.apple.appleBaseURL)
-        returnAuthority = Self.authority(settings.returnURL)
+        // Both URLs were checked to be absolute http(s) URLs with a host when the configuration was read.
+        appleOrigin = ServerSettings.origin(of: settings.apple.appleBaseURL)
+        returnAuthority = ServerSettings.authority(of: settings.returnURL)
     }
 
     /// `sessions` guards the sign-in page, which says when the person is already signed in.
@@ -96,10 +97,5 @@ struct SignInController: Sendable {
         response.setCookie(cookies.binding(started.bindingToken))
         response.headers[.cacheControl] = "no-store"
         return response
-    }
-
-    /// `host[:port]` of a URL.
-    static func authority(_ url: URL) -> String {
-        (url.host ?? "") + (url.port.map { ":\($0)" } ?? "")
     }
 }

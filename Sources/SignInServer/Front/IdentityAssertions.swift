@@ -45,7 +45,7 @@ public final class IdentityAssertions: Sendable {
     /// Creates the first key when the store has none that can sign now (first start).
     public func prepare(now: Date = Date()) async throws {
         let keys = try await store.signingKeys()
-        if !keys.contains(where: { $0.activatesAt <= now && ($0.retiresAt.map { $0 > now } ?? true) }) {
+        if !keys.contains(where: { $0.canSign(at: now) }) {
             try await store.addSigningKey(Self.newKey(now: now, activatesAt: now))
             logger.info("created the first identity assertion signing key")
         }
@@ -61,7 +61,7 @@ public final class IdentityAssertions: Sendable {
     /// The public keys to publish: every key not retired.
     public func publishedKeySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
         try await current(now: now)
-        let keys = state.withLock { $0.keys }.filter { $0.record.retiresAt.map { $0 > now } ?? true }
+        let keys = state.withLock { $0.keys }.filter { $0.record.isPublished(at: now) }
         return ["keys": keys.map { loaded in
             let raw = loaded.key.publicKey.rawRepresentation
             return [
@@ -92,7 +92,7 @@ public final class IdentityAssertions: Sendable {
         do {
             try await current(now: now)
             func signingKey() -> LoadedKey? {
-                state.withLock { state in state.keys.last { $0.record.activatesAt <= now && ($0.record.retiresAt.map { $0 > now } ?? true) } }
+                state.withLock { state in state.keys.last { $0.record.canSign(at: now) } }
             }
             if signingKey() == nil { try await prepare(now: now) }
             guard let signing = signingKey() else {
@@ -114,11 +114,6 @@ public final class IdentityAssertions: Sendable {
             logger.error("identity assertion not signed", metadata: ["error": "\(String(describing: type(of: error)))"])
             return nil
         }
-    }
-
-    /// Forgets handed-out assertions of `subject` (its session ended).
-    func forget(subject: String) {
-        state.withLock { state in state.recent = state.recent.filter { !$0.key.hasPrefix(subject + "\u{1}") } }
     }
 
     private func current(now: Date) async throws {

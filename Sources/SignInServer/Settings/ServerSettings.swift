@@ -55,10 +55,16 @@ public struct ServerSettings: Sendable {
     public var secureCookies: Bool { returnURL.scheme == "https" }
 
     /// The site's origin (scheme, host, port) as the return URL names it.
-    public var origin: String {
-        var origin = "\(returnURL.scheme ?? "http")://\(returnURL.host ?? "127.0.0.1")"
-        if let port = returnURL.port { origin += ":\(port)" }
-        return origin
+    public var origin: String { Self.origin(of: returnURL) }
+
+    /// `scheme://host[:port]` of `url`.
+    static func origin(of url: URL) -> String {
+        "\(url.scheme ?? "http")://" + authority(of: url)
+    }
+
+    /// `host[:port]` of `url`.
+    static func authority(of url: URL) -> String {
+        (url.host ?? "127.0.0.1") + (url.port.map { ":\($0)" } ?? "")
     }
 
     /// Creates settings.
@@ -79,9 +85,7 @@ public struct ServerSettings: Sendable {
         self.publicDirectory = publicDirectory
         self.appleTimeoutMS = appleTimeoutMS
         self.dataKeys = dataKeys
-        var origin = "\(apple.returnURLs[0].scheme ?? "http")://\(apple.returnURLs[0].host ?? "127.0.0.1")"
-        if let port = apple.returnURLs[0].port { origin += ":\(port)" }
-        front = FrontSettings(publicOrigin: origin)
+        front = FrontSettings(publicOrigin: Self.origin(of: apple.returnURLs[0]))
     }
 }
 

@@ -149,3 +149,15 @@ public struct SigningKeyRecord: Sendable, Hashable {
         self.retiresAt = retiresAt
     }
 }
+
+extension SigningKeyRecord {
+    /// Whether the key is in the published key set at `date`: until it retires.
+    public func isPublished(at date: Date) -> Bool {
+        retiresAt.map { $0 > date } ?? true
+    }
+
+    /// Whether the key may sign at `date`: active and not retired.
+    public func canSign(at date: Date) -> Bool {
+        activatesAt <= date && isPublished(at: date)
+    }
+}
