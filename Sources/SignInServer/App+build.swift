@@ -2,6 +2,7 @@ import AppleSignIn
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -26,15 +27,17 @@ public struct ServerComponents: Sendable {
     public let metrics: ServerMetrics
     /// The signed identity the front hands on (`X-Siwa-Assertion`).
     public let assertions: IdentityAssertions
+    /// The keys of the OpenID Provider's id_tokens.
+    public let providerKeys: ProviderKeys
 }
 
 /// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
 public func makeStore(settings: ServerSettings, logger: Logger) throws -> any SignInStore {
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     if settings.database.hasPrefix("postgres://") || settings.database.hasPrefix("postgresql://") {
-        return try PostgresStore(url: settings.database, cipher: cipher, logger: logger)
+        return try PostgresStore(url: settings.database, cipher: cipher, logger: logger, sessionCacheSeconds: settings.checkCacheSeconds)
     }
-    return try SQLiteStore(path: settings.database, cipher: cipher)
+    return try SQLiteStore(path: settings.database, cipher: cipher, sessionCacheSeconds: settings.checkCacheSeconds)
 }
 
 /// Builds the store, the Apple clients and the flow from settings. A SQLite store is migrated here; a
@@ -62,7 +65,7 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
     let assertions = IdentityAssertions(store: store, issuer: settings.front.publicOrigin, logger: logger)
     return ServerComponents(
         store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle, metrics: metrics,
-        assertions: assertions
+        assertions: assertions, providerKeys: ProviderKeys(store: store, logger: logger.module("siwa.provider"))
     )
 }
 
@@ -79,7 +82,7 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
         ))
     }
     router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
-    let cookies = CookiePolicy(secure: settings.secureCookies)
+    let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     // The routes that need to know who is asking: the session is looked up once, by this middleware.
     let sessions = router.group().add(middleware: SessionMiddleware(store: components.store, cookies: cookies))
     SignInController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, proxy: proxy)
@@ -92,6 +95,14 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions)
     forwardAuth.addRoutes(to: sessions)
     forwardAuth.addKeySetRoute(to: router)
+    // The OpenID Provider (issue 18).
+    let provider = settings.provider
+    let providerClients = ProviderClients(configured: provider.clients, store: components.store)
+    AuthorizationController(
+        settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, renderer: renderer, cookies: cookies, front: settings.front
+    ).addRoutes(to: router, sessions: sessions)
+    TokenController(settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys)
+        .addRoutes(to: router)
     LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
         .addRoutes(to: router, sessions: sessions)
     APIController(native: components.native, store: components.store)
@@ -104,14 +115,14 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
 /// Builds the door to the upstream (`--upstream`) that `client` reaches: the sign-in gate and the forwarder, with
 /// the router's cookies, sessions and security headers.
 func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> UpstreamGate {
-    let cookies = CookiePolicy(secure: settings.secureCookies)
+    let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)),
-        ownCookies: [cookies.sessionName, cookies.bindingName, cookies.csrfName]
+        ownCookies: [cookies.sessionName, cookies.bindingName, cookies.csrfName], webSocketTLS: client.webSocketTLS
     )
     return UpstreamGate(
         forwarder: forwarder, front: settings.front, sessions: SessionMiddleware(store: components.store, cookies: cookies), renderer: renderer,
-        security: SecurityHeadersMiddleware(settings: settings)
+        security: SecurityHeadersMiddleware(settings: settings), assertions: components.assertions
     )
 }
 
@@ -132,8 +143,14 @@ public func buildApplication(
     let front = FrontDoor(router: router, gate: gate, publicDirectory: settings.publicDirectory)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
+    // In front of an upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1.
+    let server: HTTPServerBuilder = gate.map { gate in
+        let owned = SiwaPaths(routes: router.routes.map(\.path), publicDirectory: settings.publicDirectory)
+        return HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned) }
+    } ?? .http1()
     var app = Application(
         router: front,
+        server: server,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
         services: allServices + [lifecycle],
         onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
@@ -143,8 +160,9 @@ public func buildApplication(
     app.beforeServerStarts {
         // The store needed its services running first (a PostgreSQL pool): migrate once they are.
         if storeNeedsServices { try await components.store.migrate() }
-        // The first signing key of the identity assertion, on the first start.
+        // The first signing keys of the identity assertion and of id_tokens, on the first start.
         try await components.assertions.prepare()
+        try await components.providerKeys.prepare()
     }
     return app
 }

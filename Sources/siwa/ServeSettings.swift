@@ -54,23 +54,44 @@ extension ServePlan {
         for domain in redirects.domains where domain.contains(":") || domain.contains("/") {
             throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme or port (app.example.com, or .example.com for its subdomains); got \(domain)")
         }
-        let policy = AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"))
+        let policy = Self.accessPolicy(values)
         // siwa's own host is always a place to return to (the built-in proxy's sign-ins come back there).
         func front(_ origin: String) -> FrontSettings {
             FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), policy: policy)
         }
         let upstream = try Self.upstream(values)
 
+        let cookieDomain = try Self.cookieDomain(values, covering: publicURL)
+        let providerClients: [ProviderClientRecord]
+        do {
+            providerClients = try values.string("oidc_clients").map { try ProviderSettings.clients(fromJSON: $0) } ?? []
+        } catch {
+            throw ConfigurationError(field: "oidc_clients", "\(error)")
+        }
+        let checkCacheSeconds = try values.int("check_cache_seconds", default: 5)
+        guard (0...3600).contains(checkCacheSeconds) else {
+            throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
+        }
+
         if given.isEmpty {
             let publicHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
-            let origin = "http://\(publicHost):\(port)"
+            let direct = "http://\(publicHost):\(port)"
+            // Behind a proxy (`public_url`), the browser returns there; Apple's notifications come straight here.
+            let origin = publicURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? direct
             let returnURL = origin + "/auth/apple/callback"
-            let apple = try AppleSignInConfiguration(
+            var apple = try AppleSignInConfiguration(
                 teamID: EmulatorConfiguration.testTeamID, keyID: EmulatorConfiguration.testKeyID,
                 servicesID: EmulatorConfiguration.testServicesID, extraAudiences: [EmulatorConfiguration.testBundleID],
                 returnURLs: [returnURL], privateKeyPEM: EmulatorConfiguration.testPrivateKeyPEM,
                 appleBaseURL: "http://127.0.0.1:\(emulatorPort)"
             )
+            // A site on another loopback name (`http://auth.example.localhost:8080`) reaches the emulator under that
+            // name too, so Apple's form_post back to it stays same-site and the binding cookie comes with it.
+            if let publicHost = publicURL.flatMap({ URL(string: $0)?.host }), RedirectPolicy.isLoopback(host: publicHost),
+                let base = URL(string: "http://\(publicHost.contains(":") && !publicHost.hasPrefix("[") ? "[\(publicHost)]" : publicHost):\(emulatorPort)")
+            {
+                apple.authorizeBaseURL = base
+            }
             let keyPath = database.contains("://") ? "./siwa.sqlite.key" : database + ".key"
             let dataKeys = !values.list("data_key").isEmpty ? values.list("data_key")
                 : creatingLocalKey ? [try LocalDataKey.loadOrCreate(path: keyPath)] : [TokenCipher.generateKey()]
@@ -78,8 +99,12 @@ extension ServePlan {
             settings.rateLimitPerMinute = rateLimit
             settings.trustedProxies = trustedProxies
             settings.front = front(origin)
+            settings.provider = ProviderSettings(issuer: settings.front.publicOrigin, clients: providerClients)
             settings.upstream = upstream
-            emulator = .defaults(redirectURIs: [returnURL], notificationURL: origin + "/auth/apple/notifications")
+            settings.cookieDomain = cookieDomain
+            settings.checkCacheSeconds = checkCacheSeconds
+            try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
+            emulator = .defaults(redirectURIs: [returnURL], notificationURL: direct + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort
             return
         }
@@ -108,13 +133,44 @@ extension ServePlan {
         settings.rateLimitPerMinute = rateLimit
         settings.trustedProxies = trustedProxies
         settings.front = front(settings.origin)
+        settings.provider = ProviderSettings(issuer: settings.front.publicOrigin, clients: providerClients)
         settings.upstream = upstream
+        settings.cookieDomain = cookieDomain
+        settings.checkCacheSeconds = checkCacheSeconds
+        try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
         emulator = nil
         self.emulatorPort = emulatorPort
     }
 }
 
 extension ServePlan {
+    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs` (what SIGHUP reloads).
+    static func accessPolicy(_ values: LayeredValues) -> AccessPolicy {
+        AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"))
+    }
+
+    /// `cookie_domain`: a parent domain of siwa's host (`.example.com` or `example.com`), never an IP address, or nil.
+    static func cookieDomain(_ values: LayeredValues, covering publicURL: String?) throws -> String? {
+        guard let text = values.string("cookie_domain"), !text.isEmpty else { return nil }
+        let domain = (text.hasPrefix(".") ? String(text.dropFirst()) : text).lowercased()
+        let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" } }),
+            !labels.allSatisfy({ $0.allSatisfy(\.isNumber) })
+        else {
+            throw ConfigurationError(field: "cookie_domain", "must be a parent domain of siwa's host such as .example.com (at least two labels, no IP address, port or scheme); got \(text)")
+        }
+        if let publicURL, let host = URL(string: publicURL)?.host, !ServerSettings.cookieDomain(domain, covers: host) {
+            throw ConfigurationError(field: "cookie_domain", "\(text) does not cover \(host), the host of public_url, where the session cookie is set")
+        }
+        return domain
+    }
+
+    /// The session cookie is set by Apple's return: `cookie_domain` must cover the return URL's host.
+    static func check(cookieDomain: String?, covers returnURL: URL) throws {
+        guard let cookieDomain, let host = returnURL.host, !ServerSettings.cookieDomain(cookieDomain, covers: host) else { return }
+        throw ConfigurationError(field: "cookie_domain", "\(cookieDomain) does not cover \(host), the host of the return URL, where the session cookie is set")
+    }
+
     /// `upstream`, `upstream_timeout_ms` and `skip_auth_routes`: the built-in proxy, or nil without `upstream`.
     static func upstream(_ values: LayeredValues) throws -> UpstreamSettings? {
         let timeout = try values.int("upstream_timeout_ms", default: 30_000)

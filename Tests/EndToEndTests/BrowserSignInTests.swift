@@ -218,29 +218,9 @@ struct BrowserSignInTests {
         let siwa = try #require(URL(string: e2e.site.origin)?.port)
         try await withEchoUpstream { app in
             try await withNginx(configuration: { port in
-                """
-                server {
-                    listen 127.0.0.1:\(port);
-                    location = /_siwa_check {
-                        internal;
-                        proxy_pass http://127.0.0.1:\(siwa)/auth/check;
-                        proxy_pass_request_body off;
-                        proxy_set_header Content-Length "";
-                    }
-                    location @signin { return 302 http://127.0.0.1:\(siwa)/auth/apple?rd=http://127.0.0.1:\(port)$request_uri; }
-                    location / {
-                        auth_request /_siwa_check;
-                        error_page 401 = @signin;
-                        auth_request_set $siwa_user $upstream_http_x_auth_request_user;
-                        auth_request_set $siwa_email $upstream_http_x_auth_request_email;
-                        auth_request_set $siwa_private $upstream_http_x_siwa_private_email;
-                        proxy_set_header X-Auth-Request-User $siwa_user;
-                        proxy_set_header X-Auth-Request-Email $siwa_email;
-                        proxy_set_header X-Siwa-Private-Email $siwa_private;
-                        proxy_pass http://127.0.0.1:\(app);
-                    }
-                }
-                """
+                Self.authRequestServer(port: port, siwa: siwa, signIn: "http://127.0.0.1:\(siwa)", returnHost: "127.0.0.1", app: app, headers: [
+                    "X-Auth-Request-User", "X-Auth-Request-Email", "X-Siwa-Private-Email",
+                ])
             }) { nginx in
                 // Without a session a forged identity header gets nowhere: the answer is the way to the sign-in.
                 let echoed = try await signInThroughProxy(e2e, to: nginx.url("/reports"), query: "?year=2026", as: lilei, hideEmail: true, forging: "X-Auth-Request-User")
@@ -309,6 +289,84 @@ struct BrowserSignInTests {
                 #expect(echoed.values("x-auth-request-user") == [grace.sub])
             }
         }
+    }
+
+    @Test("cookie_domain: a session made on auth.siwa.localhost is seen by app1 and app2 behind nginx; sign-out there ends it for both; a host outside the domain is not signed in")
+    func cookieDomainSharesTheSessionWithSiblingHosts() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        try await e2e.startClean()
+        // siwa reached as auth.siwa.localhost (Chromium sends every *.localhost name to loopback, RFC 6761), the
+        // session cookie for siwa.localhost, sites on app1. and app2. behind one nginx.
+        try await LocalSite.run(settings: [
+            "public_url": "http://auth.siwa.localhost:{port}", "cookie_domain": ".siwa.localhost", "allowed_redirect_domains": ".siwa.localhost",
+        ]) { site in
+            let siwa = try #require(URL(string: site.origin)?.port)
+            #expect(site.origin == "http://auth.siwa.localhost:\(siwa)")
+            let ada = site.user("Ada")
+            try await withEchoUpstream { app in
+                try await withNginx(configuration: { port in
+                    Self.authRequestServer(port: port, siwa: siwa, signIn: "http://auth.siwa.localhost:\(siwa)", returnHost: "$host", app: app, headers: ["X-Auth-Request-User"])
+                }) { nginx in
+                    let app1 = "http://app1.siwa.localhost:\(nginx.port)/one"
+                    try await browser.open(app1)
+                    try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+                    try await browser.element(userRadio(ada)).click()
+                    try await browser.element("#continue").click()
+                    try await browser.waitForPage(app1)
+                    #expect(try EchoedRequest(json: ByteBuffer(string: try await browser.element("body").text())).values("x-auth-request-user") == [ada.sub])
+
+                    // The sibling host: no trip to the sign-in, the same person.
+                    let app2 = "http://app2.siwa.localhost:\(nginx.port)/two"
+                    try await browser.open(app2)
+                    #expect(try await browser.currentURL() == app2)
+                    #expect(try EchoedRequest(json: ByteBuffer(string: try await browser.element("body").text())).values("x-auth-request-user") == [ada.sub])
+
+                    // 127.0.0.1 is outside the cookie's domain: not signed in there, so sent to the sign-in.
+                    try await browser.open("http://127.0.0.1:\(nginx.port)/three")
+                    try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+
+                    // Signing out on siwa's host, with rd back to app2, ends the session for every sibling.
+                    try await browser.open(site.url("/auth/sign-out?rd=") + (app2.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))
+                    try await browser.element("#confirm-sign-out").click()
+                    try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+                    try await browser.open(app1)
+                    try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+                }
+            }
+        }
+        try await e2e.startClean()
+    }
+
+    /// An nginx `server` on `port` that asks siwa (`127.0.0.1:siwa`) about every request with `auth_request`, sends a
+    /// person without a session to `signIn/auth/apple` with `rd` back to `http://returnHost:port` and the same URI,
+    /// and passes `headers` of siwa's answer on to the app.
+    static func authRequestServer(port: Int, siwa: Int, signIn: String, returnHost: String, app: Int, headers: [String]) -> String {
+        let passed = headers.map { name -> String in
+            let variable = "$siwa_" + name.lowercased().replacingOccurrences(of: "-", with: "_")
+            return """
+                    auth_request_set \(variable) $upstream_http_\(name.lowercased().replacingOccurrences(of: "-", with: "_"));
+                    proxy_set_header \(name) \(variable);
+            """
+        }.joined(separator: "\n") as String
+        return """
+            server {
+                listen 127.0.0.1:\(port);
+                location = /_siwa_check {
+                    internal;
+                    proxy_pass http://127.0.0.1:\(siwa)/auth/check;
+                    proxy_pass_request_body off;
+                    proxy_set_header Content-Length "";
+                }
+                location @signin { return 302 \(signIn)/auth/apple?rd=http://\(returnHost):\(port)$request_uri; }
+                location / {
+                    auth_request /_siwa_check;
+                    error_page 401 = @signin;
+            \(passed)
+                    proxy_pass http://127.0.0.1:\(app);
+                }
+            }
+            """
     }
 
     /// Opens `url + query` behind a proxy, consents at the emulator as `user`, and returns what the app behind

@@ -1,5 +1,6 @@
 import AppleSignIn
 import Foundation
+import Logging
 import SignInServer
 @testable import siwa
 import Testing
@@ -142,6 +143,66 @@ struct ConfigurationLayersTests {
         let routes = try #require(try ServePlan(values: fromEnvironment, creatingLocalKey: false).settings.upstream).skipAuthRoutes
         #expect(routes.map(\.description) == ["GET=^/health$", "POST=^/hook$"])
         #expect(routes.map { $0.method?.rawValue } == ["GET", "POST"])
+    }
+
+    @Test("cookie_domain, check_cache_seconds and public_url in local mode: bad values stop serve naming the key; good ones reach the settings")
+    func frontKeys() async throws {
+        let refused: [([String], String)] = [
+            (["--cookie-domain", "example"], "cookie_domain"),
+            (["--cookie-domain", "10.0.0.1"], "cookie_domain"),
+            (["--cookie-domain", "https://example.com"], "cookie_domain"),
+            // Local mode without public_url returns to 127.0.0.1, which no domain covers.
+            (["--cookie-domain", ".example.com"], "cookie_domain"),
+            (["--public-url", "https://auth.example.com", "--cookie-domain", ".example.org"], "cookie_domain"),
+            (["--check-cache-seconds", "-1"], "check_cache_seconds"),
+            (["--check-cache-seconds", "soon"], "check_cache_seconds"),
+        ]
+        for (arguments, field) in refused {
+            let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
+            #expect("\(arguments)") { _ = try ServePlan(values: values, creatingLocalKey: false) } throws: { ($0 as? ConfigurationError)?.field == field }
+        }
+        let values = try await LayeredValues(
+            arguments: ["--public-url", "http://auth.example.localhost:8080", "--cookie-domain", ".Example.localhost", "--check-cache-seconds", "0", "--emulator-port", "9191"],
+            environment: [:], dotEnvPath: nil
+        )
+        let settings = try ServePlan(values: values, creatingLocalKey: false).settings
+        #expect(settings.cookieDomain == "example.localhost")
+        #expect(settings.checkCacheSeconds == 0)
+        // Local mode behind public_url: Apple returns there, and the browser meets the emulator on the same name.
+        #expect(settings.returnURL.absoluteString == "http://auth.example.localhost:8080/auth/apple/callback")
+        #expect(settings.apple.authorizeBaseURL.absoluteString == "http://auth.example.localhost:9191")
+        #expect(settings.apple.appleBaseURL.absoluteString == "http://127.0.0.1:9191")
+        let defaults = try ServePlan(values: try await LayeredValues(arguments: [], environment: [:], dotEnvPath: nil), creatingLocalKey: false).settings
+        #expect(defaults.checkCacheSeconds == 5)
+        #expect(defaults.cookieDomain == nil)
+        #expect(defaults.returnURL.absoluteString == "http://127.0.0.1:8080/auth/apple/callback")
+    }
+
+    @Test("SIGHUP: the access policy of the configuration as it is now is put in force, the change named rule by rule; a file that no longer reads changes nothing")
+    func policyReload() async throws {
+        let directory = try Self.directory(["c.json": #"{"allowed_emails": ["a@example.org"], "allowed_subs": ["001.x"]}"#])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("c.json")
+        let arguments = ["--config", file.path, "--allowed-email-domains", "example.com"]
+        let front = try ServePlan(values: try await LayeredValues(commandArguments: arguments), creatingLocalKey: false).settings.front
+        #expect(front.policy == AccessPolicy(emails: ["a@example.org"], emailDomains: ["example.com"], subjects: ["001.x"]))
+        // A copy of the settings (what the controllers hold) sees what the reload puts in force.
+        let held = front
+        let reloader = PolicyReloader(arguments: arguments, front: front, logger: Logger(label: "siwa.test"))
+
+        try #"{"allowed_emails": ["b@example.org", "c@example.org"]}"#.write(to: file, atomically: true, encoding: .utf8)
+        let before = front.policy
+        await reloader.reload()
+        #expect(held.policy == AccessPolicy(emails: ["b@example.org", "c@example.org"], emailDomains: ["example.com"]))
+        #expect(!held.policy.allows(subject: "001.x", email: "a@example.org"))
+        #expect(held.policy.allows(subject: "001.y", email: "C@example.org"))
+        #expect(PolicyReloader.changes(from: before, to: held.policy) == [
+            "allowed_emails +b@example.org +c@example.org -a@example.org", "allowed_subs -001.x",
+        ])
+
+        try "{ not json".write(to: file, atomically: true, encoding: .utf8)
+        await reloader.reload()
+        #expect(held.policy == AccessPolicy(emails: ["b@example.org", "c@example.org"], emailDomains: ["example.com"]))
     }
 
     @Test("the doctor runs serve's own parse: a value only serve reads, broken, fails the doctor too")

@@ -7,8 +7,10 @@ import TestSupport
 
 /// The harness the forward-auth and proxy tests stand on, checked with the real programs: nginx, Traefik and
 /// Caddy started from their configurations on free loopback ports, each in front of the echo upstream, which
-/// reports what reached it. If one of these fails, the tests built on the harness would prove nothing.
-@Suite("Proxy harness: real nginx, Traefik and Caddy in front of the echo upstream")
+/// reports what reached it; and the relying parties the OpenID provider tests sign in with, Apache httpd with
+/// mod_auth_openidc and Authlib's client, started the same way. If one of these fails, the tests built on the
+/// harness would prove nothing.
+@Suite("Proxy harness: real nginx, Traefik, Caddy and Apache with mod_auth_openidc, and the Authlib relying party")
 struct ProxyHarnessTests {
     /// One answer, its body read whole (small answers only).
     struct Fetched {
@@ -264,5 +266,76 @@ struct ProxyHarnessTests {
                 try await Self.expectAuthAnswerCopied(through: caddy)
             }
         }
+    }
+
+    // MARK: Apache with mod_auth_openidc
+
+    @Test("Apache starts with mod_auth_openidc from a configuration apache2 -t accepts; the module guards /protected by the provider's discovery document, the rest reaches the echo upstream")
+    func apacheOIDCGuardsTheProtectedLocation() async throws {
+        let port = try await withClosedLoopbackPort { provider in
+            try await withApacheOIDC(provider: "http://127.0.0.1:\(provider)", clientID: "harness", clientSecret: "harness-secret") { apache in
+                let apache2 = try ExternalTool.apache.executable()
+                let check = try await ChildProcess.run(apache2, arguments: ["-t", "-f", apache.configurationFile.path], environment: [:])
+                #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
+                #expect((check.stdout + check.stderr).contains("Syntax OK"), "\(check.stdout)\(check.stderr)")
+                let modules = try await ChildProcess.run(apache2, arguments: ["-M", "-f", apache.configurationFile.path], environment: [:])
+                #expect(modules.stdout.contains("auth_openidc_module (shared)"), "\(modules.stdout)\(modules.stderr)")
+
+                let open = try await Self.fetch(apache.url("/public?x=1"))
+                #expect(open.status == 200, "\(apache.logs())")
+                let echoed = try open.echoed()
+                #expect(echoed.path == "/public?x=1")
+                #expect(echoed.values("Host") == ["127.0.0.1:\(apache.port)"])
+                #expect(echoed.headers.keys.filter { $0.hasPrefix("oidc_") }.isEmpty, "no claims outside /protected: \(echoed.headers)")
+
+                // Before it can send anyone to the provider, the module reads the discovery document; with nothing
+                // listening there it answers 500 itself, and the upstream is not reached.
+                let guarded = try await Self.fetch(apache.protectedURL)
+                #expect(guarded.status == 500, "\(apache.logs())")
+                #expect(guarded.headers["X-Echo-Path"].isEmpty, "the echo upstream answered /protected")
+                let logs = apache.logs()
+                #expect(logs.contains("could not retrieve metadata from url: http://127.0.0.1:\(provider)/.well-known/openid-configuration"), "\(logs)")
+                #expect(apache.redirectURI == "http://127.0.0.1:\(apache.port)/protected/redirect_uri")
+                #expect(apache.logoutURL(returningTo: apache.loggedOutURL) == apache.redirectURI + "?logout=http%3A%2F%2F127.0.0.1%3A\(apache.port)%2Flogged-out")
+                // The module's logout without a session of its own: straight back to the return URL on this host.
+                let loggedOut = try await Self.fetch(apache.logoutURL(returningTo: apache.loggedOutURL))
+                #expect(loggedOut.status == 200, "\(apache.logs())")
+                #expect(try loggedOut.echoed().path == "/logged-out")
+                return apache.port
+            }
+        }
+        #expect(await !TCPProbe.acceptsConnections(on: port), "Apache was stopped by its pid")
+    }
+
+    @Test("Apache refusing a directive fails the start with its own message")
+    func apacheBadConfiguration() async throws {
+        let error = await #expect(throws: ExternalToolError.self) {
+            try await withApacheOIDC(provider: "http://127.0.0.1:1", clientID: "harness", clientSecret: "harness-secret", directives: "NoSuchDirective on") { _ in }
+        }
+        #expect(error?.description.contains("Invalid command 'NoSuchDirective'") == true, "\(String(describing: error))")
+    }
+
+    // MARK: The Authlib relying party
+
+    @Test("the Authlib relying party serves its start page signed out, and a sign-in begins by reading the provider's discovery document")
+    func authlibRelyingPartyStarts() async throws {
+        let port = try await withClosedLoopbackPort { provider in
+            try await withAuthlibRP(provider: "http://127.0.0.1:\(provider)", clientID: "harness", clientSecret: "harness-secret") { rp in
+                let start = try await Self.fetch(rp.startURL)
+                #expect(start.status == 200, "\(rp.logs())")
+                #expect(String(buffer: start.body).contains("<h1>Not signed in</h1>"), "\(String(buffer: start.body))")
+                let claims = try await Self.fetch(rp.claimsURL)
+                let state = try JSONSerialization.jsonObject(with: Data(claims.body.readableBytesView)) as? [String: Any]
+                #expect(state?["signed_in"] as? Bool == false, "\(String(buffer: claims.body))")
+
+                let login = try await Self.fetch(rp.loginURL(prompt: "login"))
+                #expect(login.status == 502, "\(rp.logs())")
+                #expect(String(buffer: login.body).contains("http://127.0.0.1:\(provider)/.well-known/openid-configuration"), "\(String(buffer: login.body))")
+                #expect(rp.redirectURI == "http://127.0.0.1:\(rp.port)/callback")
+                #expect(rp.postLogoutRedirectURI == "http://127.0.0.1:\(rp.port)/logged-out")
+                return rp.port
+            }
+        }
+        #expect(await !TCPProbe.acceptsConnections(on: port), "the relying party was stopped by its pid")
     }
 }

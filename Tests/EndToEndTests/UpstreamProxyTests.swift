@@ -2,9 +2,12 @@ import AppleIDEmulator
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import HummingbirdWSClient
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 import Testing
 import TestSupport
 
@@ -122,6 +125,32 @@ struct UpstreamProxyTests {
         }
     }
 
+    @Test("X-Siwa-Assertion reaches the upstream: ES256 by a key of /.well-known/siwa/jwks.json, iss = public_url, aud = the upstream's origin; none on a skip_auth_routes route")
+    func assertionReachesTheUpstream() async throws {
+        try await withEchoUpstream { port in
+            let upstream = "http://127.0.0.1:\(port)"
+            try await Self.withSite(upstream: upstream + "/app", ["skip_auth_routes": "GET=^/health$"]) { site, visit in
+                let ada = site.user("Ada")
+                let session = try await visit.signIn(site, user: ada).session
+                let echoed = try await visit.send(site.url("/reports"), cookies: ["siwa_session": session]).echoed()
+                #expect(echoed.path == "/app/reports")
+                let token = try #require(echoed.values("x-siwa-assertion").first)
+                #expect(echoed.values("x-siwa-assertion").count == 1)
+                let check = try AssertionCheck(token, keySet: try await visit.send(site.url("/.well-known/siwa/jwks.json")).text)
+                #expect(check.algorithm == "ES256")
+                #expect(check.signatureVerifies)
+                #expect(check.claims["aud"] as? String == upstream, "the upstream's origin, without the base path")
+                #expect(check.claims["iss"] as? String == site.origin)
+                #expect(check.claims["sub"] as? String == ada.sub)
+                #expect(check.claims["email"] as? String == ada.email)
+                #expect(check.lifetime == 60)
+
+                let skipped = try await visit.send(site.url("/health"), headers: [("X-Siwa-Assertion", "forged.jwt.value")], cookies: ["siwa_session": session])
+                #expect(try skipped.echoed().values("x-siwa-assertion").isEmpty)
+            }
+        }
+    }
+
     @Test("skip_auth_routes: GET=^/health$ passes without a session and without identity headers, even forged ones; POST /health still needs one; ^/public/ takes any method but no dot segments")
     func skipAuthRoutes() async throws {
         try await Self.withEchoSite(["skip_auth_routes": "GET=^/health$,^/public/"]) { site, visit in
@@ -231,6 +260,113 @@ struct UpstreamProxyTests {
                 #expect(packed.headers.first(name: "content-encoding") == "gzip")
                 #expect(Array(packed.body.readableBytesView) == encoded)
             }
+        }
+    }
+
+    /// Runs the site in front of the WebSocket echo upstream.
+    static func withWebSocketSite(_ more: [String: String?] = [:], _ body: (LocalSite, Visit, _ upstream: String, UpstreamTally) async throws -> Void) async throws {
+        try await withWebSocketEchoUpstream { port, tally in
+            let upstream = "http://127.0.0.1:\(port)"
+            try await withSite(upstream: upstream, more) { site, visit in try await body(site, visit, upstream, tally) }
+        }
+    }
+
+    @Test("a WebSocket through siwa: the upstream's handshake carries siwa's identity and assertion, never the client's forged ones nor siwa's cookie; text and binary come back; the upstream's close code reaches the client")
+    func webSocketPassesThrough() async throws {
+        try await Self.withWebSocketSite { site, visit, upstream, _ in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            let headers: HTTPFields = [
+                .cookie: "siwa_session=\(session); theme=dark",
+                HTTPFields.Element.Name("X-Auth-Request-User")!: "forged-sub", HTTPFields.Element.Name("X-Siwa-Assertion")!: "forged.jwt.value",
+                HTTPFields.Element.Name("X_Auth_Request_Email")!: "mallory@evil.example", HTTPFields.Element.Name("X-Forwarded-For")!: "6.6.6.6",
+            ]
+            let received = Collected<[WebSocketMessage]>([])
+            let closed = try await WebSocketClient.connect(
+                url: site.url("/ws/chat?room=1").replacingOccurrences(of: "http://", with: "ws://"),
+                configuration: .init(additionalHeaders: headers), logger: Logger(label: "test-client")
+            ) { inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                if let handshake = try await messages.next() { received.withLock { $0.append(handshake) } }
+                try await outbound.write(.text("hello 李雷"))
+                if let echoed = try await messages.next() { received.withLock { $0.append(echoed) } }
+                try await outbound.write(.binary(ByteBuffer(bytes: [0, 1, 2, 0xFF])))
+                if let echoed = try await messages.next() { received.withLock { $0.append(echoed) } }
+                try await outbound.write(.text("close:4001"))
+                while try await messages.next() != nil {}
+            }
+            let messages = received.value
+            try #require(messages.count == 3, "\(messages)")
+            guard case .text(let json) = messages[0] else { Issue.record("the first message is not the handshake: \(messages[0])"); return }
+            let handshake = try EchoedRequest(json: ByteBuffer(string: json))
+            #expect(handshake.path == "/ws/chat?room=1")
+            #expect(handshake.values("x-auth-request-user") == [ada.sub])
+            #expect(handshake.values("x-auth-request-email") == [ada.email])
+            #expect(handshake.values("x_auth_request_email").isEmpty)
+            #expect(handshake.values("x-forwarded-for") == ["127.0.0.1"])
+            #expect(handshake.values("cookie") == ["theme=dark"])
+            #expect(handshake.values("upgrade").map { $0.lowercased() } == ["websocket"])
+            let token = try #require(handshake.values("x-siwa-assertion").first)
+            #expect(handshake.values("x-siwa-assertion").count == 1)
+            let check = try AssertionCheck(token, keySet: try await visit.send(site.url("/.well-known/siwa/jwks.json")).text)
+            #expect(check.signatureVerifies)
+            #expect(check.claims["aud"] as? String == upstream)
+            #expect(check.claims["sub"] as? String == ada.sub)
+            #expect(messages[1] == .text("hello 李雷"))
+            #expect(messages[2] == .binary(ByteBuffer(bytes: [0, 1, 2, 0xFF])))
+            #expect(closed?.closeCode == .init(codeNumber: 4001))
+        }
+    }
+
+    @Test("WebSocket refusals happen before the upstream: no session is 401 and the upstream saw nothing; the upstream's subprotocol comes back; an upstream that does not switch protocols is 502; a skip_auth_routes route passes without a session and without identity")
+    func webSocketRefusalsAndSubprotocol() async throws {
+        try await Self.withWebSocketSite(["skip_auth_routes": "GET=^/ws/public$"]) { site, visit, _, tally in
+            let anonymous = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [("Accept", "text/html")])
+            #expect(anonymous.status == 401, "\(anonymous.head)")
+            #expect(anonymous.headers["upgrade"] == nil)
+            let forged = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [("X-Auth-Request-User", "forged-sub")])
+            #expect(forged.status == 401)
+            await #expect(throws: (any Error).self) {
+                try await WebSocketClient.connect(url: site.url("/ws/chat").replacingOccurrences(of: "http://", with: "ws://"), logger: Logger(label: "test-client")) { _, _, _ in }
+            }
+            #expect(tally.requests == 0, "the upstream was contacted without a session")
+
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let cookie = ("Cookie", "siwa_session=\(session)")
+            let chosen = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [cookie, ("Sec-WebSocket-Protocol", "chat.v9, echo.v2")])
+            #expect(chosen.status == 101, "\(chosen.head)")
+            #expect(chosen.headers["sec-websocket-protocol"] == "echo.v2")
+            #expect(chosen.headers["sec-websocket-accept"] == RawHandshake.expectedAccept)
+            #expect(tally.requests == 1)
+
+            let refused = try await RawHandshake.send(to: site.origin, path: "/ws-refused", headers: [cookie])
+            #expect(refused.status == 502, "\(refused.head)")
+            #expect(refused.headers["upgrade"] == nil)
+            #expect(tally.requests == 2)
+
+            // A skip-auth route: passed without a session, and without identity, even forged.
+            let received = Collected<String?>(nil)
+            try await WebSocketClient.connect(
+                url: site.url("/ws/public").replacingOccurrences(of: "http://", with: "ws://"),
+                configuration: .init(additionalHeaders: [HTTPFields.Element.Name("X-Auth-Request-User")!: "forged-sub"]), logger: Logger(label: "test-client")
+            ) { inbound, _, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                if case .text(let json) = try await messages.next() { received.withLock { $0 = json } }
+            }
+            let handshake = try EchoedRequest(json: ByteBuffer(string: try #require(received.value)))
+            #expect(handshake.values("x-auth-request-user").isEmpty)
+            #expect(handshake.values("x-siwa-assertion").isEmpty)
+        }
+    }
+
+    @Test("a WebSocket of a signed-in person the access policy turns away: 403, and the upstream saw nothing")
+    func webSocketDenied() async throws {
+        try await Self.withWebSocketSite(["allowed_emails": "someone-else@example.com"]) { site, visit, _, tally in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let denied = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [("Cookie", "siwa_session=\(session)")])
+            #expect(denied.status == 403, "\(denied.head)")
+            #expect(denied.headers["upgrade"] == nil)
+            #expect(tally.requests == 0)
         }
     }
 
@@ -387,5 +523,62 @@ struct Visit {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
+
+/// What a WebSocket client's handler collected, read after it returned.
+final class Collected<Value: Sendable>: Sendable {
+    private let state: Mutex<Value>
+
+    init(_ value: Value) {
+        state = Mutex(value)
+    }
+
+    var value: Value { state.withLock { $0 } }
+
+    func withLock(_ change: (inout Value) -> Void) {
+        state.withLock { change(&$0) }
+    }
+}
+
+/// A WebSocket opening handshake written by hand, to read the answer's head as it came: the status, and the headers
+/// a WebSocket client library keeps to itself.
+enum RawHandshake {
+    /// The key every handshake here sends, and the `Sec-WebSocket-Accept` RFC 6455's example gives for it.
+    static let key = "dGhlIHNhbXBsZSBub25jZQ=="
+    static let expectedAccept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+    struct Answer {
+        var status: Int
+        /// Lowercased name to value (the last one of a name).
+        var headers: [String: String]
+        var head: String
+    }
+
+    static func send(to origin: String, path: String, headers: [(String, String)]) async throws -> Answer {
+        let port = Int(origin.split(separator: ":").last ?? "") ?? 0
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+        }
+        return try await channel.executeThenClose { inbound, outbound in
+            var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            request += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+            for (name, value) in headers { request += "\(name): \(value)\r\n" }
+            try await outbound.write(ByteBuffer(string: request + "\r\n"))
+            var received = ""
+            for try await buffer in inbound {
+                received += String(buffer: buffer)
+                if received.contains("\r\n\r\n") { break }
+            }
+            let head = received.components(separatedBy: "\r\n\r\n").first ?? ""
+            let lines = head.components(separatedBy: "\r\n")
+            var fields: [String: String] = [:]
+            for line in lines.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+            return Answer(status: status, headers: fields, head: head)
+        }
     }
 }

@@ -178,6 +178,31 @@ struct PageTests {
         }
     }
 
+    @Test("cookie_domain over HTTPS: the session cookie is __Secure-siwa_session for the parent domain, and sign-out deletes it there; binding and CSRF cookies stay on siwa's host")
+    func cookieDomainSessionCookie() async throws {
+        try await withServer(ServerOptions(mode: .apple, returnURL: Fixtures.secureReturnURL, cookieDomain: "example.com")) { h in
+            let start = try await h.get("/auth/apple")
+            let binding = try #require(start.setCookie("__Host-siwa_binding"))
+            #expect(binding["Domain"] == nil)
+
+            let signIn = try await h.signIn()
+            #expect(signIn.response.setCookie("__Host-siwa_session") == nil)
+            let session = try #require(signIn.response.setCookie("__Secure-siwa_session"))
+            #expect(session["Domain"] == "example.com")
+            #expect(session.has("Secure") && session.has("HttpOnly") && session["SameSite"] == "Lax" && session["Path"] == "/")
+
+            let page = try await h.sessionPage(session.value)
+            #expect(page.status == .ok)
+            let out = try await h.post("/auth/signout", form: "csrf_token=" + (page.csrfToken ?? ""), cookies: [h.sessionCookie: session.value])
+            #expect(out.status == .seeOther)
+            // A cookie set for a domain is only deleted by a Set-Cookie naming the same domain.
+            let deleted = try #require(out.setCookie("__Secure-siwa_session"))
+            #expect(deleted.isDeletion)
+            #expect(deleted["Domain"] == "example.com")
+            #expect(try await h.sessionPage(session.value).status == .unauthorized)
+        }
+    }
+
     @Test("over HTTPS: __Host- cookies, Secure, the binding cookie SameSite=None to survive Apple's cross-site POST, HSTS, no local-mode notice")
     func secureCookies() async throws {
         try await withServer(ServerOptions(mode: .apple, returnURL: Fixtures.secureReturnURL)) { h in

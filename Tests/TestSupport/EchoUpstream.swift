@@ -90,6 +90,15 @@ enum EchoUpstream {
             matches = matches && PatternedBytes.matches(buffer, at: received)
             received += buffer.readableBytes
         }
+        let echoed = EchoedRequest(method: request.method.rawValue, path: target, headers: seen(request), bodyBytes: received, bodyMatchesPattern: matches)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(echoed))))
+    }
+
+    /// Every header of `request` by lowercased name, values in the order received; `host` included.
+    static func seen(_ request: Request) -> [String: [String]] {
         var seen: [String: [String]] = [:]
         if let authority = request.head.authority {
             seen["host"] = [authority]
@@ -97,10 +106,6 @@ enum EchoUpstream {
         for field in request.headers {
             seen[field.name.canonicalName, default: []].append(field.value)
         }
-        let echoed = EchoedRequest(method: request.method.rawValue, path: target, headers: seen, bodyBytes: received, bodyMatchesPattern: matches)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(echoed))))
+        return seen
     }
 }

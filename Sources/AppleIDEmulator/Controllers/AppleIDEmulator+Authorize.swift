@@ -88,7 +88,8 @@ extension AppleIDEmulator {
         let bareHost = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         let octets = bareHost.split(separator: ".", omittingEmptySubsequences: false).map { UInt8($0) }
         let isIPv4 = octets.count == 4 && octets.allSatisfy { $0 != nil }
-        if bareHost == "localhost" || bareHost == "::1" || (isIPv4 && octets[0] == 127) {
+        // Loopback (which Apple never sees) may be plain HTTP: local mode, including `*.localhost` names (RFC 6761).
+        if bareHost == "localhost" || bareHost.hasSuffix(".localhost") || bareHost == "::1" || (isIPv4 && octets[0] == 127) {
             return scheme == "http" || scheme == "https"
         }
         return scheme == "https" && !isIPv4 && !bareHost.contains(":")

@@ -21,6 +21,9 @@ public struct AppleSignInConfiguration: Sendable {
     public var signingKey: SigningKey
     /// Where `/auth/authorize`, `/auth/token`, `/auth/keys` and `/auth/revoke` live.
     public var appleBaseURL: URL
+    /// Where the browser is sent for `/auth/authorize`: `appleBaseURL`, unless an emulator on this machine is reached
+    /// by browsers under another loopback name than the server uses (local mode behind `public_url`).
+    public var authorizeBaseURL: URL
     /// Accepted `iss` values of identity tokens and notifications.
     public var acceptedIssuers: [String]
     /// How long a signed client secret is valid.
@@ -62,6 +65,7 @@ public struct AppleSignInConfiguration: Sendable {
             throw ConfigurationError(field: "apple_base_url", "must use https for appleid.apple.com")
         }
         self.appleBaseURL = base
+        authorizeBaseURL = base
 
         guard !returnURLs.isEmpty else {
             throw ConfigurationError(field: "return_urls", "needs at least one return URL, exactly as registered on the Services ID, e.g. https://example.com/auth/apple/callback")

@@ -4,9 +4,13 @@ import Hummingbird
 /// The cookies the server sets, with the attributes each needs (documented in the README).
 struct CookiePolicy: Sendable {
     let secure: Bool
+    /// `cookie_domain`: the session cookie's `Domain`, for sibling hosts behind one siwa; nil: siwa's host only.
+    var domain: String? = nil
 
-    /// `__Host-siwa_session` over HTTPS (Secure, Path=/, no Domain), `siwa_session` on plain-HTTP local mode.
-    var sessionName: String { secure ? "__Host-siwa_session" : "siwa_session" }
+    /// `__Host-siwa_session` over HTTPS (Secure, Path=/, no Domain), `__Secure-siwa_session` over HTTPS with a
+    /// `cookie_domain` (a `__Host-` cookie may not name a domain), `siwa_session` on plain-HTTP local mode.
+    var sessionName: String { secure ? (domain == nil ? "__Host-siwa_session" : "__Secure-siwa_session") : "siwa_session" }
+
     /// The binding cookie that ties Apple's return to the browser that started the sign-in.
     var bindingName: String { secure ? "__Host-siwa_binding" : "siwa_binding" }
 
@@ -35,7 +39,7 @@ struct CookiePolicy: Sendable {
 
     /// Session: HttpOnly, SameSite=Lax (sent on top-level navigations, not on cross-site subrequests).
     func session(_ value: String, maxAge: Int) -> Cookie {
-        Cookie(name: sessionName, value: value, maxAge: maxAge, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
+        Cookie(name: sessionName, value: value, maxAge: maxAge, domain: domain, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
     }
 
     /// Binding: must come back on Apple's cross-site form_post, so SameSite=None (which requires Secure) over
@@ -49,7 +53,7 @@ struct CookiePolicy: Sendable {
 
     /// Deletes a cookie.
     func expired(_ name: String) -> Cookie {
-        Cookie(name: name, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
+        Cookie(name: name, value: "", maxAge: 0, domain: name == sessionName ? domain : nil, path: "/", secure: secure, httpOnly: true, sameSite: .lax)
     }
 }
 

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import JOSE
 import Logging
+import Synchronization
 
 /// Forward-auth: the proxy in front of a site asks on every request whether to let it through.
 /// `GET /auth/check` answers nginx's `auth_request` (202 with identity headers, 401, 403; never a redirect,
@@ -91,13 +92,43 @@ public struct FrontSettings: Sendable {
     public var publicOrigin: String
     /// `allowed_redirect_domains`.
     public var redirects: RedirectPolicy
-    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs`.
-    public var policy: AccessPolicy
+    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs`: what the running server applies now. Assigning
+    /// gives these settings a policy of their own; `reload(policy:)` changes it for every copy (SIGHUP).
+    public var policy: AccessPolicy {
+        get { livePolicy.withLock { $0 } }
+        set { livePolicy = LivePolicy(newValue) }
+    }
+
+    private typealias LivePolicy = SharedValue<AccessPolicy>
+    private var livePolicy: LivePolicy
 
     public init(publicOrigin: String, redirects: RedirectPolicy = RedirectPolicy(domains: []), policy: AccessPolicy = AccessPolicy()) {
         self.publicOrigin = publicOrigin.hasSuffix("/") ? String(publicOrigin.dropLast()) : publicOrigin
         self.redirects = redirects
-        self.policy = policy
+        livePolicy = LivePolicy(policy)
+    }
+
+    /// Puts `policy` in force for the server built with these settings (and every copy of them); returns the
+    /// policy it replaces.
+    @discardableResult
+    public func reload(policy: AccessPolicy) -> AccessPolicy {
+        livePolicy.withLock { current in
+            defer { current = policy }
+            return current
+        }
+    }
+}
+
+/// A value shared by reference between copies of the settings that hold it, read and replaced under a lock.
+final class SharedValue<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+
+    init(_ value: Value) {
+        self.value = Mutex(value)
+    }
+
+    func withLock<T>(_ body: (inout Value) -> T) -> T {
+        value.withLock { body(&$0) }
     }
 }
 

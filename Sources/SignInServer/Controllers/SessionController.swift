@@ -27,10 +27,12 @@ struct SessionController: Sendable {
             return Response.redirect(to: rd ?? "/", type: .found)
         }
         let language = request.pageLanguage
-        return renderer.page(
+        var page = renderer.page(
             "signout", title: renderer.string("signOutHeading", language), language: language,
             slots: ["csrfToken": session.csrfToken, "rd": rd ?? "", "who": user.displayName ?? user.email ?? user.subject]
         )
+        page.allowFormRedirect(to: rd)
+        return page
     }
 
     @Sendable func sessionPage(_ request: Request, context: SignedInContext) async throws -> Response {
@@ -69,18 +71,27 @@ struct SessionController: Sendable {
         }
         let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
         let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
-        guard let token = fields["csrf_token"], ConstantTime.equals(token, session.csrfToken) else {
-            context.logger.notice("sign-out refused: CSRF token missing or wrong")
+        return try await Self.end(session, csrfToken: fields["csrf_token"], store: store, cookies: cookies, goingTo: redirects.allowed(fields["rd"]) ?? "/", logger: context.logger)
+    }
+
+    /// Ends `session` when `csrfToken` is its own (else the form-expired page), forgets the cookie, and sends the
+    /// browser on to `target` (which the caller has checked): sign-out here and a client's end-session request.
+    static func end(
+        _ session: SessionRecord, csrfToken: String?, store: any UsersAndSessions, cookies: CookiePolicy, goingTo target: String, logger: Logger,
+        metadata: Logger.Metadata = [:]
+    ) async throws -> Response {
+        guard let csrfToken, ConstantTime.equals(csrfToken, session.csrfToken) else {
+            logger.notice("sign-out refused: CSRF token missing or wrong", metadata: metadata)
             throw ErrorPage.csrf(retryURL: "/session")
         }
         do {
             _ = try await store.deleteSession(idHash: session.idHash)
         } catch {
-            context.logger.error("store unavailable", metadata: ["error": "\(error)"])
+            logger.error("store unavailable", metadata: ["error": "\(error)"])
             throw ErrorPage.storeUnavailable(retryURL: "/session")
         }
-        context.logger.info("signed out")
-        var response = Response.redirect(to: redirects.allowed(fields["rd"]) ?? "/", type: .normal)
+        logger.info("signed out", metadata: metadata)
+        var response = Response.redirect(to: target, type: .normal)
         response.setCookie(cookies.expired(cookies.sessionName))
         return response
     }

@@ -26,7 +26,7 @@ struct SignInController: Sendable {
         self.metrics = metrics
         self.proxy = proxy
         // Both URLs were checked to be absolute http(s) URLs with a host when the configuration was read.
-        appleOrigin = ServerSettings.origin(of: settings.apple.appleBaseURL)
+        appleOrigin = ServerSettings.origin(of: settings.apple.authorizeBaseURL)
         returnAuthority = ServerSettings.authority(of: settings.returnURL)
     }
 

@@ -44,7 +44,7 @@ public struct SignInFlow: Sendable {
             state: request.state, nonce: request.nonce, returnTo: returnTo, bindingHash: Self.hash(binding),
             createdAt: now, expiresAt: now.addingTimeInterval(Self.pendingLifetime)
         ))
-        return Started(authorizeURL: request.url(base: configuration.appleBaseURL), bindingToken: binding)
+        return Started(authorizeURL: request.url(base: configuration.authorizeBaseURL), bindingToken: binding)
     }
 
     /// A completed sign-in: the new session id (for the cookie) and where to go.

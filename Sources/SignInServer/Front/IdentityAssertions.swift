@@ -45,7 +45,7 @@ public final class IdentityAssertions: Sendable {
     /// Creates the first key when the store has none that can sign now (first start).
     public func prepare(now: Date = Date()) async throws {
         let keys = try await store.signingKeys()
-        if !keys.contains(where: { $0.canSign(at: now) }) {
+        if !keys.contains(where: { $0.algorithm == "ES256" && $0.canSign(at: now) }) {
             try await store.addSigningKey(Self.newKey(now: now, activatesAt: now))
             logger.info("created the first identity assertion signing key")
         }
@@ -122,7 +122,8 @@ public final class IdentityAssertions: Sendable {
     }
 
     private func reload(now: Date) async throws {
-        let records = try await store.signingKeys()
+        // The store also holds the OpenID Provider's RS256 keys: assertions are ES256 only.
+        let records = try await store.signingKeys().filter { $0.algorithm == "ES256" }
         let loaded = try records.map { LoadedKey(record: $0, key: try P256.Signing.PrivateKey(pemRepresentation: $0.privateKeyPEM)) }
         state.withLock { state in
             state.keys = loaded

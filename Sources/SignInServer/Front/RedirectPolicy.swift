@@ -17,6 +17,13 @@ public struct RedirectPolicy: Sendable, Equatable {
         return RedirectPolicy(domains: domains + [host])
     }
 
+    /// Whether `host` names this machine: `localhost` and its subdomains are loopback by RFC 6761, as are
+    /// 127.0.0.1 and ::1.
+    public static func isLoopback(host: String) -> Bool {
+        let host = host.lowercased()
+        return host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "[::1]" || host == "::1"
+    }
+
     /// `candidate` when it may be followed, nil otherwise.
     public func allowed(_ candidate: String?) -> String? {
         guard let candidate, !candidate.isEmpty, candidate.utf8.count <= 2048,
@@ -24,9 +31,7 @@ public struct RedirectPolicy: Sendable, Equatable {
             let components = URLComponents(string: candidate), let scheme = components.scheme?.lowercased(),
             let host = components.host?.lowercased(), !host.isEmpty, components.user == nil, components.password == nil
         else { return nil }
-        // `localhost` and its subdomains are loopback by RFC 6761, as are 127.0.0.1 and ::1.
-        let loopback = host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "[::1]" || host == "::1"
-        guard scheme == "https" || (scheme == "http" && loopback) else { return nil }
+        guard scheme == "https" || (scheme == "http" && Self.isLoopback(host: host)) else { return nil }
         let matches = domains.contains { entry in
             entry.hasPrefix(".") ? host.hasSuffix(entry) && host.count > entry.count : host == entry
         }

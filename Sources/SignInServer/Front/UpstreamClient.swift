@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
+import NIOSSL
 import ServiceLifecycle
 
 /// The built-in proxy's HTTP client, as a service of the application: shut down once the server has stopped.
@@ -9,6 +10,8 @@ import ServiceLifecycle
 struct UpstreamClient: Service {
     let settings: UpstreamSettings
     let client: HTTPClient
+    /// The TLS of WebSockets to an `https` upstream (they do not go through `client`); nil for an `http` one.
+    let webSocketTLS: NIOSSLContext?
 
     init(settings: UpstreamSettings) {
         self.settings = settings
@@ -16,10 +19,18 @@ struct UpstreamClient: Service {
         configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
         // A connection that cannot even be opened in time counts as the upstream not answering in time (504).
-        configuration.timeout = .init(connect: .milliseconds(Int64(min(settings.timeoutMS, 10_000))))
+        configuration.timeout = .init(connect: Self.connectTimeout(settings))
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)
         configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        // The system's trust roots, as the HTTP client uses; loading them fails only on a broken system, and then a
+        // WebSocket to the upstream is answered 502 (logged) while everything else works.
+        webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+    }
+
+    /// How long opening a connection to the upstream may take: `upstream_timeout_ms`, at most 10 s.
+    static func connectTimeout(_ settings: UpstreamSettings) -> TimeAmount {
+        .milliseconds(Int64(min(settings.timeoutMS, 10_000)))
     }
 
     func run() async throws {

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 
 /// Hands one request to the upstream and streams its answer back, as RFC 9110 asks of a proxy: hop-by-hop headers
 /// (and every header `Connection` names) stay on their hop; `X-Forwarded-For`, `-Proto` and `-Host` say where the
@@ -16,6 +17,8 @@ struct UpstreamForwarder: Sendable {
     let resolver: ClientAddressResolver
     /// The names of siwa's cookies (session, binding, CSRF), never sent to the upstream.
     let ownCookies: Set<String>
+    /// The TLS of WebSockets to an `https` upstream (`UpstreamClient.webSocketTLS`).
+    let webSocketTLS: NIOSSLContext?
 
     /// Why no answer came from the upstream.
     enum Failure: Error {
@@ -79,7 +82,7 @@ struct UpstreamForwarder: Sendable {
     }
 
     /// The client's headers less the hop-by-hop ones, the forgeable ones and siwa's cookies; then siwa's own.
-    private func upstreamHeaders(_ request: Request, context: ServerContext, identity: [HTTPField]) -> HTTPHeaders {
+    func upstreamHeaders(_ request: Request, context: ServerContext, identity: [HTTPField]) -> HTTPHeaders {
         let named = Self.connectionNamed(request.headers[values: .connection])
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headers.count + identity.count + 3)
@@ -126,7 +129,7 @@ struct UpstreamForwarder: Sendable {
     static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
 
     /// The lowercased header names that `Connection` values list.
-    private static func connectionNamed(_ values: [String]) -> Set<String> {
+    static func connectionNamed(_ values: [String]) -> Set<String> {
         var names = Set<String>()
         for value in values {
             for token in value.split(separator: ",") {

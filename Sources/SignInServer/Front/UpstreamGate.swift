@@ -3,7 +3,8 @@ import Hummingbird
 import Logging
 
 /// The built-in proxy's door (`--upstream`): a request for a path siwa does not own passes to the upstream when
-/// its session's person is let in by the policy (with siwa's identity headers), or when it is on a
+/// its session's person is let in by the policy (with siwa's identity headers and `X-Siwa-Assertion` addressed to
+/// the upstream's origin), or when it is on a
 /// `skip_auth_routes` route (with none); otherwise siwa answers: a browser is sent to the sign-in and comes back to
 /// the same URL, anything else gets 401; a person the policy turns away gets 403. The upstream's answers pass as
 /// they are; siwa's own carry its security headers.
@@ -13,6 +14,7 @@ struct UpstreamGate: Sendable {
     let sessions: SessionMiddleware
     let renderer: PageRenderer
     let security: SecurityHeadersMiddleware<ServerContext>
+    let assertions: IdentityAssertions
 
     func respond(to request: Request, context: ServerContext) async throws -> Response {
         if forwarder.settings.skipsAuth(method: request.method, path: request.uri.path) {
@@ -21,7 +23,7 @@ struct UpstreamGate: Sendable {
         let visitor = await sessions.visitor(request, logger: context.logger)
         switch AccessDecision(visitor, policy: front.policy) {
         case .allow(let user):
-            return await forward(request, context: context, identity: IdentityHeaders.fields(for: user))
+            return await forward(request, context: context, identity: await identity(of: user))
         case .deny(let user):
             if request.acceptsJSON {
                 return own(Response.problem(.forbidden, "denied", "Not allowed", "The signed-in Apple account is not allowed by this site's access policy."))
@@ -37,8 +39,42 @@ struct UpstreamGate: Sendable {
         }
     }
 
+    /// The identity headers of `user` and, when a key can sign, the assertion addressed to the upstream's origin.
+    func identity(of user: UserRecord) async -> [HTTPField] {
+        var fields = IdentityHeaders.fields(for: user)
+        if let name = IdentityHeaders.assertion, let token = await assertions.assertion(for: user, audience: forwarder.settings.origin) {
+            fields.append(HTTPField(name: name, value: token))
+        }
+        return fields
+    }
+
+    /// The upstream's side of the WebSocket `request` asks for, opened with the same identity as a plain request
+    /// would carry; nil (nothing sent to the upstream) when the request would not be forwarded, or when the upstream
+    /// did not switch protocols (logged). `respond` then answers the same request: 401, 403, or 502.
+    func openWebSocket(_ request: Request, context: ServerContext) async -> UpstreamWebSocket? {
+        var identity: [HTTPField] = []
+        if !forwarder.settings.skipsAuth(method: request.method, path: request.uri.path) {
+            guard case .allow(let user) = AccessDecision(await sessions.visitor(request, logger: context.logger), policy: front.policy) else { return nil }
+            identity = await self.identity(of: user)
+        }
+        do {
+            return try await forwarder.openWebSocket(request, context: context, identity: identity)
+        } catch {
+            switch error {
+            case .timedOut: context.logger.error("upstream did not open the WebSocket in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
+            case .unreachable(let cause): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(cause)"])
+            }
+            return nil
+        }
+    }
+
     /// The upstream's answer, or siwa's 502 or 504 page when none came.
     private func forward(_ request: Request, context: ServerContext, identity: [HTTPField]) async -> Response {
+        // A WebSocket upgrade that may pass reaches here only when the upstream did not switch protocols for it
+        // (`openWebSocket`): passed on as a plain request it would lose its Upgrade header and mean something else.
+        if request.isWebSocketUpgrade {
+            return page(.badGateway(retryURL: request.head.path ?? "/"), request)
+        }
         do {
             return try await forwarder.forward(request, context: context, identity: identity)
         } catch {

@@ -6,6 +6,11 @@ import HTTPTypes
 public struct UpstreamSettings: Sendable {
     /// `scheme://host[:port]` of the upstream.
     public let origin: String
+    /// The upstream's host (an IPv6 address without brackets) and port, where siwa connects for a WebSocket.
+    let host: String
+    let port: Int
+    /// Whether the upstream is reached over TLS (`https`).
+    let usesTLS: Bool
     /// The path every forwarded request target is put under, without a trailing slash ("" for none).
     public let basePath: String
     /// How long siwa waits for the upstream's response head once the request is sent (a body that has started
@@ -22,9 +27,17 @@ public struct UpstreamSettings: Sendable {
         else { throw UpstreamSettingsError("must be an absolute http(s) URL such as http://127.0.0.1:3000; got \(url)") }
         let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
         origin = scheme + "://" + bracketed + (components.port.map { ":\($0)" } ?? "")
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        usesTLS = scheme == "https"
+        port = components.port ?? (usesTLS ? 443 : 80)
         basePath = components.percentEncodedPath.hasSuffix("/") ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
         self.timeoutMS = timeoutMS
         self.skipAuthRoutes = skipAuthRoutes
+    }
+
+    /// `host[:port]` of the upstream, as its `Host` header says it.
+    var authority: String {
+        String(origin.drop { $0 != "/" }.dropFirst(2))
     }
 
     /// The skip-auth route `method` and `path` fall under, if any.

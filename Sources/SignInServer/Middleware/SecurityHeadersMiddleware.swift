@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -6,20 +7,21 @@ import Hummingbird
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     let contentSecurityPolicy: String
     let hsts: Bool
+    private let formActions: String
 
     init(formActionOrigins: [String], hsts: Bool) {
-        let formAction = (["'self'"] + formActionOrigins).joined(separator: " ")
-        contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action \(formAction); frame-ancestors 'none'; base-uri 'none'"
+        formActions = (["'self'"] + formActionOrigins).joined(separator: " ")
+        contentSecurityPolicy = Self.policy(formActions: formActions)
         self.hsts = hsts
+    }
+
+    private static func policy(formActions: String) -> String {
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action \(formActions); frame-ancestors 'none'; base-uri 'none'"
     }
 
     /// The headers for `settings`: forms may also post to Apple's origin; HSTS when cookies are `Secure`.
     init(settings: ServerSettings) {
-        var formActions: [String] = []
-        if let scheme = settings.apple.appleBaseURL.scheme, let host = settings.apple.appleBaseURL.host {
-            formActions.append("\(scheme)://\(host)" + (settings.apple.appleBaseURL.port.map { ":\($0)" } ?? ""))
-        }
-        self.init(formActionOrigins: formActions, hsts: settings.secureCookies)
+        self.init(formActionOrigins: [ServerSettings.origin(of: settings.apple.authorizeBaseURL)], hsts: settings.secureCookies)
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -31,11 +33,26 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Adds the headers to one of siwa's own responses (the built-in proxy answers with pages of its own too, but
     /// leaves the upstream's answers as they are).
     func secure(_ response: inout Response) {
-        response.headers[.contentSecurityPolicy] = contentSecurityPolicy
+        // A page whose form ends in a redirect elsewhere (sign-out with `rd`, a client's end-session) names that
+        // origin: browsers hold the redirect after a form's POST to `form-action` too.
+        if let name = HTTPField.Name.formActionOrigin, let origin = response.headers[name] {
+            response.headers[name] = nil
+            response.headers[.contentSecurityPolicy] = Self.policy(formActions: formActions + " " + origin)
+        } else {
+            response.headers[.contentSecurityPolicy] = contentSecurityPolicy
+        }
         response.headers[.xContentTypeOptions] = "nosniff"
         if let name = HTTPField.Name.referrerPolicy { response.headers[name] = "same-origin" }
         if let name = HTTPField.Name.xFrameOptions { response.headers[name] = "DENY" }
         if hsts { response.headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
+    }
+}
+
+extension Response {
+    /// Lets this page's form (a sign-out) end in a redirect to `url`'s origin under the page's `form-action`.
+    mutating func allowFormRedirect(to url: String?) {
+        guard let url, let parsed = URL(string: url), parsed.host != nil, let name = HTTPField.Name.formActionOrigin else { return }
+        headers[name] = ServerSettings.origin(of: parsed)
     }
 }
 
@@ -50,6 +67,8 @@ extension HTTPField.Name {
     static let xForwardedHost = HTTPField.Name("X-Forwarded-Host")
     /// `X-Forwarded-Proto`, believed from trusted proxies only.
     static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")
+    /// Set by a handler, never sent: the origin its page's form may end up at (added to `form-action`).
+    static let formActionOrigin = HTTPField.Name("X-Siwa-Form-Action-Origin")
     /// `X-CSRF-Token`, sent by `popup.js`.
     static let xCSRFToken = HTTPField.Name("X-CSRF-Token")
 }

@@ -45,6 +45,23 @@ public struct ServerSettings: Sendable {
     /// no redirect domains, anyone).
     public var front: FrontSettings
 
+    /// `cookie_domain`: the parent domain (without a leading dot) the session cookie is set for, so sibling hosts
+    /// behind one siwa share the session; nil: the cookie is for siwa's host alone.
+    public var cookieDomain: String?
+
+    /// Whether a cookie set with `Domain=domain` reaches `host`: the domain itself or one of its subdomains.
+    public static func cookieDomain(_ domain: String, covers host: String) -> Bool {
+        let domain = (domain.hasPrefix(".") ? String(domain.dropFirst()) : domain).lowercased()
+        let host = host.lowercased()
+        return host == domain || host.hasSuffix("." + domain)
+    }
+
+    /// `check_cache_seconds`: how long a session looked up stays in memory (0: every lookup asks the store).
+    public var checkCacheSeconds: Int = 5
+
+    /// The OpenID Provider: issuer (`public_url`) and the clients of `oidc_clients`.
+    public var provider: ProviderSettings
+
     /// The built-in proxy (`upstream`, `upstream_timeout_ms`, `skip_auth_routes`); nil when siwa fronts no upstream.
     public var upstream: UpstreamSettings?
 
@@ -58,7 +75,7 @@ public struct ServerSettings: Sendable {
     public var origin: String { Self.origin(of: returnURL) }
 
     /// `scheme://host[:port]` of `url`.
-    static func origin(of url: URL) -> String {
+    public static func origin(of url: URL) -> String {
         "\(url.scheme ?? "http")://" + authority(of: url)
     }
 
@@ -86,6 +103,7 @@ public struct ServerSettings: Sendable {
         self.appleTimeoutMS = appleTimeoutMS
         self.dataKeys = dataKeys
         front = FrontSettings(publicOrigin: Self.origin(of: apple.returnURLs[0]))
+        provider = ProviderSettings(issuer: Self.origin(of: apple.returnURLs[0]))
     }
 }
 

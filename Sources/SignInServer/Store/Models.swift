@@ -131,22 +131,26 @@ public enum NotificationOutcome: String, Sendable {
     case recorded
 }
 
-/// One of siwa's signing keys (ES256): published from creation, used from `activatesAt`, published until
-/// `retiresAt` (nil: not retiring).
+/// One of siwa's signing keys (ES256 for the front's assertions, RS256 or ES256 for the provider's id_tokens):
+/// published from creation, used from `activatesAt`, published until `retiresAt` (nil: not retiring).
 public struct SigningKeyRecord: Sendable, Hashable {
     public var kid: String
-    /// PKCS#8 PEM of the P-256 private key (sealed in the store).
+    /// PKCS#8 PEM of the private key (sealed in the store).
     public var privateKeyPEM: String
     public var createdAt: Date
     public var activatesAt: Date
     public var retiresAt: Date?
+    /// The JWS algorithm the key signs with: "ES256" (a P-256 key) or "RS256" (an RSA key).
+    public var algorithm: String
 
-    public init(kid: String, privateKeyPEM: String, createdAt: Date, activatesAt: Date, retiresAt: Date? = nil) {
+    /// A key as created; ES256 unless said otherwise.
+    public init(kid: String, privateKeyPEM: String, createdAt: Date, activatesAt: Date, retiresAt: Date? = nil, algorithm: String = "ES256") {
         self.kid = kid
         self.privateKeyPEM = privateKeyPEM
         self.createdAt = createdAt
         self.activatesAt = activatesAt
         self.retiresAt = retiresAt
+        self.algorithm = algorithm
     }
 }
 

@@ -11,16 +11,21 @@ public final class PostgresStore: SignInStore {
     /// The connection pool; run it as a service.
     public let client: PostgresClient
 
-    /// The connection pool runs as a service of the application.
-    public var services: [any Service] { [client] }
+    /// The connection pool runs as a service of the application, and the connection that hears the other
+    /// instances' session changes beside it.
+    public var services: [any Service] { [client, SessionInvalidationListener(client: client, cache: sessions, logger: logger)] }
     private let cipher: TokenCipher
-    private let logger: Logger
+    let logger: Logger
+    /// Sessions looked up recently; every write below that changes a user or a session invalidates it here and,
+    /// through `NOTIFY`, in every other instance.
+    private let sessions: SessionCache
     /// How long one operation may take, waiting for a connection included. The pool queues requests while
     /// the database is down; without a bound a request during an outage would hang until it is back.
     public let operationTimeout: Duration
 
     /// Creates a store for `postgres://user[:password]@host[:port]/database`.
-    public init(url: String, cipher: TokenCipher, logger: Logger, operationTimeout: Duration = .seconds(5)) throws {
+    /// Sessions looked up stay in memory for `sessionCacheSeconds` (`check_cache_seconds`; 0: not at all).
+    public init(url: String, cipher: TokenCipher, logger: Logger, operationTimeout: Duration = .seconds(5), sessionCacheSeconds: Int = 5) throws {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, let user = components.user
         else {
@@ -36,6 +41,7 @@ public final class PostgresStore: SignInStore {
         self.cipher = cipher
         self.logger = logger
         self.operationTimeout = operationTimeout
+        sessions = SessionCache(lifetime: TimeInterval(sessionCacheSeconds))
     }
 
     public func migrate() async throws {
@@ -44,18 +50,12 @@ public final class PostgresStore: SignInStore {
             try await connection.query("SELECT pg_advisory_lock(727472)", logger: self.logger)
             do {
                 try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)", logger: self.logger)
-                let applied = try await connection.query("SELECT 1 FROM schema_migrations WHERE version = 'v1'", logger: self.logger).collect()
-                if applied.isEmpty {
-                    for statement in PostgresSchema.v1 {
+                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3)] {
+                    guard try await connection.query("SELECT 1 FROM schema_migrations WHERE version = \(version)", logger: self.logger).collect().isEmpty else { continue }
+                    for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
                     }
-                    try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES ('v1', \(Date().timeIntervalSince1970))", logger: self.logger)
-                }
-                if try await connection.query("SELECT 1 FROM schema_migrations WHERE version = 'v2'", logger: self.logger).collect().isEmpty {
-                    for statement in PostgresSchema.v2 {
-                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
-                    }
-                    try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES ('v2', \(Date().timeIntervalSince1970))", logger: self.logger)
+                    try await connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES (\(version), \(Date().timeIntervalSince1970))", logger: self.logger)
                 }
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(727472)", logger: self.logger)
@@ -89,7 +89,8 @@ public final class PostgresStore: SignInStore {
     }
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
-        try await bounded { [self] in
+        defer { sessions.invalidate(subject: completed.subject) }
+        return try await bounded { [self] in
             let sealed = try completed.refreshToken.map { try cipher.seal($0) }
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
@@ -118,6 +119,7 @@ public final class PostgresStore: SignInStore {
                         """, logger: logger)
                 }
                 let session = completed.session
+                try await SessionInvalidationListener.announce(subject: completed.subject, on: connection, logger: logger)
                 try await connection.query(
                     "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
                     logger: logger
@@ -130,7 +132,9 @@ public final class PostgresStore: SignInStore {
     }
 
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
-        try await bounded { [self] in
+        if let cached = sessions.lookup(idHash, now: now) { return cached }
+        let generation = sessions.generation
+        let found = try await bounded { [self] () async throws -> (SessionRecord, UserRecord)? in
             let rows = try await client.query(
                 "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
                 logger: logger
@@ -142,12 +146,19 @@ public final class PostgresStore: SignInStore {
             }
             return nil
         }
+        if let found { sessions.store(found, readAt: generation, now: now) }
+        return found
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
-        try await bounded { [self] in
-            let rows = try await client.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
-            return !rows.isEmpty
+        defer { sessions.invalidate(idHash: idHash) }
+        return try await bounded { [self] in
+            let logger = self.logger
+            return try await client.withTransaction(logger: logger) { connection in
+                let rows = try await connection.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
+                try await SessionInvalidationListener.announce(session: idHash, on: connection, logger: logger)
+                return !rows.isEmpty
+            }
         }
     }
 
@@ -156,11 +167,11 @@ public final class PostgresStore: SignInStore {
     public func signingKeys() async throws -> [SigningKeyRecord] {
         try await bounded { [self] in
             var keys: [SigningKeyRecord] = []
-            let rows = try await client.query("SELECT kid, private_key, created_at, activates_at, retires_at FROM signing_keys ORDER BY created_at, kid", logger: logger)
-            for try await (kid, sealed, created, activates, retires) in rows.decode((String, String, Double, Double, Double?).self) {
+            let rows = try await client.query("SELECT kid, private_key, created_at, activates_at, retires_at, algorithm FROM signing_keys ORDER BY created_at, kid", logger: logger)
+            for try await (kid, sealed, created, activates, retires, algorithm) in rows.decode((String, String, Double, Double, Double?, String).self) {
                 keys.append(SigningKeyRecord(
                     kid: kid, privateKeyPEM: try cipher.open(sealed), createdAt: Date(timeIntervalSince1970: created),
-                    activatesAt: Date(timeIntervalSince1970: activates), retiresAt: retires.map { Date(timeIntervalSince1970: $0) }
+                    activatesAt: Date(timeIntervalSince1970: activates), retiresAt: retires.map { Date(timeIntervalSince1970: $0) }, algorithm: algorithm
                 ))
             }
             return keys
@@ -171,7 +182,7 @@ public final class PostgresStore: SignInStore {
         let sealed = try cipher.seal(key.privateKeyPEM)
         try await bounded { [self] () async throws -> Void in
             try await client.query(
-                "INSERT INTO signing_keys (kid, private_key, created_at, activates_at, retires_at) VALUES (\(key.kid), \(sealed), \(key.createdAt.timeIntervalSince1970), \(key.activatesAt.timeIntervalSince1970), \(key.retiresAt?.timeIntervalSince1970))",
+                "INSERT INTO signing_keys (kid, private_key, created_at, activates_at, retires_at, algorithm) VALUES (\(key.kid), \(sealed), \(key.createdAt.timeIntervalSince1970), \(key.activatesAt.timeIntervalSince1970), \(key.retiresAt?.timeIntervalSince1970), \(key.algorithm))",
                 logger: logger
             )
         }
@@ -180,7 +191,7 @@ public final class PostgresStore: SignInStore {
     public func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws {
         try await bounded { [self] () async throws -> Void in
             try await client.query(
-                "UPDATE signing_keys SET retires_at = \(retiresAt.timeIntervalSince1970) WHERE activates_at <= \(activeAt.timeIntervalSince1970) AND retires_at IS NULL AND kid <> \(kid)",
+                "UPDATE signing_keys SET retires_at = \(retiresAt.timeIntervalSince1970) WHERE activates_at <= \(activeAt.timeIntervalSince1970) AND retires_at IS NULL AND kid <> \(kid) AND algorithm = (SELECT algorithm FROM signing_keys WHERE kid = \(kid))",
                 logger: logger
             )
         }
@@ -189,6 +200,14 @@ public final class PostgresStore: SignInStore {
     public func ping() async throws {
         try await bounded { [self] () async throws -> Void in
             try await client.query("SELECT 1", logger: logger)
+        }
+    }
+
+    public func user(subject: String) async throws -> UserRecord? {
+        try await bounded { [self] () async throws -> UserRecord? in
+            let rows = try await client.query("SELECT \(unescaped: UserRecord.columns) FROM users WHERE sub = \(subject)", logger: logger)
+            for try await row in rows { return try UserRow(row: row, offset: 0).user }
+            return nil
         }
     }
 
@@ -206,12 +225,14 @@ public final class PostgresStore: SignInStore {
             let at = now.timeIntervalSince1970
             let pending = try await client.query("DELETE FROM pending_authorizations WHERE state IN (SELECT state FROM pending_authorizations WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
             let sessions = try await client.query("DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= \(at) LIMIT \(limit)) RETURNING 1", logger: logger).collect()
-            return pending.count + sessions.count
+            let provider = try await client.withConnection { [logger] connection in try await connection.run(ProviderSQL.sweep(now: now, limit: limit), logger: logger) }
+            return pending.count + sessions.count + provider.reduce(0, +)
         }
     }
 
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
-        try await bounded { [self] in
+        defer { sessions.invalidate(subject: notification.event.subject) }
+        return try await bounded { [self] in
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
                 let at = receivedAt.timeIntervalSince1970
@@ -221,6 +242,7 @@ public final class PostgresStore: SignInStore {
                     logger: logger
                 ).collect()
                 guard !inserted.isEmpty else { return NotificationOutcome.duplicate }
+                try await SessionInvalidationListener.announce(subject: event.subject, on: connection, logger: logger)
                 switch event.type {
                 case .emailDisabled:
                     try await connection.query("UPDATE users SET email_forwarding_disabled = TRUE WHERE sub = \(event.subject)", logger: logger)
@@ -239,10 +261,12 @@ public final class PostgresStore: SignInStore {
     }
 
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
-        try await bounded { [self] in
+        defer { sessions.invalidate(subject: subject) }
+        return try await bounded { [self] in
             let logger = self.logger
             let row = try await client.withTransaction(logger: logger) { connection in
-                try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+                try await SessionInvalidationListener.announce(subject: subject, on: connection, logger: logger)
+                return try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
             }
             // The user is gone either way; a token no configured key opens cannot be revoked.
             guard let row, let token = cipher.openIfReadable(row.1) else { return nil }
@@ -251,9 +275,11 @@ public final class PostgresStore: SignInStore {
     }
 
     public func revokeLink(subject: String, at: Date) async throws {
+        defer { sessions.invalidate(subject: subject) }
         try await bounded { [self] () async throws -> Void in
             let logger = self.logger
             try await client.withTransaction(logger: logger) { connection in
+                try await SessionInvalidationListener.announce(subject: subject, on: connection, logger: logger)
                 try await Self.revokeLink(connection, subject: subject, at: at.timeIntervalSince1970, logger: logger)
             }
         }
@@ -334,7 +360,7 @@ public final class PostgresStore: SignInStore {
 
     /// Runs `operation`, failing with a `PostgresStoreError` (so the request gets a 503) when it takes longer
     /// than `operationTimeout`; the operation is cancelled, which also withdraws a pending connection request.
-    private func bounded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    func bounded<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         let timeout = operationTimeout
         return try await withDeadline(timeout, onTimeout: PostgresStoreError(description: "PostgreSQL did not answer within \(timeout)"), operation)
     }
@@ -361,6 +387,7 @@ public final class PostgresStore: SignInStore {
         try await connection.query("DELETE FROM sessions WHERE sub = \(subject)", logger: logger)
         try await connection.query("DELETE FROM refresh_tokens WHERE sub = \(subject)", logger: logger)
         try await connection.query("UPDATE users SET link_revoked_at = \(at) WHERE sub = \(subject)", logger: logger)
+        try await revokeProvider(connection, subject: subject, logger: logger)
     }
 
     private static func deleteUser(_ connection: PostgresConnection, subject: String, tombstone: Bool, at: Double, logger: Logger) async throws -> (String, String)? {
@@ -369,6 +396,7 @@ public final class PostgresStore: SignInStore {
             token = row
         }
         try await connection.query("DELETE FROM users WHERE sub = \(subject)", logger: logger)
+        try await deleteProvider(connection, subject: subject, logger: logger)
         if tombstone {
             try await connection.query("INSERT INTO tombstones (sub, deleted_at) VALUES (\(subject), \(at)) ON CONFLICT (sub) DO UPDATE SET deleted_at = EXCLUDED.deleted_at", logger: logger)
         }
@@ -383,6 +411,9 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
+    /// Issue 18: the OpenID Provider's clients, codes and tokens, and each signing key's algorithm.
+    static let v3 = ProviderSQL.schema
+
     /// Issue 17: siwa's own signing keys.
     static let v2 = [
         "CREATE TABLE signing_keys (kid TEXT PRIMARY KEY, private_key TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, activates_at DOUBLE PRECISION NOT NULL, retires_at DOUBLE PRECISION)",

@@ -5,13 +5,14 @@ import ServiceLifecycle
 
 /// The embedded store: SQLite through GRDB, in WAL mode (a `DatabasePool`).
 public final class SQLiteStore: SignInStore {
-    private let pool: DatabasePool
+    let pool: DatabasePool
     private let cipher: TokenCipher
     /// Sessions looked up recently; every write below that changes a user or a session invalidates it.
     private let sessions: SessionCache
 
-    /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`.
-    public init(path: String, cipher: TokenCipher) throws {
+    /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`; sessions looked
+    /// up stay in memory for `sessionCacheSeconds` (`check_cache_seconds`; 0: not at all).
+    public init(path: String, cipher: TokenCipher, sessionCacheSeconds: Int = 5) throws {
         try Self.restrictToOwner(path: path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
@@ -20,7 +21,7 @@ public final class SQLiteStore: SignInStore {
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         self.cipher = cipher
-        sessions = SessionCache.shared(for: path)
+        sessions = SessionCache.shared(for: path, lifetime: TimeInterval(sessionCacheSeconds))
     }
 
     /// Makes the database and its `-wal`/`-shm` files readable by their owner only (0600), whatever the umask: they
@@ -46,10 +47,11 @@ public final class SQLiteStore: SignInStore {
     public func signingKeys() async throws -> [SigningKeyRecord] {
         let cipher = cipher
         return try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT kid, private_key, created_at, activates_at, retires_at FROM signing_keys ORDER BY created_at, kid").map { row in
+            try Row.fetchAll(db, sql: "SELECT kid, private_key, created_at, activates_at, retires_at, algorithm FROM signing_keys ORDER BY created_at, kid").map { row in
                 SigningKeyRecord(
                     kid: row["kid"], privateKeyPEM: try cipher.open(row["private_key"]), createdAt: Date(timeIntervalSince1970: row["created_at"]),
-                    activatesAt: Date(timeIntervalSince1970: row["activates_at"]), retiresAt: (row["retires_at"] as Double?).map { Date(timeIntervalSince1970: $0) }
+                    activatesAt: Date(timeIntervalSince1970: row["activates_at"]), retiresAt: (row["retires_at"] as Double?).map { Date(timeIntervalSince1970: $0) },
+                    algorithm: row["algorithm"]
                 )
             }
         }
@@ -59,8 +61,8 @@ public final class SQLiteStore: SignInStore {
         let sealed = try cipher.seal(key.privateKeyPEM)
         try await pool.write { db in
             try db.execute(
-                sql: "INSERT INTO signing_keys (kid, private_key, created_at, activates_at, retires_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [key.kid, sealed, key.createdAt.timeIntervalSince1970, key.activatesAt.timeIntervalSince1970, key.retiresAt?.timeIntervalSince1970]
+                sql: "INSERT INTO signing_keys (kid, private_key, created_at, activates_at, retires_at, algorithm) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [key.kid, sealed, key.createdAt.timeIntervalSince1970, key.activatesAt.timeIntervalSince1970, key.retiresAt?.timeIntervalSince1970, key.algorithm]
             )
         }
     }
@@ -68,8 +70,8 @@ public final class SQLiteStore: SignInStore {
     public func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws {
         try await pool.write { db in
             try db.execute(
-                sql: "UPDATE signing_keys SET retires_at = ? WHERE activates_at <= ? AND retires_at IS NULL AND kid <> ?",
-                arguments: [retiresAt.timeIntervalSince1970, activeAt.timeIntervalSince1970, kid]
+                sql: "UPDATE signing_keys SET retires_at = ? WHERE activates_at <= ? AND retires_at IS NULL AND kid <> ? AND algorithm = (SELECT algorithm FROM signing_keys WHERE kid = ?)",
+                arguments: [retiresAt.timeIntervalSince1970, activeAt.timeIntervalSince1970, kid, kid]
             )
         }
     }
@@ -81,6 +83,9 @@ public final class SQLiteStore: SignInStore {
         }
         migrator.registerMigration("v2") { db in
             try db.execute(sql: SQLiteSchema.v2)
+        }
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: SQLiteSchema.v3)
         }
         // Not `migrator.migrate(pool)`: that blocks the calling thread until every reader is done, and on Swift's
         // cooperative pool (two threads on two cores) two such waits at once left no thread for the readers'
@@ -196,6 +201,12 @@ public final class SQLiteStore: SignInStore {
         _ = try await pool.read { db in try db.cachedInt(sql: "SELECT 1") }
     }
 
+    public func user(subject: String) async throws -> UserRecord? {
+        try await pool.read { db in
+            try db.cachedRow(sql: Self.userQuery, arguments: [subject]).map { Self.user($0, from: 0) }
+        }
+    }
+
     public func countActiveSessions(now: Date) async throws -> Int {
         try await pool.read { db in
             try db.cachedInt(sql: "SELECT COUNT(*) FROM sessions WHERE expires_at > ?", arguments: [now.timeIntervalSince1970]) ?? 0
@@ -209,7 +220,7 @@ public final class SQLiteStore: SignInStore {
             var removed = db.changesCount
             try db.cachedExecute(sql: "DELETE FROM sessions WHERE id_hash IN (SELECT id_hash FROM sessions WHERE expires_at <= ? LIMIT ?)", arguments: [at, limit])
             removed += db.changesCount
-            return removed
+            return try removed + db.run(ProviderSQL.sweep(now: now, limit: limit)).reduce(0, +)
         }
     }
 
@@ -334,11 +345,13 @@ public final class SQLiteStore: SignInStore {
         try db.cachedExecute(sql: "DELETE FROM sessions WHERE sub = ?", arguments: [subject])
         try db.cachedExecute(sql: "DELETE FROM refresh_tokens WHERE sub = ?", arguments: [subject])
         try db.cachedExecute(sql: "UPDATE users SET link_revoked_at = ? WHERE sub = ?", arguments: [at, subject])
+        _ = try db.run(ProviderSQL.revoke(subject: subject))
     }
 
     private static func deleteUser(_ db: Database, subject: String, tombstone: Bool, at: Double) throws -> (clientID: String, token: String)? {
         let token = try db.cachedRow(sql: "SELECT client_id, token FROM refresh_tokens WHERE sub = ?", arguments: [subject])
         try db.cachedExecute(sql: "DELETE FROM users WHERE sub = ?", arguments: [subject])
+        _ = try db.run(ProviderSQL.delete(subject: subject))
         if tombstone {
             try db.cachedExecute(sql: "INSERT INTO tombstones (sub, deleted_at) VALUES (?, ?) ON CONFLICT(sub) DO UPDATE SET deleted_at = excluded.deleted_at", arguments: [subject, at])
         }
@@ -364,6 +377,9 @@ public final class SQLiteStore: SignInStore {
 
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
+    /// Issue 18: the OpenID Provider's clients, codes and tokens, and each signing key's algorithm.
+    static let v3 = ProviderSQL.schema.joined(separator: ";\n")
+
     /// Issue 17: siwa's own signing keys.
     static let v2 = """
         CREATE TABLE signing_keys (

@@ -1,15 +1,18 @@
 import Foundation
 import Synchronization
 
-/// Recently looked-up sessions of the SQLite store, so a signed-in page view costs no database round trip.
+/// Recently looked-up sessions, so a signed-in request (a page view, a forward-auth check) costs no database
+/// round trip (`check_cache_seconds`).
 ///
-/// Only the SQLite store uses it, and every SQLiteStore of a process opened on the same file shares one cache
-/// (`shared(for:)`): every change that can alter what a session page shows passes through a store, which
-/// invalidates the subject after its write has committed. A generation counter keeps a lookup that raced with
-/// such a change from caching what it read before the change. Entries also expire after `lifetime`, the bound
-/// on staleness when another process writes the same file (such as `siwa migrate-users`, or a second
-/// `siwa serve`, which the README advises against: use PostgreSQL for several instances), and never outlive
-/// the session. Only hits are kept: unknown cookies always go to the database, so they cannot fill the cache.
+/// Every SQLiteStore of a process opened on the same file shares one cache (`shared(for:lifetime:)`); each
+/// PostgresStore has its own, which hears the other instances' changes through PostgreSQL's `LISTEN`/`NOTIFY`
+/// (`SessionInvalidationListener`). Every change that can alter what a session shows passes through a store,
+/// which invalidates the subject after its write has committed. A generation counter keeps a lookup that raced
+/// with such a change from caching what it read before the change. Entries also expire after `lifetime`, the
+/// bound on staleness when a change is not heard (another process writing the same SQLite file, such as
+/// `siwa migrate-users`; a PostgreSQL instance whose listening connection is down), and never outlive the
+/// session. A lifetime of 0 keeps nothing. Only hits are kept: unknown cookies always go to the database, so
+/// they cannot fill the cache.
 final class SessionCache: Sendable {
     private struct Entry {
         var session: SessionRecord
@@ -27,20 +30,21 @@ final class SessionCache: Sendable {
     let capacity: Int
     private let state = Mutex(State())
 
-    init(lifetime: TimeInterval = 2, capacity: Int = 10_000) {
+    init(lifetime: TimeInterval = 5, capacity: Int = 10_000) {
         self.lifetime = lifetime
         self.capacity = capacity
     }
 
     private static let registry = Mutex<[String: SessionCache]>([:])
 
-    /// The cache of the database file at `path`, shared by every store of this process opened on it.
-    static func shared(for path: String) -> SessionCache {
-        guard path != ":memory:", !path.isEmpty else { return SessionCache() }
-        let key = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+    /// The cache of the database file at `path`, shared by every store of this process opened on it with the
+    /// same `lifetime`.
+    static func shared(for path: String, lifetime: TimeInterval) -> SessionCache {
+        guard path != ":memory:", !path.isEmpty else { return SessionCache(lifetime: lifetime) }
+        let key = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path + "#\(lifetime)"
         return registry.withLock { registry in
             if let cache = registry[key] { return cache }
-            let cache = SessionCache()
+            let cache = SessionCache(lifetime: lifetime)
             registry[key] = cache
             return cache
         }
@@ -63,6 +67,7 @@ final class SessionCache: Sendable {
 
     /// Caches what a lookup read, unless something was invalidated since it began.
     func store(_ found: (SessionRecord, UserRecord), readAt generation: UInt64, now: Date) {
+        guard lifetime > 0 else { return }
         state.withLock { state in
             guard state.generation == generation else { return }
             if state.entries.count >= capacity {

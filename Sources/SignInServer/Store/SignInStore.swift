@@ -20,6 +20,8 @@ public protocol UsersAndSessions: Sendable {
     func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)?
     /// Deletes a session; true when it existed.
     func deleteSession(idHash: String) async throws -> Bool
+    /// The user `subject`, if stored (the OpenID Provider's token and userinfo endpoints read the person's claims).
+    func user(subject: String) async throws -> UserRecord?
     /// Sessions not yet expired.
     func countActiveSessions(now: Date) async throws -> Int
 }
@@ -58,7 +60,8 @@ public protocol StoreMaintenance: Sendable {
     func migrate() async throws
     /// True when the database answers.
     func ping() async throws
-    /// Deletes up to `limit` expired pending authorizations and up to `limit` expired sessions; returns how many.
+    /// Deletes up to `limit` of each of: expired pending authorizations, sessions, authorization codes and provider
+    /// tokens; returns how many.
     func sweepExpired(now: Date, limit: Int) async throws -> Int
     /// Services that must run for the store to answer (a connection pool), started with the application; when
     /// there are any, the schema is migrated once they run rather than before.
@@ -72,10 +75,43 @@ public protocol SigningKeyStore: Sendable {
     func signingKeys() async throws -> [SigningKeyRecord]
     /// Adds a key.
     func addSigningKey(_ key: SigningKeyRecord) async throws
-    /// Sets when the keys that are active at `activeAt` and not yet retiring stop being published: `retiresAt`.
+    /// Sets when the keys of `kid`'s algorithm that are active at `activeAt` and not yet retiring stop being
+    /// published: `retiresAt`. Keys of the other algorithm keep their own rotation.
     func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws
+}
+
+/// What siwa's OpenID Provider keeps: its clients, the codes it issued and the tokens it issued (hashed only). A
+/// revoked code or token stays, marked, until it expires, so that a token issued into a revoked grant afterwards
+/// (a refresh racing the revocation) is saved revoked too; removing a client or deleting a person deletes them.
+public protocol ProviderStore: Sendable {
+    /// Every registered client, by client id.
+    func providerClients() async throws -> [ProviderClientRecord]
+    /// Registers a client; false when a client with that id exists (nothing changed).
+    func addProviderClient(_ client: ProviderClientRecord) async throws -> Bool
+    /// Removes a client and deletes its codes and tokens; false when there was no such client.
+    func removeProviderClient(clientID: String) async throws -> Bool
+    /// Saves a code the authorization endpoint issued.
+    func saveAuthorizationCode(_ code: AuthorizationCodeRecord) async throws
+    /// Atomic, single use across instances: the first call for an unexpired code marks it used and returns .redeemed;
+    /// every later call returns .replayed and revokes every token whose codeHash is this code (with every token of
+    /// their families); an expired code .expired; an unknown one .unknown.
+    func redeemAuthorizationCode(hash: String, now: Date) async throws -> CodeRedemption
+    /// Saves issued tokens. A token of a family already revoked, or of a code replayed or revoked, is saved revoked.
+    func saveProviderTokens(_ tokens: [ProviderTokenRecord]) async throws
+    /// A live token of that kind: not revoked, not expired, (refresh) not used.
+    func providerToken(hash: String, kind: ProviderTokenRecord.Kind, now: Date) async throws -> ProviderTokenRecord?
+    /// Atomic: a live unused refresh token is marked used and returned .redeemed; an unexpired refresh token used
+    /// before (or revoked by reuse or a code replay) returns .reused and revokes its whole family (access and
+    /// refresh); anything else .unknown.
+    func redeemRefreshToken(hash: String, now: Date) async throws -> RefreshRedemption
+    /// RFC 7009: revokes the token and, being a grant, its family; false when unknown. Only the client that holds it
+    /// may revoke it: `clientID` must match, else nothing happens and false.
+    func revokeProviderToken(hash: String, clientID: String) async throws -> Bool
+    /// Revokes every provider token and code of `subject` (Apple's consent-revoked / account-delete, a failed
+    /// refresh check).
+    func revokeProviderTokens(subject: String) async throws
 }
 
 /// Everything the server keeps between requests. One implementation per database; chosen once at start.
 /// Each part of the server is given only the parts of it that it uses.
-public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore {}
+public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore {}

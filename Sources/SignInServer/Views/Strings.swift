@@ -118,6 +118,15 @@ enum Strings {
         "error.rateLimited.message": "Please wait a minute, then try again.",
         "error.revoked.heading": "You stopped using Sign in with Apple here",
         "error.revoked.message": "Sign in again to continue.",
+        "error.oidcClient.heading": "This app is not registered here",
+        "error.oidcClient.message": "The app that sent you asked to sign in with a client this site does not know, or from an address it has not registered, so you were not sent on. Tell the app's owner; nothing was shared.",
+        "error.oidcRequest.heading": "This sign-in request is not valid",
+        "error.oidcRequest.message": "The app that sent you made a request this site cannot answer. Go back to the app and try again; if it keeps happening, tell the app's owner.",
+        "error.oidcLogout.heading": "Signed-out page not registered",
+        "error.oidcLogout.message": "The app asked to send you after signing out to an address it has not registered, so you were not sent there. Nothing was changed.",
+        "endSessionHeading": "Sign out",
+        "endSessionExplain": "The app you came from asks to end your session here. You are signed in as",
+        "endSessionButton": "Sign out",
     ]
 
     static let chinese: [String: String] = [
@@ -196,5 +205,14 @@ enum Strings {
         "error.rateLimited.message": "请等待一分钟后再试。",
         "error.revoked.heading": "你已停止在本站使用“通过 Apple 登录”",
         "error.revoked.message": "请重新登录以继续。",
+        "error.oidcClient.heading": "此应用未在本站注册",
+        "error.oidcClient.message": "把你带到这里的应用使用了本站不认识的客户端，或来自未注册的地址，因此没有继续。请告知该应用的所有者；没有共享任何信息。",
+        "error.oidcRequest.heading": "此登录请求无效",
+        "error.oidcRequest.message": "把你带到这里的应用发出了本站无法处理的请求。请返回该应用重试；如果问题持续，请告知应用的所有者。",
+        "error.oidcLogout.heading": "退出后的页面未注册",
+        "error.oidcLogout.message": "该应用要求在退出登录后把你带到一个未注册的地址，因此没有跳转。没有做任何更改。",
+        "endSessionHeading": "退出登录",
+        "endSessionExplain": "你来自的应用请求结束你在本站的会话。你当前登录的账户是",
+        "endSessionButton": "退出登录",
     ]
 }

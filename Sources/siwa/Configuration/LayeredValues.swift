@@ -16,6 +16,9 @@ struct LayeredValues: Sendable {
     private static let fileLayer = "config file"
     private let layers: [Layer]
     private let reader: ConfigReader
+    /// The config file's values of JSON keys (`oidc_clients`), as JSON text: swift-configuration's JSON file
+    /// provider takes strings, numbers, booleans and arrays of them, not arrays of objects.
+    private let fileJSON: [String: String]
 
     /// Layers for `arguments` (the command's own, after the subcommand), the process environment, `./.env` and the
     /// config file named by `--config`, `SIWA_CONFIG` or `configFile`.
@@ -50,21 +53,43 @@ struct LayeredValues: Sendable {
             }
         }
         let configPath = configFile ?? ConfigReader(provider: commandLine.provider).string(forKey: "config") ?? environment["SIWA_CONFIG"]
+        var fileJSON: [String: String] = [:]
         if let configPath {
-            try Self.checkFileKeys(configPath)
+            let object = try Self.checkFileKeys(configPath)
+            // JSON keys holding JSON are taken out here; the provider reads a copy without them (owner-only, deleted
+            // once read: it may hold the other secrets of the file).
+            var rest = object
+            for key in SettingKey.all where key.isJSON {
+                guard let value = object[key.name], !(value is String) else { continue }
+                let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed])
+                fileJSON[key.name] = String(decoding: data, as: UTF8.self)
+                rest.removeValue(forKey: key.name)
+            }
+            var readPath = configPath
+            var copy: String?
+            if rest.count != object.count {
+                let path = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-config-\(UUID().uuidString).json").path
+                guard FileManager.default.createFile(atPath: path, contents: try JSONSerialization.data(withJSONObject: rest), attributes: [.posixPermissions: 0o600]) else {
+                    throw ConfigurationError(field: "config", "cannot read \(configPath): no room for a temporary copy in \(FileManager.default.temporaryDirectory.path)")
+                }
+                readPath = path
+                copy = path
+            }
+            defer { if let copy { try? FileManager.default.removeItem(atPath: copy) } }
             do {
-                let file = try await FileProvider<JSONSnapshot>(filePath: FilePath(configPath))
+                let file = try await FileProvider<JSONSnapshot>(filePath: FilePath(readPath))
                 layers.append(Layer(name: Self.fileLayer, provider: file))
             } catch {
                 throw ConfigurationError(field: "config", "\(configPath) is not a JSON object of configuration keys: \(error)")
             }
         }
+        self.fileJSON = fileJSON
         self.layers = layers
         reader = ConfigReader(providers: layers.map(\.provider))
     }
 
-    /// Refuses a config file that is not a JSON object of known keys, naming the unknown key.
-    private static func checkFileKeys(_ path: String) throws {
+    /// Refuses a config file that is not a JSON object of known keys, naming the unknown key; returns the object.
+    private static func checkFileKeys(_ path: String) throws -> [String: Any] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError(field: "config", "cannot read \(path)")
         }
@@ -74,6 +99,7 @@ struct LayeredValues: Sendable {
         for key in object.keys.sorted() where SettingKey.named(key) == nil {
             throw ConfigurationError(field: key, "is not a configuration key; known keys: \(SettingKey.all.map(\.name).joined(separator: ", "))")
         }
+        return object
     }
 
     private static func split(_ text: String) -> [String] {
@@ -87,6 +113,7 @@ struct LayeredValues: Sendable {
             return values.isEmpty ? nil : values.joined(separator: ",")
         }
         if let text = reader.string(forKey: ConfigKey(key)) { return text }
+        if let json = fileJSON[key] { return json }
         // A JSON number or boolean in the file.
         if let number = reader.int(forKey: ConfigKey(key)) { return String(number) }
         return reader.bool(forKey: ConfigKey(key)).map { String($0) }
@@ -127,7 +154,7 @@ struct LayeredValues: Sendable {
                 if let found = try? layer.provider.value(forKey: absolute, type: type), found.value != nil { return layer.name }
             }
         }
-        return nil
+        return fileJSON[key] == nil ? nil : Self.fileLayer
     }
 }
 

@@ -8,10 +8,15 @@ struct SettingKey: Sendable, Hashable {
     /// Whether it holds a list: comma-separated on the command line and in the environment, a JSON array in the file.
     let isList: Bool
 
-    init(_ name: String, secret: Bool = false, list: Bool = false) {
+    /// Whether it holds JSON (an array of objects): JSON text on the command line and in the environment, plain
+    /// JSON in the file.
+    let isJSON: Bool
+
+    init(_ name: String, secret: Bool = false, list: Bool = false, json: Bool = false) {
         self.name = name
         self.isSecret = secret
         self.isList = list
+        self.isJSON = json
     }
 
     /// `SIWA_DATA_KEY`.
@@ -31,6 +36,7 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("public_url"), SettingKey("allowed_redirect_domains", list: true), SettingKey("allowed_emails", list: true),
         SettingKey("allowed_email_domains", list: true), SettingKey("allowed_subs", list: true),
         SettingKey("upstream"), SettingKey("upstream_timeout_ms"), SettingKey("skip_auth_routes", list: true),
+        SettingKey("cookie_domain"), SettingKey("check_cache_seconds"), SettingKey("oidc_clients", secret: true, json: true),
     ]
 
     /// The key named `name`, if there is one.

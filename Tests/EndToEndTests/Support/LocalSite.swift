@@ -12,9 +12,9 @@ import TestSupport
 /// `ServePlan` itself (free ports, a throwaway SQLite file), the emulator runs as a service of the server,
 /// and the end is the graceful shutdown SIGTERM would start.
 struct LocalSite: Sendable {
-    /// The server's origin, e.g. `http://127.0.0.1:54321` (what the return URL names).
+    /// The server's origin, e.g. `http://127.0.0.1:54321` (what the return URL names; `public_url` when set).
     let origin: String
-    /// The emulator's origin.
+    /// The emulator's origin, as the browser reaches it.
     let emulatorOrigin: String
     /// The emulator's test users, in the order the consent page lists them.
     let users: [EmulatorConfiguration.User]
@@ -64,7 +64,11 @@ struct LocalSite: Sendable {
             // proxies' X-Forwarded-* headers are believed (forward-auth tests).
             "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1",
         ]
-        let values = try await LayeredValues(cli: defaults.merging(settings) { $1 }, configFile: nil, environment: [:])
+        // `{port}` and `{emulator_port}` in a setting name the ports chosen here (e.g. a `public_url` on another host name).
+        let chosen = settings.mapValues { value in
+            value.map { $0.replacingOccurrences(of: "{port}", with: String(ports[0])).replacingOccurrences(of: "{emulator_port}", with: String(ports[1])) }
+        }
+        let values = try await LayeredValues(cli: defaults.merging(chosen) { $1 }, configFile: nil, environment: [:])
         let plan = try ServePlan(values: values)
         guard plan.settings.mode == .local, let emulatorConfiguration = plan.emulator else {
             throw EndToEndError("ServePlan did not choose local mode without Apple credentials")
@@ -81,7 +85,7 @@ struct LocalSite: Sendable {
             announce.yield(port)
         }
         let site = LocalSite(
-            origin: plan.settings.origin, emulatorOrigin: "http://127.0.0.1:\(plan.emulatorPort)", users: emulatorConfiguration.users,
+            origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
             databasePath: plan.settings.database, emulatorPort: plan.emulatorPort
         )
 

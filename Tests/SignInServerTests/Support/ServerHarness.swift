@@ -34,6 +34,11 @@ struct ServerOptions: Sendable {
     var live = false
     /// The front's settings (`public_url`, redirect domains, access policy), when the test needs them.
     var front: FrontSettings?
+    /// `cookie_domain`.
+    var cookieDomain: String?
+    /// The OpenID Provider's configured clients, and how long its codes live.
+    var providerClients: [ProviderClientRecord] = []
+    var providerCodeLifetime: TimeInterval = 60
 }
 
 /// A running emulator, the server built by `buildApplication` on a fresh SQLite file, and ways to drive both.
@@ -50,7 +55,7 @@ struct Harness: Sendable {
 
     /// The binding and session cookie names (they change with the `__Host-` prefix over HTTPS).
     var bindingCookie: String { settings.secureCookies ? "__Host-siwa_binding" : "siwa_binding" }
-    var sessionCookie: String { settings.secureCookies ? "__Host-siwa_session" : "siwa_session" }
+    var sessionCookie: String { settings.secureCookies ? (settings.cookieDomain == nil ? "__Host-siwa_session" : "__Secure-siwa_session") : "siwa_session" }
     var csrfCookie: String { settings.secureCookies ? "__Host-siwa_csrf" : "siwa_csrf" }
 }
 
@@ -90,6 +95,9 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     configured.rateLimitPerMinute = options.rateLimitPerMinute
     configured.trustedProxies = options.trustedProxies
     if let front = options.front { configured.front = front }
+    configured.cookieDomain = options.cookieDomain
+    configured.provider = ProviderSettings(issuer: configured.front.publicOrigin, clients: options.providerClients)
+    configured.provider.codeLifetime = options.providerCodeLifetime
     let settings = configured
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     let store = try SQLiteStore(path: path, cipher: cipher)

@@ -1,0 +1,120 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// The upstream's side of a WebSocket passed through: its connection, already switched to the WebSocket protocol,
+/// and its `101` answer.
+struct UpstreamWebSocket: Sendable {
+    /// The connection to the upstream, carrying WebSocket frames as bytes from here on.
+    let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+    /// The upstream's `101 Switching Protocols` head.
+    let answer: HTTPResponseHead
+
+    /// Adds to `headers` (the client's `101`) what of the upstream's `101` the client must see:
+    /// `Sec-WebSocket-Accept`, the subprotocol and extensions it chose, and any other end-to-end header; never the
+    /// hop-by-hop ones (NIO writes `Connection` and `Upgrade` itself).
+    func addHandshakeHeaders(to headers: inout HTTPHeaders) {
+        let named = UpstreamForwarder.connectionNamed(answer.headers[canonicalForm: "connection"].map(String.init))
+        for (name, value) in answer.headers {
+            let lowered = name.lowercased()
+            guard !UpstreamForwarder.hopByHop.contains(lowered), !named.contains(lowered), lowered != "content-length" else { continue }
+            headers.add(name: name, value: value)
+        }
+    }
+}
+
+extension UpstreamForwarder {
+    /// Opens the upstream's side of the WebSocket that `request` (the client's upgrade request) asks for: the same
+    /// handshake, its headers cleaned as for any proxied request and `identity` added. Succeeds only when the upstream
+    /// switches protocols within `upstream_timeout_ms`.
+    func openWebSocket(_ request: Request, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> UpstreamWebSocket {
+        let target = settings.basePath + (request.head.path.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/")
+        var headers = upstreamHeaders(request, context: context, identity: identity)
+        headers.replaceOrAdd(name: "Host", value: settings.authority)
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
+        let timeout = TimeAmount.milliseconds(Int64(settings.timeoutMS))
+        let tls: NIOSSLContext?
+        if settings.usesTLS {
+            guard let webSocketTLS else { throw .unreachable(UpstreamWebSocketRefused(reason: "no TLS context for an https upstream")) }
+            tls = webSocketTLS
+        } else {
+            tls = nil
+        }
+        let host = settings.host
+        let handshake: UpstreamHandshake
+        do {
+            // The same connect timeout as the HTTP client's; then upstream_timeout_ms for the 101.
+            let switched = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(UpstreamClient.connectTimeout(settings))
+                .connect(host: settings.host, port: settings.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let tls {
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: host.contains(":") ? nil : host))
+                        }
+                        let upgrade = NIOTypedHTTPClientUpgradeConfiguration<UpstreamHandshake>(
+                            upgradeRequestHead: head, upgraders: [UpstreamWebSocketUpgrader()],
+                            notUpgradingCompletionHandler: { channel in
+                                channel.close(promise: nil)
+                                return channel.eventLoop.makeSucceededFuture(.refused)
+                            }
+                        )
+                        var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgrade)
+                        pipeline.leftOverBytesStrategy = .forwardBytes
+                        let switched = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
+                        // No 101 in time: closing the connection fails the handshake.
+                        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                        switched.whenComplete { _ in deadline.cancel() }
+                        return switched
+                    }
+                }
+            handshake = try await switched.get()
+        } catch {
+            throw .unreachable(error)
+        }
+        switch handshake {
+        case .upgraded(let connection, let answer):
+            return UpstreamWebSocket(connection: connection, answer: answer)
+        case .refused:
+            throw .unreachable(UpstreamWebSocketRefused(reason: "the upstream answered the WebSocket upgrade without switching protocols"))
+        }
+    }
+}
+
+/// Why the upstream's WebSocket did not open, for the log.
+struct UpstreamWebSocketRefused: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
+}
+
+/// How the upstream answered the WebSocket handshake.
+enum UpstreamHandshake: Sendable {
+    /// `101`: the connection now carries the WebSocket.
+    case upgraded(NIOAsyncChannel<ByteBuffer, ByteBuffer>, HTTPResponseHead)
+    /// Anything else.
+    case refused
+}
+
+/// NIO's client side of the upgrade for a handshake whose headers are the client's own (its key, version,
+/// subprotocols and extensions): any `101` to `websocket` is taken, since the client checks the upstream's
+/// `Sec-WebSocket-Accept` against its own key, and the connection is handed on as bytes.
+private struct UpstreamWebSocketUpgrader: NIOTypedHTTPClientProtocolUpgrader {
+    typealias UpgradeResult = UpstreamHandshake
+    let supportedProtocol = "websocket"
+    let requiredUpgradeHeaders: [String] = []
+
+    func addCustom(upgradeRequestHeaders: inout HTTPHeaders) {}
+
+    func shouldAllowUpgrade(upgradeResponse: HTTPResponseHead) -> Bool {
+        true
+    }
+
+    func upgrade(channel: any Channel, upgradeResponse: HTTPResponseHead) -> EventLoopFuture<UpstreamHandshake> {
+        channel.eventLoop.makeCompletedFuture {
+            .upgraded(try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)), upgradeResponse)
+        }
+    }
+}

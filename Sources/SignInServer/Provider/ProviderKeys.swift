@@ -1,0 +1,117 @@
+import AppleSignIn
+import Crypto
+import CryptoExtras
+import Foundation
+import JOSE
+import Logging
+import Synchronization
+
+/// The keys siwa signs its id_tokens with: the same store as the front's assertion keys (`SigningKeyStore`),
+/// shared by every instance. RS256 keys (what every OpenID Connect client must accept) are created on first start;
+/// ES256 ones are the assertion's, for clients registered with `id_token_signed_response_alg: ES256`. A key is
+/// published from creation, signs from activation, and is published until it retires (`siwa keys rotate`).
+public final class ProviderKeys: Sendable {
+    /// How long the key list is kept before the store is read again (a rotation by another instance is seen within it).
+    static let refresh: TimeInterval = 30
+
+    let store: any SigningKeyStore
+    let logger: Logger
+
+    private enum Key: Sendable {
+        case rsa(_RSA.Signing.PrivateKey)
+        case ec(P256.Signing.PrivateKey)
+    }
+
+    private struct Loaded: Sendable {
+        var record: SigningKeyRecord
+        var key: Key
+    }
+
+    private struct State {
+        var keys: [Loaded] = []
+        var loadedAt: Date = .distantPast
+    }
+
+    private let state = Mutex(State())
+
+    public init(store: any SigningKeyStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Creates the first RS256 key when none can sign now (first start).
+    public func prepare(now: Date = Date()) async throws {
+        let keys = try await store.signingKeys()
+        if !keys.contains(where: { $0.algorithm == "RS256" && $0.canSign(at: now) }) {
+            try await store.addSigningKey(try Self.newRSAKey(now: now, activatesAt: now))
+            logger.info("created the first id_token signing key (RS256)")
+        }
+        try await reload(now: now)
+    }
+
+    /// A new 2048-bit RSA key with a random kid.
+    public static func newRSAKey(now: Date, activatesAt: Date) throws -> SigningKeyRecord {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        return SigningKeyRecord(kid: RandomToken.generate(byteCount: 9), privateKeyPEM: key.pemRepresentation, createdAt: now, activatesAt: activatesAt, algorithm: "RS256")
+    }
+
+    /// The public keys to publish (`jwks_uri`): every RS256 and ES256 key not retired.
+    public func keySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
+        try await current(now: now)
+        let keys = state.withLock { $0.keys }.filter { $0.record.isPublished(at: now) }
+        return ["keys": try keys.map { loaded in
+            switch loaded.key {
+            case .rsa(let key):
+                let primitives = try key.publicKey.getKeyPrimitives()
+                return [
+                    "kty": "RSA", "use": "sig", "alg": "RS256", "kid": loaded.record.kid,
+                    "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
+                ]
+            case .ec(let key):
+                let raw = key.publicKey.rawRepresentation
+                return [
+                    "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": loaded.record.kid,
+                    "x": Base64URL.encode(raw.prefix(32)), "y": Base64URL.encode(raw.suffix(32)),
+                ]
+            }
+        }]
+    }
+
+    /// `claims` signed with the newest key of `algorithm` that can sign now.
+    func sign(_ claims: some Encodable, algorithm: String, now: Date = Date()) async throws -> String {
+        try await current(now: now)
+        func newest() -> Loaded? {
+            state.withLock { state in state.keys.last { $0.record.algorithm == algorithm && $0.record.canSign(at: now) } }
+        }
+        if newest() == nil, algorithm == "RS256" { try await prepare(now: now) }
+        guard let signing = newest() else {
+            throw ProviderConfigurationError("no \(algorithm) key can sign now; run siwa keys rotate")
+        }
+        let header = ["alg": algorithm, "kid": signing.record.kid, "typ": "JWT"]
+        switch signing.key {
+        case .rsa(let key): return try JWTSigning.rs256(header: header, claims: claims, key: key)
+        case .ec(let key): return try JWTSigning.es256(header: header, claims: claims, key: key)
+        }
+    }
+
+    private func current(now: Date) async throws {
+        if state.withLock({ now.timeIntervalSince($0.loadedAt) < Self.refresh && now >= $0.loadedAt }) { return }
+        try await reload(now: now)
+    }
+
+    private func reload(now: Date) async throws {
+        let records = try await store.signingKeys()
+        var loaded: [Loaded] = []
+        for record in records {
+            switch record.algorithm {
+            case "RS256": loaded.append(Loaded(record: record, key: .rsa(try _RSA.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
+            case "ES256": loaded.append(Loaded(record: record, key: .ec(try P256.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
+            default: logger.warning("signing key with an unknown algorithm ignored", metadata: ["kid": "\(record.kid)", "alg": "\(record.algorithm)"])
+            }
+        }
+        state.withLock { state in
+            state.keys = loaded
+            state.loadedAt = now
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import AppleSignIn
+import ArgumentParser
+import Foundation
+import SignInServer
+
+/// `siwa oidc`: the clients of siwa's OpenID Provider kept in the store of `--db` / `SIWA_DB` (beside those of
+/// `oidc_clients` in the configuration), shared by every instance.
+struct OIDCCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "oidc",
+        abstract: "Register, list and remove the apps that sign their users in through siwa's OpenID Provider.",
+        subcommands: [AddClient.self, ListClients.self, RemoveClient.self]
+    )
+
+    struct AddClient: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "add-client",
+            abstract: "Register a client; prints its client_id and, for a confidential client, its client_secret (shown once, stored hashed)."
+        )
+        @OptionGroup var options: KeysCommand.Options
+        @Argument(help: "The client_id (printable ASCII, no spaces).") var name: String
+        @Option(name: .customLong("redirect-uri"), help: "A redirect URI, compared exactly (repeat for more).") var redirectURIs: [String] = []
+        @Option(name: .customLong("post-logout-redirect-uri"), help: "Where the end-session endpoint may send the browser (repeat for more).") var postLogoutRedirectURIs: [String] = []
+        @Flag(name: .customLong("public"), help: "A public client (a browser or native app): no secret, PKCE required.") var isPublic = false
+        @Option(name: .customLong("scope"), help: "A scope the client may be granted (repeat; default openid email profile offline_access).") var scopes: [String] = []
+        @Option(help: "How its id_tokens are signed: RS256 or ES256.") var idTokenAlg: String = "RS256"
+
+        func run() async throws {
+            let secret = isPublic ? nil : RandomToken.generate()
+            let client: ProviderClientRecord
+            do {
+                client = try ProviderClientRecord.validated(
+                    clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
+                    scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: false, createdAt: Date()
+                )
+            } catch {
+                throw ValidationError(error.description)
+            }
+            try await KeysCommand.withStore(options) { store in
+                guard try await store.addProviderClient(client) else {
+                    CLIOutput.stderr("siwa: a client named \(name) is already registered; remove it first to register it again")
+                    throw ExitCode(1)
+                }
+                CLIOutput.stdout("client_id: \(name)" + (secret.map { "\nclient_secret: \($0)" } ?? ""))
+            }
+        }
+    }
+
+    struct ListClients: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list-clients", abstract: "One line per client registered in the store (never its secret).")
+        @OptionGroup var options: KeysCommand.Options
+
+        func run() async throws {
+            try await KeysCommand.withStore(options) { store in
+                for client in try await store.providerClients().sorted(by: { $0.clientID < $1.clientID }) {
+                    CLIOutput.stdout(
+                        "\(client.clientID)  \(client.isPublic ? "public" : "confidential")  \(client.idTokenAlgorithm)  redirect: \(client.redirectURIs.joined(separator: " "))"
+                            + (client.postLogoutRedirectURIs.isEmpty ? "" : "  post-logout: \(client.postLogoutRedirectURIs.joined(separator: " "))")
+                    )
+                }
+            }
+        }
+    }
+
+    struct RemoveClient: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "remove-client", abstract: "Remove a client and revoke every token issued to it.")
+        @OptionGroup var options: KeysCommand.Options
+        @Argument(help: "The client_id.") var name: String
+
+        func run() async throws {
+            try await KeysCommand.withStore(options) { store in
+                guard try await store.removeProviderClient(clientID: name) else {
+                    CLIOutput.stderr("siwa: no client named \(name) is registered in the store")
+                    throw ExitCode(1)
+                }
+                CLIOutput.stdout("removed \(name); its tokens are revoked")
+            }
+        }
+    }
+}
