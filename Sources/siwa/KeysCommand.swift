@@ -4,12 +4,13 @@ import Logging
 import AppleSignIn
 import SignInServer
 
-/// `siwa keys`: siwa's own signing keys (the `X-Siwa-Assertion` the front hands on), kept in the store of
-/// `--db` / `SIWA_DB` and shared by every instance.
+/// `siwa keys`: siwa's own signing keys (ES256: the `X-Siwa-Assertion` the front hands on, and id_tokens of clients
+/// that ask for ES256; RS256: the OpenID Provider's id_tokens), kept in the store of `--db` / `SIWA_DB` and shared by
+/// every instance.
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
-        abstract: "List or rotate siwa's signing keys (the identity assertion's keys).",
+        abstract: "List or rotate siwa's signing keys (the identity assertion's and the OpenID Provider's).",
         subcommands: [List.self, Rotate.self]
     )
 
@@ -20,7 +21,7 @@ struct KeysCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "One line per key: kid, published, active from, retiring at.")
+        static let configuration = CommandConfiguration(abstract: "One line per key: kid, algorithm, published, active from, retiring at.")
         @OptionGroup var options: Options
 
         func run() async throws {
@@ -28,7 +29,7 @@ struct KeysCommand: AsyncParsableCommand {
                 let now = Date()
                 for key in try await store.signingKeys() {
                     let state = !key.isPublished(at: now) ? "retired" : key.retiresAt != nil ? "retiring" : key.canSign(at: now) ? "active" : "published, not yet active"
-                    print("\(key.kid)  \(state)  active from \(key.activatesAt.formatted(.iso8601))" + (key.retiresAt.map { "  retires \($0.formatted(.iso8601))" } ?? ""))
+                    CLIOutput.stdout("\(key.kid)  \(key.algorithm)  \(state)  active from \(key.activatesAt.formatted(.iso8601))" + (key.retiresAt.map { "  retires \($0.formatted(.iso8601))" } ?? ""))
                 }
             }
         }
@@ -40,18 +41,25 @@ struct KeysCommand: AsyncParsableCommand {
         )
         @OptionGroup var options: Options
         @Option(help: "Seconds before the new key signs (upstreams cache the key set for up to 300 s).") var activateAfter: Int = 600
-        @Option(help: "Seconds the replaced keys stay published after the new one activates (assertions live 60 s).") var retireAfter: Int = 3600
+        @Option(help: "Seconds the replaced keys stay published after the new one activates (id_tokens live 600 s).") var retireAfter: Int = 3600
+        @Option(help: "Which keys: ES256 (assertions), RS256 (id_tokens) or all.") var algorithm: String = "all"
 
         func run() async throws {
-            guard activateAfter >= 0, retireAfter >= Int(IdentityAssertions.lifetime) else {
-                throw ValidationError("--activate-after must be >= 0 and --retire-after at least \(Int(IdentityAssertions.lifetime)) (an assertion's lifetime)")
+            let minimum = Int(ProviderSettings(issuer: "").idTokenLifetime)
+            guard activateAfter >= 0, retireAfter >= minimum else {
+                throw ValidationError("--activate-after must be >= 0 and --retire-after at least \(minimum) (the longest a signed token lives)")
             }
+            let algorithms = algorithm == "all" ? ["ES256", "RS256"] : [algorithm]
+            guard algorithms.allSatisfy({ $0 == "ES256" || $0 == "RS256" }) else { throw ValidationError("--algorithm must be ES256, RS256 or all") }
             try await KeysCommand.withStore(options) { store in
                 let now = Date()
-                let key = IdentityAssertions.newKey(now: now, activatesAt: now.addingTimeInterval(TimeInterval(activateAfter)))
-                try await store.addSigningKey(key)
-                try await store.retireSigningKeys(activeAt: key.activatesAt, retiresAt: key.activatesAt.addingTimeInterval(TimeInterval(retireAfter)), except: key.kid)
-                print("published \(key.kid); it signs from \(key.activatesAt.formatted(.iso8601)); the keys it replaces are published until \(key.activatesAt.addingTimeInterval(TimeInterval(retireAfter)).formatted(.iso8601))")
+                let activatesAt = now.addingTimeInterval(TimeInterval(activateAfter))
+                for algorithm in algorithms {
+                    let key = algorithm == "RS256" ? try ProviderKeys.newRSAKey(now: now, activatesAt: activatesAt) : IdentityAssertions.newKey(now: now, activatesAt: activatesAt)
+                    try await store.addSigningKey(key)
+                    try await store.retireSigningKeys(activeAt: key.activatesAt, retiresAt: key.activatesAt.addingTimeInterval(TimeInterval(retireAfter)), except: key.kid)
+                    CLIOutput.stdout("published \(key.kid) (\(algorithm)); it signs from \(key.activatesAt.formatted(.iso8601)); the \(algorithm) keys it replaces are published until \(key.activatesAt.addingTimeInterval(TimeInterval(retireAfter)).formatted(.iso8601))")
+                }
             }
         }
     }

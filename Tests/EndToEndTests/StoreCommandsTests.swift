@@ -26,11 +26,13 @@ struct StoreCommandsTests {
         try await parsed.run()
     }
 
-    @Test("keys rotate: the new key is published at once and signs after the lead time; the keys it replaces retire after the grace period")
+    @Test("keys rotate: a new key of each algorithm is published at once and signs after the lead time; the keys of its algorithm it replaces retire after the grace period")
     func keysRotate() async throws {
         try await Self.withDatabase { path, key, store in
             let assertions = IdentityAssertions(store: store, issuer: "http://127.0.0.1:8080", logger: .init(label: "test"))
             try await assertions.prepare()
+            try await ProviderKeys(store: store, logger: .init(label: "test")).prepare()
+            let firstRSA = try #require(try await store.signingKeys().first { $0.algorithm == "RS256" })
             let first = try #require(try await store.signingKeys().first { $0.algorithm == "ES256" })
             let before = Date()
             try await Self.run(KeysCommand.self, ["rotate", "--db", path, "--data-key", key, "--activate-after", "600", "--retire-after", "3600"])
@@ -47,8 +49,15 @@ struct StoreCommandsTests {
             let fresh = IdentityAssertions(store: store, issuer: "http://127.0.0.1:8080", logger: .init(label: "test"))
             let published = try await fresh.publishedKeySet()["keys"]?.compactMap { $0["kid"] } ?? []
             #expect(Set(published) == [new.kid, old.kid])
+            // The RS256 keys rotated beside them, each algorithm retiring only its own.
+            let rsa = try await store.signingKeys().filter { $0.algorithm == "RS256" }
+            #expect(rsa.count == 2)
+            #expect(rsa.first { $0.kid == firstRSA.kid }?.retiresAt != nil)
+            #expect(rsa.first { $0.kid != firstRSA.kid }?.retiresAt == nil)
+            let providerKeySet = try await ProviderKeys(store: store, logger: .init(label: "test")).keySet()["keys"] ?? []
+            #expect(Set(providerKeySet.compactMap { $0["kid"] }) == Set((keys + rsa).map(\.kid)))
             await #expect(throws: (any Error).self) {
-                try await Self.run(KeysCommand.self, ["rotate", "--db", path, "--data-key", key, "--retire-after", "10"])
+                try await Self.run(KeysCommand.self, ["rotate", "--db", path, "--data-key", key, "--retire-after", "300"])
             }
         }
     }
