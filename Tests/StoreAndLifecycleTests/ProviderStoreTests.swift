@@ -237,7 +237,7 @@ struct ProviderStoreTests {
             let now = Support.now()
             let sub = Records.subject()
             try await store.saveAuthorizationCode(Grant.code("plain-code-123", sub: sub, at: now))
-            try await store.saveProviderTokens(Grant.tokens("plain-token", sub: sub, at: now, code: SignInFlow.hash("plain-code-123")))
+            try await store.saveProviderTokens(Grant.tokens("plain-token", sub: sub, at: now, code: SignInFlow.hash("plain-code-123"), family: "grant-1"))
             #expect(try await store.redeemRefreshToken(hash: SignInFlow.hash("plain-token-refresh"), now: now) != .unknown)
 
             let tokenColumns = ["token_hash", "kind", "client_id", "sub", "scope", "family_id", "code_hash", "revoked"]
