@@ -288,9 +288,13 @@ struct ProxyHarnessTests {
                 #expect(echoed.values("Host") == ["127.0.0.1:\(apache.port)"])
                 #expect(echoed.headers.keys.filter { $0.hasPrefix("oidc_") }.isEmpty, "no claims outside /protected: \(echoed.headers)")
 
-                // Before it can send anyone to the provider, the module reads the discovery document; with nothing
-                // listening there it answers 500 itself, and the upstream is not reached.
-                let guarded = try await Self.fetch(apache.protectedURL)
+                // A request that does not accept HTML is no browser: the module answers 401 rather than redirect it.
+                let script = try await Self.fetch(apache.protectedURL)
+                #expect(script.status == 401, "\(apache.logs())")
+                #expect(script.headers["X-Echo-Path"].isEmpty, "the echo upstream answered /protected")
+                // A browser's: before it can send anyone to the provider, the module reads the discovery document;
+                // with nothing listening there it answers 500 itself, and the upstream is not reached.
+                let guarded = try await Self.fetch(apache.protectedURL, headers: [("Accept", "text/html")])
                 #expect(guarded.status == 500, "\(apache.logs())")
                 #expect(guarded.headers["X-Echo-Path"].isEmpty, "the echo upstream answered /protected")
                 let logs = apache.logs()

@@ -91,16 +91,19 @@ public func withApacheOIDC<T: Sendable>(
     directives: String = "",
     _ body: (RunningApacheOIDC) async throws -> T
 ) async throws -> T {
+    let apache2 = try ExternalTool.apache.executable()
     let modules = try ApacheOIDC.modulesDirectory()
     return try await withEchoUpstream { upstream in
-        try await ProxyHarness.run(.apache, { directory, port in
+        try await ProxyHarness.run(.apacheLauncher, { directory, port in
             let settings = ApacheOIDC.Settings(
                 directory: directory, port: port, upstream: upstream, modules: modules, provider: provider,
                 clientID: clientID, clientSecret: clientSecret, authentication: authentication, scope: scope, directives: directives
             )
             return ProxyLaunch(
                 files: [ApacheOIDC.configurationFileName: ApacheOIDC.configuration(settings)],
-                arguments: ["-f", directory.appendingPathComponent(ApacheOIDC.configurationFileName).path, "-DFOREGROUND"],
+                arguments: ApacheOIDC.launcherArguments + [
+                    apache2.path, "-f", directory.appendingPathComponent(ApacheOIDC.configurationFileName).path, "-DFOREGROUND",
+                ],
                 logFiles: [ApacheOIDC.configurationFileName, "error.log", "access.log"]
             )
         }, ready: { apache in
@@ -119,6 +122,12 @@ extension ExternalTool {
     public static let apache = ExternalTool(
         name: "apache2", environmentVariable: "SIWA_TEST_APACHE", installedBy: "apt-get install apache2 libapache2-mod-auth-openidc",
         fallbacks: [URL(fileURLWithPath: "/usr/sbin/apache2")]
+    )
+
+    /// Perl (Debian's perl-base, always there), which starts Apache with no signal blocked: see
+    /// `ApacheOIDC.launcherArguments`.
+    static let apacheLauncher = ExternalTool(
+        name: "perl", environmentVariable: "SIWA_TEST_PERL", installedBy: "apt-get install perl-base", fallbacks: [URL(fileURLWithPath: "/usr/bin/perl")]
     )
 }
 
@@ -142,6 +151,14 @@ enum ApacheOIDC {
         var scope: String
         var directives: String
     }
+
+    /// Perl's arguments before Apache's command line: clear the signal mask, then exec Apache. A program started
+    /// from Swift concurrency inherits the signal mask of a dispatch worker thread, which blocks SIGTERM; nginx and
+    /// Go programs unblock what they wait for, Apache does not, so it would never see the SIGTERM that stops it, and
+    /// its children would outlive the SIGKILL that follows.
+    static let launcherArguments = [
+        "-MPOSIX", "-e", #"sigprocmask(SIG_SETMASK, POSIX::SigSet->new) or die "sigprocmask: $!\n"; exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\n";"#,
+    ]
 
     /// Where Apache's shared modules are: `$SIWA_TEST_APACHE_MODULES` (scripts/test exports it), else Debian's
     /// directory; an error saying how to install mod_auth_openidc when it is not there.

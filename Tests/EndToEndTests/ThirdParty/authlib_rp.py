@@ -19,6 +19,7 @@ Started on 127.0.0.1:PORT by TestSupport's withAuthlibRP with the interpreter fr
 import json
 import os
 import secrets
+import signal
 import warnings
 
 # authlib.jose still works in Authlib 1.x but warns that joserfc replaces it; the warning is not a failure.
@@ -171,4 +172,6 @@ def logged_out():
 
 
 if __name__ == "__main__":
+    # Started from Swift concurrency, the process inherits a signal mask that blocks SIGTERM, which stops it.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     app.run(host="127.0.0.1", port=PORT, threaded=True, use_reloader=False)
