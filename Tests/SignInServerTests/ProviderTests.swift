@@ -353,6 +353,32 @@ struct ProviderTests {
         }
     }
 
+    @Test("Apple's consent-revoked (the path a failed daily refresh check takes too) and an account deletion end the person's siwa-issued tokens with their sessions")
+    func appleEventsRevokeTokens() async throws {
+        try await withServer(Self.options) { h in
+            let ada = try #require(try await h.signIn(user: Fixtures.ada).session)
+            let grace = try #require(try await h.signIn(user: Fixtures.grace).session)
+            let adaTokens = try Self.json(try await Self.exchange(h, code: try await Self.code(h, session: ada)))
+            let graceTokens = try Self.json(try await Self.exchange(h, code: try await Self.code(h, session: grace)))
+            func userinfo(_ tokens: [String: Any]) async throws -> HTTPResponse.Status {
+                try await h.get("/oauth2/userinfo", headers: [.authorization: "Bearer " + (tokens["access_token"] as? String ?? "")]).status
+            }
+            #expect(try await userinfo(adaTokens) == .ok)
+            // What the store does for a consent-revoked notification and a refresh check Apple refuses.
+            try await h.store.revokeLink(subject: Fixtures.ada, at: Date())
+            #expect(try await userinfo(adaTokens) == .unauthorized)
+            let refresh = try await h.post("/oauth2/token", form: "grant_type=refresh_token&refresh_token=" + (adaTokens["refresh_token"] as? String ?? ""), headers: Self.basic("app", Self.secret))
+            #expect(try Self.json(refresh)["error"] as? String == "invalid_grant")
+            #expect(try await h.sessionPage(ada).status == .unauthorized)
+            #expect(try await userinfo(graceTokens) == .ok, "another person's tokens are untouched")
+            // Account deletion from the session page.
+            let page = try await h.sessionPage(grace)
+            let deleted = try await h.post("/account/delete", form: "confirm=yes&csrf_token=" + (page.csrfToken ?? ""), cookies: [h.sessionCookie: grace])
+            #expect(deleted.status.code < 400, "\(deleted.status)")
+            #expect(try await userinfo(graceTokens) == .unauthorized)
+        }
+    }
+
     @Test("no code, token or client secret in the log; only their hashes in the store")
     func secretsNotLoggedAndStoredHashed() async throws {
         try await withServer(Self.options) { h in
