@@ -14,19 +14,19 @@ import Synchronization
 /// protocols too), the client is answered `101` with the upstream's handshake headers and the two connections are
 /// joined: from then on siwa relays bytes both ways, so frames, pings and close codes go end to end, as through
 /// nginx. A refused upgrade is answered by the same responder as any request (401, 403, or 502 when the upstream
-/// refused), never switched.
+/// refused), never switched, and the connection ends there.
 struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     /// What became of a connection's first request.
     enum Outcome: Sendable {
-        /// Plain HTTP; `refusedUpgrade` when the first request was a WebSocket upgrade that did not pass.
-        case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, refusedUpgrade: Bool)
+        /// Plain HTTP (after a refused upgrade too).
+        case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
         /// Switched: the client's connection, to be joined with the upstream's.
         case relay(NIOAsyncChannel<ByteBuffer, ByteBuffer>)
     }
 
     struct Value: ServerChildChannelValue {
         let outcome: EventLoopFuture<Outcome>
-        let opened: OpenedUpstream
+        let handoff: UpgradeHandoff
         let channel: any Channel
     }
 
@@ -37,9 +37,8 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            let opened = OpenedUpstream()
-            let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
-            let upgrader = ClientUpgrader(gate: gate, owned: owned, opened: opened, logger: logger) { attempted.value = true }
+            let handoff = UpgradeHandoff()
+            let upgrader = ClientUpgrader(gate: gate, owned: owned, handoff: handoff, logger: logger)
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
@@ -47,7 +46,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
                     let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                         wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)
                     )
-                    return .http(http, refusedUpgrade: attempted.value)
+                    return .http(http)
                 }
             }
             var pipeline = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
@@ -57,7 +56,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             pipeline.enableErrorHandling = false
             pipeline.enableResponseHeaderValidation = false
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
-            return Value(outcome: outcome, opened: opened, channel: channel)
+            return Value(outcome: outcome, handoff: handoff, channel: channel)
         }
     }
 
@@ -67,16 +66,20 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             outcome = try await value.outcome.get()
         } catch {
             // The client left between siwa's 101 and the switch: the upstream's side is closed unused.
-            try? await value.opened.take()?.connection.channel.close()
+            try? await value.handoff.takeUpstream()?.connection.channel.close()
             logger.debug("WebSocket upgrade not completed", metadata: ["error": "\(error)"])
             return
         }
         switch outcome {
-        case .http(let http, let refusedUpgrade):
-            await UpstreamWebSocketChannel(responder: Self.answering(responder, refusedUpgrade: refusedUpgrade), gate: gate, owned: owned)
-                .handleHTTP(asyncChannel: http, logger: logger)
+        case .http(let http):
+            if let refused = value.handoff.attempt {
+                await answer(refused, on: http, logger: logger)
+            } else {
+                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned)
+                    .handleHTTP(asyncChannel: http, logger: logger)
+            }
         case .relay(let client):
-            guard let upstream = value.opened.take() else {
+            guard let upstream = value.handoff.takeUpstream() else {
                 try? await client.channel.close()
                 return
             }
@@ -84,14 +87,26 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
         }
     }
 
-    /// The HTTP side of an upgradable connection. A refused WebSocket upgrade (the first request) is answered by
-    /// `responder` (401, 403, 502) like any request; a later request on a kept-alive connection that asks for a
-    /// WebSocket is sent back to the same URL on a new connection (`307`, `Connection: close`, as
-    /// hummingbird-websocket does), since only a connection's first request can switch protocols.
-    static func answering(_ responder: @escaping HTTPChannelHandler.Responder, refusedUpgrade: Bool) -> HTTPChannelHandler.Responder {
-        let first = FirstRequest(refusedUpgrade)
-        return { (request: Request, writer: consuming ResponseWriter, channel: any Channel) in
-            if !first.take(), request.isWebSocketUpgrade {
+    /// Answers a refused upgrade request (`request`, nil when it could not be read) with the responder (401, 403,
+    /// 502, or siwa's own answer on its own paths), then ends the connection. NIO consumed the request while it
+    /// tried the upgrade, so it is answered from what the upgrader kept of it, with no body.
+    private func answer(_ request: HTTPRequest?, on http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
+        do {
+            try await http.executeThenClose { _, outbound in
+                guard let request else { return }
+                try await responder(Request(head: request, body: RequestBody(buffer: ByteBuffer())), ResponseWriter(outbound: outbound), http.channel)
+            }
+        } catch {
+            logger.debug("refused WebSocket upgrade not answered", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The HTTP side of a connection whose first request was no upgrade: a later request that asks for a WebSocket
+    /// is sent back to the same URL on a new connection (`307`, `Connection: close`, as hummingbird-websocket does),
+    /// since only a connection's first request can switch protocols.
+    static func redirectingUpgrades(_ responder: @escaping HTTPChannelHandler.Responder) -> HTTPChannelHandler.Responder {
+        { (request: Request, writer: consuming ResponseWriter, channel: any Channel) in
+            if request.isWebSocketUpgrade {
                 let target = request.uri.path + (request.uri.query.map { "?" + $0 } ?? "")
                 try await writer.writeResponse(HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: target, .contentLength: "0"]))
                 throw ConnectionEnds()
@@ -132,20 +147,38 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     }
 }
 
-/// The upstream's side of a connection's WebSocket, handed from the upgrader (which opens it before answering the
-/// client) to the channel's handler (which relays once the client's side has switched).
-final class OpenedUpstream: Sendable {
-    private let value = Mutex<UpstreamWebSocket?>(nil)
+/// What the upgrader learnt of a connection's first request, for the channel's handler: the request when it asked
+/// for a WebSocket (to answer it when refused), and the upstream's side once opened (to relay when switched).
+final class UpgradeHandoff: Sendable {
+    private struct State {
+        var attempted = false
+        var request: HTTPRequest?
+        var upstream: UpstreamWebSocket?
+    }
 
-    func store(_ upstream: UpstreamWebSocket) {
-        value.withLock { $0 = upstream }
+    private let state = Mutex(State())
+
+    func attempted(_ request: HTTPRequest?) {
+        state.withLock { state in
+            state.attempted = true
+            state.request = request
+        }
+    }
+
+    func opened(_ upstream: UpstreamWebSocket) {
+        state.withLock { $0.upstream = upstream }
+    }
+
+    /// The upgrade request, when the first request was one: `.some(nil)` when it could not be read.
+    var attempt: HTTPRequest?? {
+        state.withLock { $0.attempted ? .some($0.request) : .none }
     }
 
     /// The upstream's side, once: whoever takes it closes it.
-    func take() -> UpstreamWebSocket? {
-        value.withLock { value in
-            defer { value = nil }
-            return value
+    func takeUpstream() -> UpstreamWebSocket? {
+        state.withLock { state in
+            defer { state.upstream = nil }
+            return state.upstream
         }
     }
 }
@@ -157,23 +190,23 @@ private struct ClientUpgrader: NIOTypedHTTPServerProtocolUpgrader {
     typealias UpgradeResult = UpstreamWebSocketChannel.Outcome
     let gate: UpstreamGate
     let owned: SiwaPaths
-    let opened: OpenedUpstream
+    let handoff: UpgradeHandoff
     let logger: Logger
-    let attempted: @Sendable () -> Void
 
     let supportedProtocol = "websocket"
     let requiredUpgradeHeaders: [String] = []
 
     func buildUpgradeResponse(channel: any Channel, upgradeRequest: HTTPRequestHead, initialResponseHeaders: HTTPHeaders) -> EventLoopFuture<HTTPHeaders> {
-        attempted()
+        let head = try? HTTPRequest(upgradeRequest, secure: false, splitCookie: false)
+        handoff.attempted(head)
         let promise = channel.eventLoop.makePromise(of: HTTPHeaders.self)
         promise.completeWithTask {
-            let head = try HTTPRequest(upgradeRequest, secure: false, splitCookie: false)
+            guard let head else { throw NotPassed() }
             guard !owned.contains(head.path.map { String($0.prefix { $0 != "?" }) } ?? "/") else { throw NotPassed() }
             let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
             let context = ServerContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
             guard let upstream = await gate.openWebSocket(request, context: context) else { throw NotPassed() }
-            opened.store(upstream)
+            handoff.opened(upstream)
             var headers = initialResponseHeaders
             upstream.addHandshakeHeaders(to: &headers)
             return headers
@@ -189,22 +222,6 @@ private struct ClientUpgrader: NIOTypedHTTPServerProtocolUpgrader {
 
     /// This upgrade is not passed on; the HTTP responder answers the request.
     struct NotPassed: Error {}
-}
-
-/// Which request of a connection's HTTP side is its first: taken once.
-private final class FirstRequest: Sendable {
-    private let pending: Mutex<Bool>
-
-    init(_ pending: Bool) {
-        self.pending = Mutex(pending)
-    }
-
-    func take() -> Bool {
-        pending.withLock { pending in
-            defer { pending = false }
-            return pending
-        }
-    }
 }
 
 /// Ends a connection once the `307` is written.
