@@ -27,14 +27,14 @@ NGINX_WORKERS="${NGINX_WORKERS:-auto}"
 scratch="${SCRATCH_PATH:-.build-release}"
 NGINX=/usr/sbin/nginx
 
-command -v wrk >/dev/null || { apt-get install -y wrk >/dev/null || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; }
-[ -x "$NGINX" ] || { apt-get install -y nginx >/dev/null || { apt-get update >/dev/null && apt-get install -y nginx >/dev/null; }; }
-command -v curl >/dev/null || apt-get install -y curl >/dev/null
+. Benchmarks/lib.sh
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+[ -x "$NGINX" ] || need+=(nginx)
+command -v curl >/dev/null || need+=(curl)
+bench_install "${need[@]}"
 
-echo "building release binaries (siwa, HelloWorld) under $scratch ..." >&2
-swift build -c release --product siwa --scratch-path "$scratch" >&2
-swift build -c release --product HelloWorld --scratch-path "$scratch" >&2
-bin="$(swift build -c release --scratch-path "$scratch" --show-bin-path)"
+build_release siwa HelloWorld
 
 work="$(mktemp -d /tmp/siwa-front-bench.XXXXXX)"
 chmod 755 "$work"   # PostgreSQL runs as another user when this runs as root and must reach its directory
@@ -54,76 +54,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-status_of() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$@" || true; }
-kb() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status"; }   # kb VmRSS PID
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-# CPU time (utime + stime, clock ticks) of the given pids and their children (nginx's workers).
-cpu_ticks() {
-    local p
-    for p in "$@"; do echo "$p"; pgrep -P "$p" || true; done | sort -u |
-        while read -r p; do awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true; done | awk '{s += $1} END {print s + 0}'
-}
-
-# ---------------------------------------------------------------------------------------------------------
-# nginx, one instance per directory: start_nginx NAME WORKERS HTTP-BLOCK; sets nginx_pid.
-start_nginx() {
-    local name="$1" workers="$2" http="$3" dir="$work/$1" user=""
-    mkdir -p "$dir"
-    [ "$(id -u)" -eq 0 ] && user="user root;"   # as in Tests/TestSupport/Nginx.swift: nobody may not enter $dir
-    cat > "$dir/nginx.conf" <<CONF
-# Written by Benchmarks/run-front.sh for one run ($name); deleted with its directory.
-daemon off;
-worker_processes $workers;
-$user
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $dir/client_body_temp;
-    proxy_temp_path $dir/proxy_temp;
-    fastcgi_temp_path $dir/fastcgi_temp;
-    uwsgi_temp_path $dir/uwsgi_temp;
-    scgi_temp_path $dir/scgi_temp;
-$http
-}
-CONF
-    "$NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" > "$work/nginx-$name.log" 2>&1 &
-    nginx_pid=$!; pids+=("$nginx_pid")
-    until [ -s "$dir/nginx.pid" ]; do
-        kill -0 "$nginx_pid" 2>/dev/null || { cat "$work/nginx-$name.log" "$dir/error.log" >&2; echo "nginx $name exited" >&2; exit 1; }
-        sleep 0.02
-    done
-}
-
-# The upstream: a small page answered from memory, so that what is measured is the front, not the site.
-uport="$(free_port)"
-start_nginx upstream "$NGINX_WORKERS" "
-    server {
-        listen 127.0.0.1:$uport;
-        keepalive_requests 100000;
-        location / {
-            default_type text/html;
-            return 200 '<!doctype html><html><head><title>App</title></head><body><h1>The protected app</h1><p>A small page, the same for every front.</p></body></html>\n';
-        }
-    }"
-upstream_pid="$nginx_pid"
+start_upstream
 
 # siwa serve, local mode (emulator in process), SQLite, no rate limit, warnings only, with the upstream.
 port="$(free_port)"; emport="$(free_port)"
 db="$work/siwa.sqlite"
-# start_siwa DB: sets siwa_pid once /readyz answers 200.
-start_siwa() {
-    SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$port" --emulator-port "$emport" \
-        --db "$1" --upstream "http://127.0.0.1:$uport" >> "$work/siwa.log" 2>&1 &
-    siwa_pid=$!; pids+=("$siwa_pid")
-    until [ "$(status_of "http://127.0.0.1:$port/readyz")" = 200 ]; do
-        kill -0 "$siwa_pid" 2>/dev/null || { cat "$work/siwa.log" >&2; echo "siwa serve exited" >&2; exit 1; }
-        sleep 0.01
-    done
-}
-stop_siwa() { kill "$siwa_pid"; wait "$siwa_pid" 2>/dev/null || true; }
 start_siwa "$db"
 
 # Sessions: SESSIONS users with one session each, inserted as siwa would store them: the cookie value is
@@ -194,11 +129,6 @@ check_url="http://127.0.0.1:$port/auth/check"
 proxy_url="http://127.0.0.1:$port/app/page"
 direct_url="http://127.0.0.1:$nport/app/page"
 authreq_url="http://127.0.0.1:$aport/app/page"
-expect() {
-    local got
-    got="$(status_of "${@:3}" "$2")"
-    [ "$got" = "$1" ] || { echo "$2 answered $got, expected $1" >&2; cat "$work/siwa.log" >&2; exit 1; }
-}
 expect 202 "$check_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$check_url"
 expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
@@ -208,35 +138,6 @@ expect 200 "$authreq_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$authreq_url"
 expect 202 "$check_url" -H "Cookie: siwa_session=benchsession$(printf '%031d' "$SESSIONS")"
 page_bytes="$(curl -s "$direct_url" | wc -c)"
-
-# wrk_run NAME URL PIDS [wrk args...]: wrk's output in $work/NAME.txt, the PIDS' CPU per request in NAME.cpu.
-wrk_run() {
-    local name="$1" url="$2" who="$3" c0 c1; shift 3
-    c0="$(cpu_ticks $who)"
-    wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency "$@" "$url" > "$work/$name.txt" 2>&1 || true
-    c1="$(cpu_ticks $who)"
-    awk -v t="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" \
-        'BEGIN { if (n > 0) printf "%.0f", 1e6 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
-}
-wrk_rate() { awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$work/$1.txt"; }
-wrk_pct() { awk -v p="$2%" '$1 == p {print $2; exit}' "$work/$1.txt"; }
-wrk_requests() { awk '/requests in/ {print $1; exit}' "$work/$1.txt"; }
-wrk_errors() {
-    local bad sock
-    bad="$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$work/$1.txt")"
-    sock="$(awk '/Socket errors:/ {print}' "$work/$1.txt")"
-    echo "${bad:-0}${sock:+ ($sock)}"
-}
-# wrk's latency ("850.00us", "3.21ms", "1.05s") in milliseconds.
-in_ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'; }
-best_round() {
-    local name="$1" best="" best_rate=0 f r
-    for f in "$work/$name".r*.txt; do
-        r="$(awk '/^Requests\/sec:/ {print $2}' "$f")"
-        if awk -v a="${r:-0}" -v b="$best_rate" 'BEGIN { exit !(a > b) }'; then best="$f"; best_rate="$r"; fi
-    done
-    cp "$best" "$work/$name.txt"; cp "${best%.txt}.cpu" "$work/$name.cpu"
-}
 
 echo "warm-up ..." >&2
 for url in "$hello_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url"; do
@@ -318,7 +219,6 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f %%", 100 * a / b; else print "n/a" }'; }
 verdict() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { if (b > 0 && 100 * a / b >= t) print "met"; else print "**not met**" }'; }
 p99_check="$(in_ms "$(wrk_pct check 99)")"
-row() { echo "| $1 | $(wrk_rate "$2") | $(wrk_pct "$2" 50) | $(wrk_pct "$2" 99) | $(cat "$work/$2.cpu") µs | $(wrk_requests "$2") | $(wrk_errors "$2") |"; }
 
 cat <<OUT
 

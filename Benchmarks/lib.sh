@@ -1,0 +1,156 @@
+# Shell helpers shared by Benchmarks/run-front.sh and Benchmarks/run-provider.sh (sourced, not run).
+# They use the caller's globals: work (the run's temporary directory), pids (what the run started, stopped at
+# exit), scratch (the release build's scratch path), bin (where the binaries are), CONNS, SECS, WRK_THREADS,
+# NGINX, and for siwa port, emport, uport.
+
+# bench_install PACKAGE...: installs the Debian packages given, with a policy-rc.d that refuses every service start
+# during the install (as scripts/test does: nginx and apache2 would otherwise start on port 80), unless the machine
+# has one already.
+bench_install() {
+    [ $# -gt 0 ] || return 0
+    local policy="" status=0 sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "installing $* ..." >&2
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+        $sudo chmod 755 /usr/sbin/policy-rc.d
+        policy=yes
+    fi
+    $sudo apt-get update -qq >/dev/null || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null || status=$?
+    [ -z "$policy" ] || $sudo rm -f /usr/sbin/policy-rc.d
+    return "$status"
+}
+
+# build_release PRODUCT...: release builds under $scratch; sets bin, and measured (the commit, and whether the
+# working tree's Sources differ from it). When the working tree does not build (others may be mid-edit), HEAD is
+# built instead from `git archive` in a temporary directory, into the same scratch path.
+build_release() {
+    local scratch_abs src="$PWD" product
+    scratch_abs="$(realpath -m "$scratch")"
+    measured="$(git rev-parse --short HEAD)"
+    build_products() { for product in "${@:2}"; do (cd "$1" && swift build -c release --product "$product" --scratch-path "$scratch_abs") >&2 || return 1; done; }
+    echo "building release binaries ($*) under $scratch ..." >&2
+    if build_products . "$@"; then
+        [ -z "$(git status --porcelain -- Sources Package.swift Package.resolved)" ] || measured="$measured + uncommitted changes in Sources"
+    else
+        echo "the working tree does not build: building HEAD ($measured) from git archive instead" >&2
+        src="$(mktemp -d /tmp/siwa-bench-src.XXXXXX)"
+        git archive HEAD | tar -x -C "$src"
+        build_products "$src" "$@" || { rm -rf "$src"; return 1; }
+    fi
+    bin="$(cd "$src" && swift build -c release --scratch-path "$scratch_abs" --show-bin-path)"
+    [ "$src" = "$PWD" ] || rm -rf "$src"
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+status_of() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$@" || true; }
+kb() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status"; }   # kb VmRSS PID
+mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+# CPU time (utime + stime, clock ticks) of the given pids and their children (nginx's workers, Apache's), with
+# that of their children which have ended (cutime + cstime: Apache may replace its children).
+cpu_ticks() {
+    local p
+    for p in "$@"; do echo "$p"; pgrep -P "$p" || true; done | sort -u |
+        while read -r p; do awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true; done | awk '{s += $1} END {print s + 0}'
+}
+
+# nginx, one instance per directory: start_nginx NAME WORKERS HTTP-BLOCK; sets nginx_pid.
+start_nginx() {
+    local name="$1" workers="$2" http="$3" dir="$work/$1" user=""
+    mkdir -p "$dir"
+    [ "$(id -u)" -eq 0 ] && user="user root;"   # as in Tests/TestSupport/Nginx.swift: nobody may not enter $dir
+    cat > "$dir/nginx.conf" <<CONF
+# Written by $0 for one run ($name); deleted with its directory.
+daemon off;
+worker_processes $workers;
+$user
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $dir/client_body_temp;
+    proxy_temp_path $dir/proxy_temp;
+    fastcgi_temp_path $dir/fastcgi_temp;
+    uwsgi_temp_path $dir/uwsgi_temp;
+    scgi_temp_path $dir/scgi_temp;
+$http
+}
+CONF
+    "$NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" > "$work/nginx-$name.log" 2>&1 &
+    nginx_pid=$!; pids+=("$nginx_pid")
+    until [ -s "$dir/nginx.pid" ]; do
+        kill -0 "$nginx_pid" 2>/dev/null || { cat "$work/nginx-$name.log" "$dir/error.log" >&2; echo "nginx $name exited" >&2; exit 1; }
+        sleep 0.02
+    done
+}
+
+# The upstream both benchmarks put behind their fronts: an nginx answering a small page from memory, so that what is
+# measured is the front, not the site. start_upstream: sets uport and upstream_pid.
+start_upstream() {
+    uport="$(free_port)"
+    start_nginx upstream "$NGINX_WORKERS" "
+    server {
+        listen 127.0.0.1:$uport;
+        keepalive_requests 100000;
+        location / {
+            default_type text/html;
+            return 200 '<!doctype html><html><head><title>App</title></head><body><h1>The protected app</h1><p>A small page, the same for every front.</p></body></html>\n';
+        }
+    }"
+    upstream_pid="$nginx_pid"
+}
+
+# siwa serve, local mode (emulator in process), no rate limit, warnings only, with the upstream:
+# start_siwa DB [more serve arguments]; sets siwa_pid once /readyz answers 200.
+start_siwa() {
+    local db="$1"; shift
+    SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$port" --emulator-port "$emport" \
+        --db "$db" --upstream "http://127.0.0.1:$uport" "$@" >> "$work/siwa.log" 2>&1 &
+    siwa_pid=$!; pids+=("$siwa_pid")
+    until [ "$(status_of "http://127.0.0.1:$port/readyz")" = 200 ]; do
+        kill -0 "$siwa_pid" 2>/dev/null || { cat "$work/siwa.log" >&2; echo "siwa serve exited" >&2; exit 1; }
+        sleep 0.01
+    done
+}
+stop_siwa() { kill "$siwa_pid"; wait "$siwa_pid" 2>/dev/null || true; }
+
+# expect STATUS URL [curl args...]: stops the run unless URL answers STATUS.
+expect() {
+    local got
+    got="$(status_of "${@:3}" "$2")"
+    [ "$got" = "$1" ] || { echo "$2 answered $got, expected $1" >&2; cat "$work/siwa.log" >&2; exit 1; }
+}
+
+# wrk_run NAME URL PIDS [wrk args...]: wrk's output in $work/NAME.txt, the PIDS' CPU per request in NAME.cpu.
+wrk_run() {
+    local name="$1" url="$2" who="$3" c0 c1; shift 3
+    c0="$(cpu_ticks $who)"
+    wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency "$@" "$url" > "$work/$name.txt" 2>&1 || true
+    c1="$(cpu_ticks $who)"
+    awk -v t="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" \
+        'BEGIN { if (n > 0) printf "%.0f", 1e6 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
+}
+wrk_rate() { awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$work/$1.txt"; }
+wrk_pct() { awk -v p="$2%" '$1 == p {print $2; exit}' "$work/$1.txt"; }
+wrk_requests() { awk '/requests in/ {print $1; exit}' "$work/$1.txt"; }
+wrk_errors() {
+    local bad sock
+    bad="$(awk '/Non-2xx or 3xx responses:/ {print $5}' "$work/$1.txt")"
+    sock="$(awk '/Socket errors:/ {print}' "$work/$1.txt")"
+    echo "${bad:-0}${sock:+ ($sock)}"
+}
+# wrk's latency ("850.00us", "3.21ms", "1.05s") in milliseconds.
+in_ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.2f", n }'; }
+# best_round NAME: of NAME.r1.txt, NAME.r2.txt… the one with the highest rate becomes NAME.txt (and its .cpu).
+best_round() {
+    local name="$1" best="" best_rate=0 f r
+    for f in "$work/$name".r*.txt; do
+        r="$(awk '/^Requests\/sec:/ {print $2}' "$f")"
+        if awk -v a="${r:-0}" -v b="$best_rate" 'BEGIN { exit !(a > b) }'; then best="$f"; best_rate="$r"; fi
+    done
+    cp "$best" "$work/$name.txt"; cp "${best%.txt}.cpu" "$work/$name.cpu"
+}
+# row LABEL NAME [ERRORS]: a table row of NAME's figures.
+row() { echo "| $1 | $(wrk_rate "$2") | $(wrk_pct "$2" 50) | $(wrk_pct "$2" 99) | $(cat "$work/$2.cpu") µs | $(wrk_requests "$2") | ${3:-$(wrk_errors "$2")} |"; }
