@@ -160,9 +160,14 @@ public func buildApplication(
     app.beforeServerStarts {
         // The store needed its services running first (a PostgreSQL pool): migrate once they are.
         if storeNeedsServices { try await components.store.migrate() }
-        // The first signing keys of the identity assertion and of id_tokens, on the first start.
+        // The first signing keys of the identity assertion and, when the provider has clients, of id_tokens, on the
+        // first start. (An RSA key takes a while to make; a site without clients never needs one. A client registered
+        // later gets one at its first token, and the key set is read from the store each time it is asked for.)
         try await components.assertions.prepare()
-        try await components.providerKeys.prepare()
+        let storedClients = settings.provider.clients.isEmpty ? try await components.store.providerClients() : []
+        if !settings.provider.clients.isEmpty || !storedClients.isEmpty {
+            try await components.providerKeys.prepare()
+        }
     }
     return app
 }

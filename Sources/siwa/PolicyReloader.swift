@@ -8,7 +8,10 @@ import UnixSignals
 /// `allowed_subs`) in force for the next request, without a restart and without dropping a connection. The log
 /// says what changed. A configuration that no longer reads leaves the running policy as it was and says why.
 /// Everything else (ports, the store, Apple's credentials) still needs a restart.
-struct PolicyReloader: Service {
+struct PolicyReloader: Service, CustomStringConvertible {
+    /// ServiceLifecycle logs its services at start: the name only, never the arguments (they may hold secrets).
+    var description: String { "PolicyReloader" }
+
     let arguments: [String]
     let front: FrontSettings
     let logger: Logger

@@ -40,11 +40,12 @@ struct StoreCommandsTests {
             #expect(keys.count == 2)
             let new = try #require(keys.first { $0.kid != first.kid })
             let old = try #require(keys.first { $0.kid == first.kid })
-            #expect(new.isPublished(at: before) && !new.canSign(at: Date()))
-            #expect(new.canSign(at: before.addingTimeInterval(601)))
+            #expect(new.isPublished(at: Date()) && !new.canSign(at: Date()))
+            #expect(new.activatesAt.timeIntervalSince(new.createdAt) == 600)
+            #expect(new.createdAt >= before.addingTimeInterval(-1))
+            #expect(new.canSign(at: new.activatesAt))
             #expect(old.canSign(at: Date()))
-            #expect(old.isPublished(at: before.addingTimeInterval(600 + 3500)))
-            #expect(!old.isPublished(at: Date().addingTimeInterval(600 + 3601)))
+            #expect(old.retiresAt == new.activatesAt.addingTimeInterval(3600))
             // Both are in the key set upstreams fetch (as a server started now reads it; a running one within 30 s).
             let fresh = IdentityAssertions(store: store, issuer: "http://127.0.0.1:8080", logger: .init(label: "test"))
             let published = try await fresh.publishedKeySet()["keys"]?.compactMap { $0["kid"] } ?? []
@@ -111,6 +112,14 @@ struct StoreCommandsTests {
 
         let fromEnvironment = try await LayeredValues(arguments: [], environment: ["SIWA_OIDC_CLIENTS": json], dotEnvPath: nil)
         #expect(try ServePlan(values: fromEnvironment, creatingLocalKey: false).settings.provider.clients.map(\.clientID) == ["app"])
+        // On the command line (where swift-configuration splits values at commas), over the environment's.
+        let two = #"[{"client_id": "cli", "client_secret": "a,b", "redirect_uris": ["https://cli.example.com/cb", "https://cli.example.com/cb2"]}]"#
+        let fromCommandLine = try await LayeredValues(arguments: ["--oidc-clients", two], environment: ["SIWA_OIDC_CLIENTS": json], dotEnvPath: nil)
+        let cli = try #require(try ServePlan(values: fromCommandLine, creatingLocalKey: false).settings.provider.clients.first)
+        #expect(cli.clientID == "cli")
+        #expect(cli.secretHash == ProviderSettings.hash("a,b"))
+        #expect(cli.redirectURIs.count == 2)
+        #expect(fromCommandLine.printed().contains("oidc_clients = <redacted>  (command line)"))
         for bad in [#"{"client_id": "a"}"#, #"[{"client_id": "a", "redirect_uris": ["https://a.example/cb"]}]"#, #"[{"client_id": "a", "client_secret": "x", "redirect_uris": ["https://a.example/cb#frag"]}]"#] {
             let values = try await LayeredValues(arguments: [], environment: ["SIWA_OIDC_CLIENTS": bad], dotEnvPath: nil)
             #expect(throws: (any Error).self, "\(bad)") { _ = try ServePlan(values: values, creatingLocalKey: false) }

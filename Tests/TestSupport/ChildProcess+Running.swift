@@ -37,7 +37,7 @@ extension ChildProcess {
         process.standardInput = FileHandle.nullDevice
         let exit = ExitSignal()
         process.terminationHandler = { _ in exit.fire() }
-        try process.run()
+        try ChildProcess.launch(process)
         let pid = process.processIdentifier
 
         func stop() async {

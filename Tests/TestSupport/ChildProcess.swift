@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Synchronization
 
 /// Programs the tests start themselves (`siwa emulator`, Python clients), each stopped by the test
 /// that started it.
@@ -18,6 +19,14 @@ public enum ChildProcess {
         if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
         return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("siwa")
     }
+
+    /// Starts `process`, one launch at a time: swift-corelibs-foundation's `Process.run()` crashed in the full suite
+    /// (a bad read while copying the arguments and environment for the child) when parallel suites launched at once.
+    public static func launch(_ process: Process) throws {
+        try launching.withLock { _ in try process.run() }
+    }
+
+    private static let launching = Mutex(())
 
     /// Runs `executable` to its end (stopping it after `timeLimit`) without blocking a concurrency thread.
     public static func run(_ executable: URL, arguments: [String], environment: [String: String], timeLimit: Duration = .seconds(90)) async throws -> Outcome {
@@ -45,7 +54,7 @@ public enum ChildProcess {
                 exitContinuation.yield(finished.terminationStatus)
                 exitContinuation.finish()
             }
-            try process.run()
+            try ChildProcess.launch(process)
             group.addTask {
                 var iterator = exits.makeAsyncIterator()
                 return await iterator.next()
@@ -92,7 +101,7 @@ public enum ChildProcess {
             exited.yield()
             exited.finish()
         }
-        try process.run()
+        try ChildProcess.launch(process)
         func stop() async {
             if process.isRunning { process.terminate() }
             for await _ in exits { break }

@@ -55,9 +55,10 @@ public final class ProviderKeys: Sendable {
         return SigningKeyRecord(kid: RandomToken.generate(byteCount: 9), privateKeyPEM: key.pemRepresentation, createdAt: now, activatesAt: activatesAt, algorithm: "RS256")
     }
 
-    /// The public keys to publish (`jwks_uri`): every RS256 and ES256 key not retired.
+    /// The public keys to publish (`jwks_uri`): every RS256 and ES256 key not retired, read from the store each
+    /// time (clients cache the set; a key another instance has just created must be in it).
     public func keySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
-        try await current(now: now)
+        try await reload(now: now)
         let keys = state.withLock { $0.keys }.filter { $0.record.isPublished(at: now) }
         return ["keys": try keys.map { loaded in
             switch loaded.key {

@@ -18,7 +18,7 @@ struct SessionInvalidationListener: Service {
     let logger: Logger
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             var failures = 0
             while !Task.isCancelled {
                 do {
@@ -39,8 +39,9 @@ struct SessionInvalidationListener: Service {
                     failures += 1
                     logger.warning("not hearing other instances' session changes; cached sessions expire on their own meanwhile", metadata: ["error": "\(String(reflecting: error))"])
                 }
+                if Task.isCancelled { break }
                 // The stream ended (the connection closed) or failed: listen again after a pause that grows to 5 s.
-                try await Task.sleep(for: .milliseconds(min(5_000, 250 * (1 << min(failures, 5)))))
+                try? await Task.sleep(for: .milliseconds(min(5_000, 250 * (1 << min(failures, 5)))))
             }
         }
     }

@@ -112,6 +112,10 @@ struct LayeredValues: Sendable {
             let values = list(key)
             return values.isEmpty ? nil : values.joined(separator: ",")
         }
+        // The command line splits every value at its commas (and keeps every piece): JSON is put back together.
+        if SettingKey.named(key)?.isJSON == true, source(of: key) == "command line", let pieces = reader.stringArray(forKey: ConfigKey(key)) {
+            return pieces.joined(separator: ",")
+        }
         if let text = reader.string(forKey: ConfigKey(key)) { return text }
         if let json = fileJSON[key] { return json }
         // A JSON number or boolean in the file.

@@ -32,7 +32,7 @@ final class ChromeDriver {
         process.standardOutput = logHandle
         process.standardError = logHandle
         do {
-            try process.run()
+            try ChildProcess.launch(process)
         } catch {
             throw EndToEndError.notInstalled("chromedriver at \(driverPath) could not be started: \(error)")
         }
