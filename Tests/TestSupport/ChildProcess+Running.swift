@@ -28,7 +28,7 @@ extension ChildProcess {
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let handle = try FileHandle(forWritingTo: output)
         defer { try? handle.close() }
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -37,7 +37,7 @@ extension ChildProcess {
         process.standardInput = FileHandle.nullDevice
         let exit = ExitSignal()
         process.terminationHandler = { _ in exit.fire() }
-        try ChildProcess.launch(process)
+        try process.run()
         let pid = process.processIdentifier
 
         func stop() async {

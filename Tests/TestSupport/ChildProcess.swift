@@ -1,6 +1,5 @@
 import AsyncHTTPClient
 import Foundation
-import Synchronization
 
 /// Programs the tests start themselves (`siwa emulator`, Python clients), each stopped by the test
 /// that started it.
@@ -20,14 +19,6 @@ public enum ChildProcess {
         return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("siwa")
     }
 
-    /// Starts `process`, one launch at a time: swift-corelibs-foundation's `Process.run()` crashed in the full suite
-    /// (a bad read while copying the arguments and environment for the child) when parallel suites launched at once.
-    public static func launch(_ process: Process) throws {
-        try launching.withLock { _ in try process.run() }
-    }
-
-    private static let launching = Mutex(())
-
     /// Runs `executable` to its end (stopping it after `timeLimit`) without blocking a concurrency thread.
     public static func run(_ executable: URL, arguments: [String], environment: [String: String], timeLimit: Duration = .seconds(90)) async throws -> Outcome {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-child-\(UUID().uuidString)")
@@ -40,7 +31,7 @@ public enum ChildProcess {
         let stdoutHandle = try FileHandle(forWritingTo: stdoutURL)
         let stderrHandle = try FileHandle(forWritingTo: stderrURL)
 
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -54,7 +45,7 @@ public enum ChildProcess {
                 exitContinuation.yield(finished.terminationStatus)
                 exitContinuation.finish()
             }
-            try ChildProcess.launch(process)
+            try process.run()
             group.addTask {
                 var iterator = exits.makeAsyncIterator()
                 return await iterator.next()
@@ -90,7 +81,7 @@ public enum ChildProcess {
         defer { try? FileManager.default.removeItem(at: log) }
         let handle = try FileHandle(forWritingTo: log)
         defer { try? handle.close() }
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = siwaExecutable
         process.arguments = ["emulator", "--port", "0"]
         process.standardOutput = handle
@@ -101,7 +92,7 @@ public enum ChildProcess {
             exited.yield()
             exited.finish()
         }
-        try ChildProcess.launch(process)
+        try process.run()
         func stop() async {
             if process.isRunning { process.terminate() }
             for await _ in exits { break }

@@ -7,9 +7,9 @@ import TestSupport
 final class ChromeDriver {
     /// Opens browsers through this chromedriver.
     let sessions: ChromiumSessions
-    private let process: Process
+    private let process: SpawnedProcess
 
-    private init(sessions: ChromiumSessions, process: Process) {
+    private init(sessions: ChromiumSessions, process: SpawnedProcess) {
         self.sessions = sessions
         self.process = process
     }
@@ -26,13 +26,13 @@ final class ChromeDriver {
         let port = try await FreePorts.reserve(1)[0]
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let logHandle = try FileHandle(forWritingTo: log)
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: driverPath)
         process.arguments = ["--port=\(port)"]
         process.standardOutput = logHandle
         process.standardError = logHandle
         do {
-            try ChildProcess.launch(process)
+            try process.run()
         } catch {
             throw EndToEndError.notInstalled("chromedriver at \(driverPath) could not be started: \(error)")
         }
