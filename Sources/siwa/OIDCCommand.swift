@@ -24,6 +24,7 @@ struct OIDCCommand: AsyncParsableCommand {
         @Flag(name: .customLong("public"), help: "A public client (a browser or native app): no secret, PKCE required.") var isPublic = false
         @Option(name: .customLong("scope"), help: "A scope the client may be granted (repeat; default openid email profile offline_access).") var scopes: [String] = []
         @Option(help: "How its id_tokens are signed: RS256 or ES256.") var idTokenAlg: String = "RS256"
+        @Flag(help: "Give it pairwise subjects (its own sub for each person, unlinkable to other clients'); every redirect URI on one host.") var pairwise = false
 
         func run() async throws {
             let secret = isPublic ? nil : RandomToken.generate()
@@ -31,7 +32,7 @@ struct OIDCCommand: AsyncParsableCommand {
             do {
                 client = try ProviderClientRecord.validated(
                     clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
-                    scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: false, createdAt: Date()
+                    scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: pairwise, createdAt: Date()
                 )
             } catch {
                 throw ValidationError(error.description)

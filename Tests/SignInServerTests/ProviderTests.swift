@@ -379,6 +379,38 @@ struct ProviderTests {
         }
     }
 
+    @Test("pairwise subjects: each sector gets its own stable sub, not Apple's, the same in the id_token and userinfo; public clients keep Apple's")
+    func pairwiseSubjects() async throws {
+        var options = Self.options
+        options.providerClients += [
+            ProviderClientRecord(clientID: "pw1", secretHash: ProviderSettings.hash("pw"), redirectURIs: ["https://one.example.net/cb"], pairwiseSubject: true, createdAt: Date()),
+            ProviderClientRecord(clientID: "pw2", secretHash: ProviderSettings.hash("pw"), redirectURIs: ["https://two.example.net/cb"], pairwiseSubject: true, createdAt: Date()),
+        ]
+        try await withServer(options) { h in
+            #expect(try Self.json(try await h.get("/.well-known/openid-configuration"))["subject_types_supported"] as? [String] == ["public", "pairwise"])
+            let session = try #require(try await h.signIn().session)
+            func subjects(_ client: String, _ redirect: String) async throws -> (String?, String?) {
+                let code = try await Self.code(h, session: session, client: client, redirect: redirect)
+                let answer = try await h.post(
+                    "/oauth2/token", form: FormEncoding.encode([("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect)]),
+                    headers: client.hasPrefix("pw") ? Self.basic(client, "pw") : Self.basic("app", Self.secret)
+                )
+                let tokens = try Self.json(answer)
+                let idToken = try await Self.verifiedClaims(h, try #require(tokens["id_token"] as? String))
+                let info = try Self.json(try await h.get("/oauth2/userinfo", headers: [.authorization: "Bearer " + (tokens["access_token"] as? String ?? "")]))
+                #expect(idToken["sub"] as? String == info["sub"] as? String)
+                return (idToken["sub"] as? String, info["sub"] as? String)
+            }
+            let one = try await subjects("pw1", "https://one.example.net/cb").0
+            let two = try await subjects("pw2", "https://two.example.net/cb").0
+            let plain = try await subjects("app", Self.app).0
+            #expect(plain == Fixtures.ada)
+            #expect(one != nil && two != nil && one != two)
+            #expect(one != Fixtures.ada && two != Fixtures.ada)
+            #expect(try await subjects("pw1", "https://one.example.net/cb").0 == one, "stable across sign-ins")
+        }
+    }
+
     @Test("no code, token or client secret in the log; only their hashes in the store")
     func secretsNotLoggedAndStoredHashed() async throws {
         try await withServer(Self.options) { h in

@@ -43,7 +43,7 @@ struct AuthorizationController: Sendable {
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
             grant_types_supported: ["authorization_code", "refresh_token"],
-            subject_types_supported: ["public"],
+            subject_types_supported: ["public", "pairwise"],
             id_token_signing_alg_values_supported: ["RS256", "ES256"],
             token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
             revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],

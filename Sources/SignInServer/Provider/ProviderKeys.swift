@@ -30,6 +30,7 @@ public final class ProviderKeys: Sendable {
     private struct State {
         var keys: [Loaded] = []
         var loadedAt: Date = .distantPast
+        var pairwiseSecret: String?
     }
 
     private let state = Mutex(State())
@@ -95,6 +96,35 @@ public final class ProviderKeys: Sendable {
         }
     }
 
+    // MARK: pairwise subjects
+
+    /// The key store's record holding the secret of pairwise subjects (never published, never rotated: a new one
+    /// would give every pairwise client new subjects).
+    static let pairwiseAlgorithm = "pairwise-secret"
+
+    /// `subject` as the client whose redirect URIs are on `sector` sees it (OpenID Connect Core §8.1): the SHA-256 of
+    /// the sector, the subject and siwa's pairwise secret, base64url. Stable for that sector; unlinkable across
+    /// sectors without the secret, which is made on first use and kept sealed in the store, shared by every instance.
+    func pairwiseSubject(_ subject: String, sector: String) async throws -> String {
+        var secret = state.withLock { $0.pairwiseSecret }
+        if secret == nil {
+            var stored = try await store.signingKeys().first { $0.algorithm == Self.pairwiseAlgorithm }
+            if stored == nil {
+                let now = Date()
+                try await store.addSigningKey(SigningKeyRecord(
+                    kid: "pairwise-" + RandomToken.generate(byteCount: 9), privateKeyPEM: RandomToken.generate(), createdAt: now, activatesAt: now,
+                    algorithm: Self.pairwiseAlgorithm
+                ))
+                // Another instance may have made one at the same moment: every instance takes the oldest.
+                stored = try await store.signingKeys().first { $0.algorithm == Self.pairwiseAlgorithm }
+            }
+            secret = stored?.privateKeyPEM
+            state.withLock { $0.pairwiseSecret = secret }
+        }
+        guard let secret else { throw ProviderConfigurationError("the pairwise secret could not be stored") }
+        return Base64URL.encode(SHA256.hash(data: Data((sector + "\u{0}" + subject + "\u{0}" + secret).utf8)))
+    }
+
     private func current(now: Date) async throws {
         if state.withLock({ now.timeIntervalSince($0.loadedAt) < Self.refresh && now >= $0.loadedAt }) { return }
         try await reload(now: now)
@@ -107,6 +137,7 @@ public final class ProviderKeys: Sendable {
             switch record.algorithm {
             case "RS256": loaded.append(Loaded(record: record, key: .rsa(try _RSA.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
             case "ES256": loaded.append(Loaded(record: record, key: .ec(try P256.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
+            case Self.pairwiseAlgorithm: continue
             default: logger.warning("signing key with an unknown algorithm ignored", metadata: ["kid": "\(record.kid)", "alg": "\(record.algorithm)"])
             }
         }

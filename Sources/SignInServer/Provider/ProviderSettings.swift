@@ -101,6 +101,9 @@ extension ProviderClientRecord {
         if let unknown = scopes.first(where: { !ProviderSettings.supportedScopes.contains($0) }) {
             throw ProviderConfigurationError("client \(clientID): unknown scope \(unknown); siwa grants \(ProviderSettings.supportedScopes.joined(separator: ", "))")
         }
+        if pairwiseSubject, Set(redirectURIs.compactMap { URLComponents(string: $0)?.host?.lowercased() }).count != 1 {
+            throw ProviderConfigurationError("client \(clientID): with pairwise subjects every redirect URI must be on one host (its sector)")
+        }
         guard ["RS256", "ES256"].contains(idTokenAlgorithm) else {
             throw ProviderConfigurationError("client \(clientID): id_token_signed_response_alg must be RS256 or ES256")
         }
@@ -109,6 +112,9 @@ extension ProviderClientRecord {
             isPublic: isPublic, idTokenAlgorithm: idTokenAlgorithm, pairwiseSubject: pairwiseSubject, createdAt: createdAt
         )
     }
+
+    /// The host its pairwise subjects are computed for (OpenID Connect Core §8.1): its redirect URIs' one host.
+    var sector: String? { redirectURIs.first.flatMap { URLComponents(string: $0)?.host?.lowercased() } }
 
     /// The scopes this client may be granted.
     var allowedScopes: Set<String> { scopes.isEmpty ? Set(ProviderSettings.supportedScopes) : Set(scopes + ["openid"]) }

@@ -137,8 +137,9 @@ struct TokenController: Sendable {
         }
         let scopes = Set(scope.split(separator: " ").map(String.init))
         let issuedAt = Int(now.timeIntervalSince1970)
+        let subject = try await subject(of: user, for: client)
         let claims = IDTokenClaims(
-            iss: settings.issuer, sub: user.subject, aud: client.clientID, exp: issuedAt + Int(settings.idTokenLifetime), iat: issuedAt,
+            iss: settings.issuer, sub: subject, aud: client.clientID, exp: issuedAt + Int(settings.idTokenLifetime), iat: issuedAt,
             auth_time: Int(authTime.timeIntervalSince1970), nonce: nonce, at_hash: Digests.codeHash(accessToken),  // at_hash is formed as c_hash is
             user: UserClaims(user, scopes: scopes)
         )
@@ -187,6 +188,7 @@ struct TokenController: Sendable {
             else { return refused("invalid_token", "the access token is not valid, has expired or was revoked") }
             var claims = UserClaims(user, scopes: Set(record.scope.split(separator: " ").map(String.init)))
             claims.sub = user.subject
+            if let client = try await clients.client(record.clientID) { claims.sub = try await subject(of: user, for: client) }
             return Response.json(claims)
         } catch {
             context.logger.error("store unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
@@ -216,6 +218,12 @@ struct TokenController: Sendable {
     }
 
     // MARK: shared
+
+    /// The `sub` `client` is given: Apple's, or the pairwise one for a client registered with pairwise subjects.
+    private func subject(of user: UserRecord, for client: ProviderClientRecord) async throws -> String {
+        guard client.pairwiseSubject, let sector = client.sector else { return user.subject }
+        return try await keys.pairwiseSubject(user.subject, sector: sector)
+    }
 
     private func authenticate(_ request: Request, form: [String: String], context: ServerContext) async throws -> ProviderClientRecord {
         let basic = request.headers[.authorization].map { $0.lowercased().hasPrefix("basic ") } ?? false
