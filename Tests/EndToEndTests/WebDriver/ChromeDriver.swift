@@ -14,8 +14,21 @@ final class ChromeDriver {
         self.process = process
     }
 
-    /// Starts chromedriver (`SIWA_TEST_CHROMEDRIVER`, else `chromedriver` on PATH) and waits until it is ready.
+    /// Starts chromedriver (`SIWA_TEST_CHROMEDRIVER`, else `chromedriver` on PATH) and waits until it is ready. The
+    /// port is free when chosen but may be taken before chromedriver binds it (by another test's connection): then
+    /// it is tried again on a new port, three times at most.
     static func start(log: URL) async throws -> ChromeDriver {
+        var attempt = 1
+        while true {
+            do {
+                return try await startOnce(log: log)
+            } catch let error as EndToEndError where attempt < 3 && error.description.contains("Address already in use") {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func startOnce(log: URL) async throws -> ChromeDriver {
         let environment = ProcessInfo.processInfo.environment
         guard let driverPath = locate(environment["SIWA_TEST_CHROMEDRIVER"], orOnPath: ["chromedriver"]) else {
             throw EndToEndError.notInstalled("chromedriver not found (\(searched("SIWA_TEST_CHROMEDRIVER", environment)))")
