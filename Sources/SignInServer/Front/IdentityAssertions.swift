@@ -62,13 +62,7 @@ public final class IdentityAssertions: Sendable {
     public func publishedKeySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
         try await current(now: now)
         let keys = state.withLock { $0.keys }.filter { $0.record.isPublished(at: now) }
-        return ["keys": keys.map { loaded in
-            let raw = loaded.key.publicKey.rawRepresentation
-            return [
-                "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": loaded.record.kid,
-                "x": Base64URL.encode(raw.prefix(32)), "y": Base64URL.encode(raw.suffix(32)),
-            ]
-        }]
+        return ["keys": keys.map { $0.key.publicKey.jwk(kid: $0.record.kid) }]
     }
 
     private struct Claims: Encodable {

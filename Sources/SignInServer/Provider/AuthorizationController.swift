@@ -202,7 +202,7 @@ struct AuthorizationController: Sendable {
         if let uri = parameters["post_logout_redirect_uri"] {
             let client: ProviderClientRecord?
             do {
-                client = try await clientID.asyncMap { try await clients.client($0) } ?? nil
+                client = if let clientID { try await clients.client(clientID) } else { nil }
             } catch {
                 context.logger.error("store unavailable", metadata: ["error": "\(error)"])
                 throw ErrorPage.storeUnavailable(retryURL: request.uri.description)
@@ -280,12 +280,4 @@ struct DiscoveryDocument: Encodable {
     var claims_parameter_supported: Bool
     var request_parameter_supported: Bool
     var request_uri_parameter_supported: Bool
-}
-
-extension Optional {
-    /// `map` with an async transform.
-    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let value = self else { return nil }
-        return try await transform(value)
-    }
 }

@@ -70,11 +70,7 @@ public final class ProviderKeys: Sendable {
                     "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
                 ]
             case .ec(let key):
-                let raw = key.publicKey.rawRepresentation
-                return [
-                    "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": loaded.record.kid,
-                    "x": Base64URL.encode(raw.prefix(32)), "y": Base64URL.encode(raw.suffix(32)),
-                ]
+                return key.publicKey.jwk(kid: loaded.record.kid)
             }
         }]
     }
@@ -145,5 +141,16 @@ public final class ProviderKeys: Sendable {
             state.keys = loaded
             state.loadedAt = now
         }
+    }
+}
+
+extension P256.Signing.PublicKey {
+    /// This key as a JWK of a key set (`kty` EC, `crv` P-256, `alg` ES256): the assertion's key set and the provider's.
+    func jwk(kid: String) -> [String: String] {
+        let raw = rawRepresentation
+        return [
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid,
+            "x": Base64URL.encode(raw.prefix(32)), "y": Base64URL.encode(raw.suffix(32)),
+        ]
     }
 }
