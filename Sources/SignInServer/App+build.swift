@@ -126,6 +126,12 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     )
 }
 
+/// Both values, when both are there.
+private func zip<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
+    guard let a, let b else { return nil }
+    return (a, b)
+}
+
 /// Builds the whole application: store, clients, router, listening on `settings.host:settings.port`.
 public func buildApplication(
     settings: ServerSettings,
@@ -143,11 +149,19 @@ public func buildApplication(
     let front = FrontDoor(router: router, gate: gate, publicDirectory: settings.publicDirectory)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
-    // In front of an upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1.
+    // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
+    // event loop (`FrontFastPath`), everything else by the router. In front of an upstream, WebSocket upgrades are
+    // passed through too; otherwise Hummingbird's plain HTTP/1.
+    let owned = SiwaPaths(routes: router.routes.map(\.path), publicDirectory: settings.publicDirectory)
+    let fastPath = FastPathAnswers(
+        store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
+        front: settings.front, resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)), assertions: components.assertions,
+        security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
+        upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, pool: $1.pool) }, logger: logger
+    )
     let server: HTTPServerBuilder = gate.map { gate in
-        let owned = SiwaPaths(routes: router.routes.map(\.path), publicDirectory: settings.publicDirectory)
-        return HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned) }
-    } ?? .http1()
+        HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath) }
+    } ?? .http1(configuration: .init(additionalChannelHandlers: [FrontFastPath(answers: fastPath)]))
     var app = Application(
         router: front,
         server: server,

@@ -61,6 +61,70 @@ struct UpstreamProxyTests {
         }
     }
 
+    /// `siwa_front_fast_path_total{request="upstream"}` from `/metrics`: the requests passed on from the event loop.
+    static func fastPathCount(_ site: LocalSite, _ visit: Visit) async throws -> Int {
+        let prefix = "siwa_front_fast_path_total{request=\"upstream\"} "
+        let line = try await visit.send(site.url("/metrics")).text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+        return Int(try #require(line).dropFirst(prefix.count)) ?? -1
+    }
+
+    @Test("a GET from a session in memory goes to the upstream from the event loop, and both ways it is what the handlers pass: the same headers reach the upstream, the same answer the client; a sign-out is seen at once")
+    func requestsPassedFromMemory() async throws {
+        try await Self.withEchoSite { site, visit in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            let headers = [
+                ("Accept", "text/html"), ("X-Auth-Request-User", "forged-sub"), ("X_Auth_Request_User", "forged-sub"), ("X-Siwa-Assertion", "forged.jwt.value"),
+                ("X-Forwarded-For", "6.6.6.6"), ("Forwarded", "for=6.6.6.6"), ("Connection", "keep-alive, X-Custom"), ("X-Custom", "1"), ("X-Kept", "yes"),
+            ]
+            let cookies = ["siwa_session": session, "theme": "dark"]
+            #expect(try await Self.fastPathCount(site, visit) == 0)
+            // The first request signs the assertion for the upstream: the handlers pass it.
+            let first = try await visit.send(site.url("/reports/2026?view=full"), headers: headers, cookies: cookies)
+            #expect(try await Self.fastPathCount(site, visit) == 0)
+            let second = try await visit.send(site.url("/reports/2026?view=full"), headers: headers, cookies: cookies)
+            #expect(try await Self.fastPathCount(site, visit) == 1)
+            #expect(first.status == 200 && second.status == 200)
+            let (seenFirst, seenSecond) = (try first.echoed(), try second.echoed())
+            #expect(seenSecond == seenFirst, "the upstream saw another request from the event loop")
+            #expect(seenSecond.values("x-auth-request-user") == [ada.sub])
+            #expect(seenSecond.values("x-forwarded-for") == ["127.0.0.1"])
+            #expect(seenSecond.values("cookie") == ["theme=dark"])
+            #expect(seenSecond.values("x-custom").isEmpty && seenSecond.values("forwarded").isEmpty)
+            #expect(seenSecond.values("x-siwa-assertion").count == 1 && !seenSecond.values("x-siwa-assertion").contains("forged.jwt.value"))
+            func fields(_ answer: Visit.Answer) -> [String] {
+                answer.headers.filter { $0.name.lowercased() != "date" }.map { "\($0.name.lowercased()): \($0.value)" }.sorted()
+            }
+            #expect(fields(second) == fields(first))
+            #expect(second.headers["set-cookie"] == ["upstream=1"])
+
+            // Signed out: the next request is the handlers' again, and refused.
+            let signOut = try await visit.send(site.url("/auth/sign-out"), cookies: cookies)
+            let token = try #require(signOut.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/)?.1)
+            let done = try await visit.send(
+                site.url("/auth/sign-out"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")], cookies: cookies, body: "csrf_token=\(token)"
+            )
+            #expect(done.status == 303 || done.status == 302)
+            #expect(try await visit.send(site.url("/reports/2026"), headers: [("Accept", "application/json")], cookies: cookies).status == 401)
+            #expect(try await Self.fastPathCount(site, visit) == 1)
+        }
+    }
+
+    @Test("a kept-alive connection the upstream dropped is replaced, not reported: the request is sent again on a new one")
+    func droppedConnectionIsReplaced() async throws {
+        try await OneAnswerPerConnection.run { port, connections in
+            try await Self.withSite(upstream: "http://127.0.0.1:\(port)", ["skip_auth_routes": "^/"]) { site, visit in
+                for index in 0..<4 {
+                    let answer = try await visit.send(site.url("/page/\(index)"))
+                    #expect(answer.status == 200, "request \(index): \(answer.status) \(answer.text)")
+                    #expect(answer.text == "answer 1 on this connection")
+                }
+                #expect(try await Self.fastPathCount(site, visit) == 4)
+                #expect(connections.value >= 4)
+            }
+        }
+    }
+
     @Test("without a session: a JSON client gets 401 problem details, a POST 401, never a redirect; siwa's own paths stay siwa's")
     func anonymousNonBrowserGets401() async throws {
         try await Self.withEchoSite { site, visit in
@@ -201,6 +265,15 @@ struct UpstreamProxyTests {
                 #expect(page.status == 502)
                 #expect(page.text.contains("The site could not be reached"))
                 #expect(page.headers.first(name: "content-security-policy") != nil)
+                // Again, now from the event loop (the session and assertion are in memory): the same page.
+                let again = try await visit.send(site.url("/dashboard"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                #expect(try await Self.fastPathCount(site, visit) == 1)
+                #expect(again.status == 502)
+                #expect(again.text == page.text)
+                #expect(again.headers.first(name: "content-security-policy") == page.headers.first(name: "content-security-policy"))
+                let json = try await visit.send(site.url("/dashboard"), headers: [("Accept", "application/json")], cookies: ["siwa_session": session])
+                #expect(json.status == 502)
+                #expect(json.headers.first(name: "content-type") == "application/problem+json")
             }
         }
     }
@@ -216,6 +289,14 @@ struct UpstreamProxyTests {
                 #expect(page.status == 504)
                 #expect(page.text.contains("The site took too long to answer"))
                 #expect(waited >= .milliseconds(450) && waited < .seconds(10), "answered after \(waited)")
+                // Again, now from the event loop: the same page after the same wait.
+                let restarted = ContinuousClock.now
+                let again = try await visit.send(site.url("/slow"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                let waitedAgain = ContinuousClock.now - restarted
+                #expect(try await Self.fastPathCount(site, visit) == 1)
+                #expect(again.status == 504)
+                #expect(again.text == page.text)
+                #expect(waitedAgain >= .milliseconds(450) && waitedAgain < .seconds(10), "answered after \(waitedAgain)")
             }
         }
     }
@@ -392,6 +473,8 @@ struct UpstreamProxyTests {
             #expect(download.bytes == Self.large)
             #expect(download.patterned)
             let afterDownload = try ResidentMemory.peak()
+            // The download went from the event loop (the session and assertion were in memory after the warm-up).
+            #expect(try await Self.fastPathCount(site, visit) >= 1)
 
             let mebibyte = 1024 * 1024
             let figures = "resident memory: baseline \(baseline / mebibyte) MiB, peak during the 100 MB upload \(afterUpload / mebibyte) MiB, "
@@ -423,6 +506,51 @@ enum ResidentMemory {
             let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { throw EndToEndError("no \(name) in /proc/self/status") }
         return kilobytes * 1024
+    }
+}
+
+/// An upstream on 127.0.0.1 that answers the first request of each connection, as if it would keep the connection
+/// open (HTTP/1.1, no `Connection: close`), and drops the connection without an answer when a second one comes:
+/// the race of a kept-alive connection that the upstream closes just as a proxy reuses it.
+enum OneAnswerPerConnection {
+    static func run<T>(_ body: (_ port: Int, _ connections: Collected<Int>) async throws -> T) async throws -> T {
+        let connections = Collected(0)
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                connections.withLock { $0 += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Handler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        do {
+            let result = try await body(server.localAddress?.port ?? 0, connections)
+            try await server.close()
+            return result
+        } catch {
+            try? await server.close()
+            throw error
+        }
+    }
+
+    private final class Handler: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        var requests = 0
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .head = unwrapInboundIn(data) else { return }
+            requests += 1
+            guard requests == 1 else {
+                context.close(promise: nil)
+                return
+            }
+            let body = ByteBuffer(string: "answer 1 on this connection")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "\(body.readableBytes)"]))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
     }
 }
 

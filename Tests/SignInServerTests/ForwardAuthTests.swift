@@ -135,6 +135,55 @@ struct ForwardAuthTests {
         }
     }
 
+    /// `siwa_front_fast_path_total{request="…"}` from `/metrics`: the requests answered on the event loop.
+    static func fastPathCount(_ harness: Harness, _ request: String) async throws -> Int {
+        let prefix = "siwa_front_fast_path_total{request=\"\(request)\"} "
+        let line = try await harness.get("/metrics").text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+        return Int(try #require(line).dropFirst(prefix.count)) ?? -1
+    }
+
+    @Test("a check from a session in memory is answered on the event loop with exactly the handlers' answer; a sign-out is seen by it at once")
+    func checkAnsweredFromMemory() async throws {
+        let forwarded: HTTPFields = [HTTPField.Name("X-Forwarded-Proto")!: "https", HTTPField.Name("X-Forwarded-Host")!: "app.localhost:3000"]
+        try await withServer(ServerOptions(trustedProxies: ["127.0.0.1"], live: true, front: Self.front())) { harness in
+            let session = try #require(try await harness.signIn(firstName: "Ada").session)
+            let cookies = [harness.sessionCookie: session]
+            #expect(try await Self.fastPathCount(harness, "check") == 0)
+            // The first check signs the assertion for this audience: the handlers answer it.
+            let first = try await harness.get("/auth/check", cookies: cookies, headers: forwarded)
+            #expect(first.status == .accepted)
+            #expect(try await Self.fastPathCount(harness, "check") == 0)
+            // The next ones find the session and the assertion in memory.
+            let second = try await harness.get("/auth/check", cookies: cookies, headers: forwarded)
+            #expect(try await Self.fastPathCount(harness, "check") == 1)
+            #expect(second.status == .accepted)
+            #expect(second.body.readableBytes == 0)
+            func fields(_ response: TestResponse) -> [String] {
+                response.headers.filter { $0.name != .date }.map { "\($0.name.canonicalName): \($0.value)" }.sorted()
+            }
+            #expect(fields(second) == fields(first))
+            #expect(Self.header(second, "X-Auth-Request-User") == Fixtures.ada)
+            #expect(Self.header(second, "X-Siwa-Assertion") != nil)
+            #expect(second.headers[.date] != nil)
+            // Without a forwarded origin there is no assertion, from memory too.
+            let plain = try await harness.get("/auth/check", cookies: cookies)
+            #expect(try await Self.fastPathCount(harness, "check") == 2)
+            #expect(Self.header(plain, "X-Siwa-Assertion") == nil)
+            #expect(Self.header(plain, "X-Auth-Request-User") == Fixtures.ada)
+            // Anything else is the handlers' (no session, an unknown one).
+            #expect(try await harness.get("/auth/check").status == .unauthorized)
+            #expect(try await harness.get("/auth/check", cookies: [harness.sessionCookie: "not-a-session"]).status == .unauthorized)
+            #expect(try await Self.fastPathCount(harness, "check") == 2)
+
+            // Signed out: the very next check is refused, though the session was in memory.
+            let page = try await harness.get("/auth/sign-out", cookies: cookies)
+            let token = try #require(page.csrfToken)
+            _ = try await harness.post("/auth/sign-out", form: "csrf_token=\(token)", cookies: cookies)
+            #expect(try await harness.get("/auth/check", cookies: cookies, headers: forwarded).status == .unauthorized)
+            #expect(try await Self.fastPathCount(harness, "check") == 2)
+        }
+    }
+
     @Test("sign-out with rd: the GET only asks; the POST with the CSRF token ends the session and returns to the allowed rd")
     func signOutWithRedirect() async throws {
         try await withServer(ServerOptions(front: Self.front())) { harness in

@@ -58,12 +58,19 @@ struct CookiePolicy: Sendable {
 }
 
 extension Request {
+    /// The value of the first cookie called `name` (`HTTPFields.cookieValue`).
+    func cookieValue(_ name: String) -> String? {
+        headers.cookieValue(name)
+    }
+}
+
+extension HTTPFields {
     /// The value of the first cookie called `name`, read as Hummingbird's `cookies[name]?.value` reads it
     /// (pairs split at `;`, leading blanks dropped, everything after the first `=`, nil when empty), without parsing every
     /// cookie of the request: a signed-in page view looks one up, and that parse showed in profiles.
     func cookieValue(_ name: String) -> String? {
         let nameBytes = Array(name.utf8)
-        for field in headers where field.name == .cookie {
+        for field in self where field.name == .cookie {
             var value = field.value
             let found: String? = value.withUTF8 { bytes in
                 var start = 0

@@ -61,15 +61,20 @@ struct ForwardAuthController: Sendable {
     /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
     /// `-Host` from a trusted proxy); without a forwarded origin there is no audience, so no assertion.
     private func allowed(_ user: UserRecord, status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
-        var response = Self.empty(status)
-        response.headers.append(contentsOf: IdentityHeaders.fields(for: user))
-        if let host = proxy.forwarded(.xForwardedHost, request, context: context), let name = IdentityHeaders.assertion {
-            let scheme = proxy.forwarded(.xForwardedProto, request, context: context)?.lowercased() == "https" ? "https" : "http"
-            if let token = await assertions.assertion(for: user, audience: scheme + "://" + host) {
-                response.headers[name] = token
-            }
+        var token: String?
+        if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
+            token = await assertions.assertion(for: user, audience: audience)
         }
-        return response
+        return Response(status: status, headers: Self.allowedFields(user, assertion: token))
+    }
+
+    /// The header fields of a request let through: `no-store`, the identity headers, and the assertion when there
+    /// is one. The event-loop fast path (`FrontFastPath`) answers with the same fields.
+    static func allowedFields(_ user: UserRecord, assertion: String?) -> HTTPFields {
+        var fields: HTTPFields = [.cacheControl: "no-store"]
+        fields.append(contentsOf: IdentityHeaders.fields(for: user))
+        if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
+        return fields
     }
 
     /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.

@@ -51,7 +51,9 @@ struct SiwaPaths: Sendable {
     /// Whether siwa answers `path` itself. Empty segments count as the router counts them (`//session/` is
     /// `/session`).
     func contains(_ path: String) -> Bool {
-        let normalized = path.contains("//") || (path.count > 1 && path.hasSuffix("/"))
+        let bytes = path.utf8
+        let doubleSlash = zip(bytes, bytes.dropFirst()).contains { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: "/") }
+        let normalized = doubleSlash || (bytes.count > 1 && bytes.last == UInt8(ascii: "/"))
             ? "/" + path.split(separator: "/").joined(separator: "/") : path
         return exact.contains(normalized) || prefixes.contains { normalized.hasPrefix($0) }
     }

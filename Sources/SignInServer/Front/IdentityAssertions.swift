@@ -79,10 +79,8 @@ public final class IdentityAssertions: Sendable {
 
     /// The assertion for `user` addressed to `audience` (an origin), or nil when no key can sign (logged).
     func assertion(for user: UserRecord, audience: String, now: Date = Date()) async -> String? {
+        if let recent = recentAssertion(for: user, audience: audience, now: now) { return recent }
         let cacheKey = user.subject + "\u{1}" + audience
-        if let recent = state.withLock({ $0.recent[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now {
-            return recent.token
-        }
         do {
             try await current(now: now)
             func signingKey() -> LoadedKey? {
@@ -108,6 +106,16 @@ public final class IdentityAssertions: Sendable {
             logger.error("identity assertion not signed", metadata: ["error": "\(String(describing: type(of: error)))"])
             return nil
         }
+    }
+
+    /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any: no signing, no store,
+    /// so it can be asked on an event loop (the front's fast path); nil sends the caller to `assertion`.
+    func recentAssertion(for user: UserRecord, audience: String, now: Date = Date()) -> String? {
+        let cacheKey = user.subject + "\u{1}" + audience
+        guard let recent = state.withLock({ $0.recent[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now else {
+            return nil
+        }
+        return recent.token
     }
 
     private func current(now: Date) async throws {

@@ -12,6 +12,8 @@ struct UpstreamClient: Service {
     let client: HTTPClient
     /// The TLS of WebSockets to an `https` upstream (they do not go through `client`); nil for an `http` one.
     let webSocketTLS: NIOSSLContext?
+    /// The fast path's connections to the upstream (`FrontFastPath`), with the same TLS as WebSockets.
+    let pool: UpstreamPool
 
     init(settings: UpstreamSettings) {
         self.settings = settings
@@ -26,6 +28,7 @@ struct UpstreamClient: Service {
         // The system's trust roots, as the HTTP client uses; loading them fails only on a broken system, and then a
         // WebSocket to the upstream is answered 502 (logged) while everything else works.
         webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+        pool = UpstreamPool(settings: settings, tls: webSocketTLS)
     }
 
     /// How long opening a connection to the upstream may take: `upstream_timeout_ms`, at most 10 s.
@@ -35,6 +38,7 @@ struct UpstreamClient: Service {
 
     func run() async throws {
         try? await gracefulShutdown()
+        pool.closeAll()
         try await client.shutdown()
     }
 }

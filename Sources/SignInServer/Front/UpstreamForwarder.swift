@@ -83,10 +83,16 @@ struct UpstreamForwarder: Sendable {
 
     /// The client's headers less the hop-by-hop ones, the forgeable ones and siwa's cookies; then siwa's own.
     func upstreamHeaders(_ request: Request, context: ServerContext, identity: [HTTPField]) -> HTTPHeaders {
-        let named = Self.connectionNamed(request.headers[values: .connection])
+        upstreamHeaders(request.headers, authority: request.head.authority, peer: context.remoteAddress?.ipAddress, identity: identity)
+    }
+
+    /// The same, from the request's header fields, its authority and the peer's address (the event-loop fast path
+    /// has no Hummingbird `Request`).
+    func upstreamHeaders(_ fields: HTTPFields, authority: String?, peer: String?, identity: [HTTPField]) -> HTTPHeaders {
+        let named = Self.connectionNamed(fields[values: .connection])
         var headers = HTTPHeaders()
-        headers.reserveCapacity(request.headers.count + identity.count + 3)
-        for field in request.headers {
+        headers.reserveCapacity(fields.count + identity.count + 4)
+        for field in fields {
             let name = field.name.canonicalName
             // Content-Length goes with the body; Expect is answered (or not) by siwa, not passed on.
             guard !Self.hopByHop.contains(name), !named.contains(name), !Self.forgeable(name), name != "content-length", name != "expect" else { continue }
@@ -96,30 +102,35 @@ struct UpstreamForwarder: Sendable {
             }
             headers.add(name: field.name.rawName, value: field.value)
         }
-        headers.add(name: "X-Forwarded-For", value: resolver.forwardedFor(request, context: context))
-        headers.add(name: "X-Forwarded-Proto", value: resolver.scheme(request, context: context))
-        if let host = resolver.host(request, context: context) { headers.add(name: "X-Forwarded-Host", value: host) }
+        headers.add(name: "X-Forwarded-For", value: resolver.forwardedFor(fields, peer: peer))
+        headers.add(name: "X-Forwarded-Proto", value: resolver.scheme(fields, peer: peer))
+        if let host = resolver.host(fields, authority: authority, peer: peer) { headers.add(name: "X-Forwarded-Host", value: host) }
         for field in identity { headers.add(name: field.name.rawName, value: field.value) }
         return headers
     }
 
-    /// A `Cookie` value without siwa's cookies; nil when nothing is left.
+    /// A `Cookie` value without siwa's cookies; nil when nothing is left. Pairs are split at `;` and trimmed of
+    /// blanks, read byte by byte (this runs on every proxied request).
     private func keptCookies(_ value: String) -> String? {
-        let kept = value.split(separator: ";").filter { pair in
-            let name = pair.prefix { $0 != "=" }.trimmingCharacters(in: .whitespaces)
-            return !name.isEmpty && !ownCookies.contains(name)
+        let kept = value.split(separator: ";").lazy.map(\.trimmingBlanks).filter { pair in
+            let name = pair.prefix { $0 != "=" }.trimmingBlanks
+            return !name.isEmpty && !ownCookies.contains(String(name))
         }
-        return kept.isEmpty ? nil : kept.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: "; ")
+        return kept.isEmpty ? nil : kept.joined(separator: "; ")
     }
 
     /// The upstream's headers less the hop-by-hop ones; `Set-Cookie` and everything else as sent.
-    private static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
-        let named = connectionNamed(headers[canonicalForm: "connection"].map(String.init))
+    static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
+        var named: Set<String> = []
+        for (name, value) in headers where name.utf8.count == 10 && name.lowercased() == "connection" {
+            named.formUnion(connectionNamed([value]))
+        }
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
-            let lowered = name.lowercased()
-            guard !hopByHop.contains(lowered), !named.contains(lowered), let fieldName = HTTPField.Name(name) else { continue }
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            let lowered = fieldName.canonicalName
+            guard !hopByHop.contains(lowered), !named.contains(lowered) else { continue }
             fields.append(HTTPField(name: fieldName, value: value))
         }
         return fields
@@ -133,8 +144,8 @@ struct UpstreamForwarder: Sendable {
         var names = Set<String>()
         for value in values {
             for token in value.split(separator: ",") {
-                let name = token.trimmingCharacters(in: .whitespaces).lowercased()
-                if !name.isEmpty { names.insert(name) }
+                let name = token.trimmingBlanks
+                if !name.isEmpty { names.insert(name.lowercased()) }
             }
         }
         return names
@@ -167,5 +178,14 @@ private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Send
             if buffer == nil { ended.finish() }
             return buffer
         }
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs (the blanks HTTP allows around list items and cookie pairs).
+    var trimmingBlanks: Substring {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else { return self[endIndex...] }
+        return self[first...last]
     }
 }

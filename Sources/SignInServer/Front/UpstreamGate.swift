@@ -41,10 +41,13 @@ struct UpstreamGate: Sendable {
 
     /// The identity headers of `user` and, when a key can sign, the assertion addressed to the upstream's origin.
     func identity(of user: UserRecord) async -> [HTTPField] {
+        Self.identityFields(user, assertion: await assertions.assertion(for: user, audience: forwarder.settings.origin))
+    }
+
+    /// The identity headers of `user`, and `assertion` when there is one (also what the fast path sends).
+    static func identityFields(_ user: UserRecord, assertion: String?) -> [HTTPField] {
         var fields = IdentityHeaders.fields(for: user)
-        if let name = IdentityHeaders.assertion, let token = await assertions.assertion(for: user, audience: forwarder.settings.origin) {
-            fields.append(HTTPField(name: name, value: token))
-        }
+        if let name = IdentityHeaders.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
         return fields
     }
 
@@ -78,14 +81,19 @@ struct UpstreamGate: Sendable {
         do {
             return try await forwarder.forward(request, context: context, identity: identity)
         } catch {
-            switch error {
-            case .timedOut:
-                context.logger.error("upstream did not answer in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
-                return page(.gatewayTimeout(retryURL: request.head.path ?? "/"), request)
-            case .unreachable(let cause):
-                context.logger.error("upstream unreachable", metadata: ["error": "\(cause)"])
-                return page(.badGateway(retryURL: request.head.path ?? "/"), request)
-            }
+            return failed(error, request, logger: context.logger)
+        }
+    }
+
+    /// siwa's 504 or 502 page when the upstream gave no answer to `request` (logged).
+    func failed(_ failure: UpstreamForwarder.Failure, _ request: Request, logger: Logger) -> Response {
+        switch failure {
+        case .timedOut:
+            logger.error("upstream did not answer in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
+            return page(.gatewayTimeout(retryURL: request.head.path ?? "/"), request)
+        case .unreachable(let cause):
+            logger.error("upstream unreachable", metadata: ["error": "\(cause)"])
+            return page(.badGateway(retryURL: request.head.path ?? "/"), request)
         }
     }
 

@@ -34,6 +34,8 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     let gate: UpstreamGate
     /// The paths siwa answers itself, where no upgrade is passed on.
     let owned: SiwaPaths
+    /// The requests answered on the event loop (`FrontFastPath`).
+    let fastPath: FastPathAnswers
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -42,6 +44,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                    try channel.pipeline.syncOperations.addHandler(FrontFastPath(answers: fastPath))
                     try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
                     let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                         wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)
@@ -75,7 +78,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             if let refused = value.handoff.attempt {
                 await answer(refused, on: http, logger: logger)
             } else {
-                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned)
+                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned, fastPath: fastPath)
                     .handleHTTP(asyncChannel: http, logger: logger)
             }
         case .relay(let client):

@@ -13,6 +13,9 @@ public final class ServerMetrics: Sendable {
     let keySetFetches: Gauge
     let clientSecretSignatures: Gauge
     let activeSessions: Gauge
+    /// Requests the front answered on the event loop (`FrontFastPath`), by what they were.
+    let fastChecks: Counter
+    let fastProxied: Counter
 
     /// Creates the metrics.
     public init() {
@@ -26,6 +29,9 @@ public final class ServerMetrics: Sendable {
         keySetFetches = registry.makeGauge(name: "siwa_keyset_fetches", help: "Fetches of Apple's key set since start.")
         clientSecretSignatures = registry.makeGauge(name: "siwa_client_secret_signatures", help: "Client secrets signed since start (the rest came from cache).")
         activeSessions = registry.makeGauge(name: "siwa_active_sessions", help: "Sessions not yet expired.")
+        let fastHelp = "Requests answered on the event loop from a session in memory (the rest went through the handlers)."
+        fastChecks = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "check")], help: fastHelp)
+        fastProxied = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream")], help: fastHelp)
     }
 
     /// Counts a failed sign-in by reason.

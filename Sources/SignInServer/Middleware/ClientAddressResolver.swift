@@ -6,24 +6,35 @@ import NIOCore
 /// What the request looked like before a trusted reverse proxy: the client's address (the right-most
 /// `X-Forwarded-For` entry that is not itself a trusted proxy), the host (`X-Forwarded-Host`) and the scheme
 /// (`X-Forwarded-Proto`). From any other peer these headers are ignored.
+///
+/// Each answer is read from the request's header fields and the peer's address, so the front's event-loop fast path
+/// (`FrontFastPath`), which has no Hummingbird `Request`, reads them the same way as the handlers.
 struct ClientAddressResolver: Sendable {
     let trustedProxies: Set<String>
 
-    private func trusted(_ context: ServerContext) -> Bool {
-        trustedProxies.contains(context.remoteAddress?.ipAddress ?? "")
+    private func trusted(_ peer: String?) -> Bool {
+        trustedProxies.contains(peer ?? "")
     }
 
     /// The host the browser used.
     func host(_ request: Request, context: ServerContext) -> String? {
-        if trusted(context), let name = HTTPField.Name.xForwardedHost, let forwarded = request.headers[name]?.split(separator: ",").first {
+        host(request.headers, authority: request.head.authority, peer: context.remoteAddress?.ipAddress)
+    }
+
+    func host(_ fields: HTTPFields, authority: String?, peer: String?) -> String? {
+        if trusted(peer), let name = HTTPField.Name.xForwardedHost, let forwarded = fields[name]?.split(separator: ",").first {
             return forwarded.trimmingCharacters(in: .whitespaces)
         }
-        return request.head.authority
+        return authority
     }
 
     /// The scheme the browser used.
     func scheme(_ request: Request, context: ServerContext) -> String {
-        if trusted(context), let name = HTTPField.Name.xForwardedProto, let forwarded = request.headers[name]?.split(separator: ",").first {
+        scheme(request.headers, peer: context.remoteAddress?.ipAddress)
+    }
+
+    func scheme(_ fields: HTTPFields, peer: String?) -> String {
+        if trusted(peer), let name = HTTPField.Name.xForwardedProto, let forwarded = fields[name]?.split(separator: ",").first {
             return forwarded.trimmingCharacters(in: .whitespaces).lowercased()
         }
         return "http"
@@ -39,16 +50,32 @@ struct ClientAddressResolver: Sendable {
     /// The `X-Forwarded-For` to hand on: the chain a trusted proxy sent with the peer's address appended, or, from
     /// anyone else, the peer's address alone (what a client claims there is dropped).
     func forwardedFor(_ request: Request, context: ServerContext) -> String {
-        let peer = context.remoteAddress?.ipAddress ?? "unknown"
-        guard trusted(context), let name = HTTPField.Name.xForwardedFor else { return peer }
-        let chain = request.headers[values: name].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        return (chain + [peer]).joined(separator: ", ")
+        forwardedFor(request.headers, peer: context.remoteAddress?.ipAddress)
+    }
+
+    func forwardedFor(_ fields: HTTPFields, peer: String?) -> String {
+        let address = peer ?? "unknown"
+        guard trusted(peer), let name = HTTPField.Name.xForwardedFor else { return address }
+        let chain = fields[values: name].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return (chain + [address]).joined(separator: ", ")
     }
 
     /// The first value of the forwarded header `name`, only from a trusted proxy.
     func forwarded(_ name: HTTPField.Name?, _ request: Request, context: ServerContext) -> String? {
-        guard trusted(context), let name, let value = request.headers[name]?.split(separator: ",").first else { return nil }
+        forwarded(name, request.headers, peer: context.remoteAddress?.ipAddress)
+    }
+
+    func forwarded(_ name: HTTPField.Name?, _ fields: HTTPFields, peer: String?) -> String? {
+        guard trusted(peer), let name, let value = fields[name]?.split(separator: ",").first else { return nil }
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         return trimmed.isEmpty ? nil : trimmed
+    }
+
+    /// The origin (`scheme://host`) a trusted proxy says the request was made to, from `X-Forwarded-Proto` and
+    /// `-Host`; nil without a trusted forwarded host. The audience of the forward-auth answer's assertion.
+    func forwardedOrigin(_ fields: HTTPFields, peer: String?) -> String? {
+        guard let host = forwarded(.xForwardedHost, fields, peer: peer) else { return nil }
+        let scheme = forwarded(.xForwardedProto, fields, peer: peer)?.lowercased() == "https" ? "https" : "http"
+        return scheme + "://" + host
     }
 }

@@ -33,18 +33,24 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Adds the headers to one of siwa's own responses (the built-in proxy answers with pages of its own too, but
     /// leaves the upstream's answers as they are).
     func secure(_ response: inout Response) {
+        secure(&response.headers)
+    }
+
+    /// The same, on a response's header fields (the front's event-loop fast path writes its answers without
+    /// Hummingbird's `Response`).
+    func secure(_ headers: inout HTTPFields) {
         // A page whose form ends in a redirect elsewhere (sign-out with `rd`, a client's end-session) names that
         // origin: browsers hold the redirect after a form's POST to `form-action` too.
-        if let name = HTTPField.Name.formActionOrigin, let origin = response.headers[name] {
-            response.headers[name] = nil
-            response.headers[.contentSecurityPolicy] = Self.policy(formActions: formActions + " " + origin)
+        if let name = HTTPField.Name.formActionOrigin, let origin = headers[name] {
+            headers[name] = nil
+            headers[.contentSecurityPolicy] = Self.policy(formActions: formActions + " " + origin)
         } else {
-            response.headers[.contentSecurityPolicy] = contentSecurityPolicy
+            headers[.contentSecurityPolicy] = contentSecurityPolicy
         }
-        response.headers[.xContentTypeOptions] = "nosniff"
-        if let name = HTTPField.Name.referrerPolicy { response.headers[name] = "same-origin" }
-        if let name = HTTPField.Name.xFrameOptions { response.headers[name] = "DENY" }
-        if hsts { response.headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
+        headers[.xContentTypeOptions] = "nosniff"
+        if let name = HTTPField.Name.referrerPolicy { headers[name] = "same-origin" }
+        if let name = HTTPField.Name.xFrameOptions { headers[name] = "DENY" }
+        if hsts { headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
     }
 }
 

@@ -131,6 +131,10 @@ public final class PostgresStore: SignInStore {
         }
     }
 
+    public func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? {
+        sessions.lookup(idHash, now: now)
+    }
+
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         if let cached = sessions.lookup(idHash, now: now) { return cached }
         let generation = sessions.generation

@@ -24,6 +24,14 @@ public protocol UsersAndSessions: Sendable {
     func user(subject: String) async throws -> UserRecord?
     /// Sessions not yet expired.
     func countActiveSessions(now: Date) async throws -> Int
+    /// The live session with this id hash, only if this instance has it in memory (`check_cache_seconds`); never
+    /// asks the database, so it can answer on an event loop (the front's fast path).
+    func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)?
+}
+
+extension UsersAndSessions {
+    /// A store without a session cache has nothing in memory.
+    public func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? { nil }
 }
 
 /// The account lifecycle's work: deletion, revoked links, daily refresh checks, the revocation queue and

@@ -1,0 +1,129 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// What `FrontFastPath` does with a request head.
+enum FastPathDecision {
+    /// Hummingbird's handlers answer it: everything that is not one of the two cases below.
+    case pass
+    /// Answered at once with this head and no body: `GET /auth/check` from a session this instance has in memory,
+    /// let in by the policy (202 with the identity headers).
+    case answer(HTTPResponse)
+    /// Sent to the upstream with this head (`--upstream`): a `GET` without a body for a path that is the upstream's,
+    /// from a session in memory let in by the policy, or on a `skip_auth_routes` route.
+    case proxy(HTTPRequestHead)
+}
+
+/// The front's hot paths, decided on the event loop without a task, a database or a signature: the same answers as
+/// the handlers give (`ForwardAuthController.check`, `UpstreamGate`), from what this instance already holds in
+/// memory, the session (`check_cache_seconds`) and a recently signed assertion. Whatever needs more, a session
+/// not in memory, an assertion to sign, a body, a page, a refusal, goes to the handlers, which then fill those
+/// caches for the next request.
+struct FastPathAnswers: Sendable {
+    let store: any UsersAndSessions
+    let sessionCookie: String
+    let front: FrontSettings
+    let resolver: ClientAddressResolver
+    let assertions: IdentityAssertions
+    let security: SecurityHeadersMiddleware<ServerContext>
+    let dates: HTTPDateCache
+    let metrics: ServerMetrics
+    /// With `--upstream`: the door to it.
+    let upstream: Upstream?
+    let logger: Logger
+    /// The `Server` header, as Hummingbird writes it on the handlers' answers.
+    static let serverName = "siwa"
+
+    /// The built-in proxy's part: where the upstream is, which paths stay siwa's, and the gate that answers when the
+    /// upstream does not.
+    struct Upstream: Sendable {
+        let gate: UpstreamGate
+        let owned: SiwaPaths
+        let pool: UpstreamPool
+    }
+
+    func decide(_ head: HTTPRequest, peer: String?, now: Date) -> FastPathDecision {
+        guard head.method == .get, let target = head.path else { return .pass }
+        let fields = head.headerFields
+        // A body is streamed by the handlers.
+        if fields[.transferEncoding] != nil || (fields[.contentLength].map { $0 != "0" } ?? false) { return .pass }
+        let path = URI(target).path
+        if path == "/auth/check" { return check(fields, peer: peer, now: now) }
+        guard let upstream, !upstream.owned.contains(path), fields[.upgrade] == nil else { return .pass }
+        let settings = upstream.pool.settings
+        var identity: [HTTPField] = []
+        if !settings.skipsAuth(method: .get, path: path) {
+            guard let user = allowedUser(fields, now: now),
+                let assertion = assertions.recentAssertion(for: user, audience: settings.origin, now: now)
+            else { return .pass }
+            identity = UpstreamGate.identityFields(user, assertion: assertion)
+        }
+        var headers = upstream.gate.forwarder.upstreamHeaders(fields, authority: head.authority, peer: peer, identity: identity)
+        headers.replaceOrAdd(name: "Host", value: settings.authority)
+        let uri = settings.basePath + (target.hasPrefix("/") ? target : "/")
+        metrics.fastProxied.increment()
+        return .proxy(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers))
+    }
+
+    /// `GET /auth/check`: 202 with the identity headers (and the assertion addressed to the forwarded origin, when a
+    /// trusted proxy names one), as `ForwardAuthController.check` answers it.
+    private func check(_ fields: HTTPFields, peer: String?, now: Date) -> FastPathDecision {
+        guard let user = allowedUser(fields, now: now) else { return .pass }
+        var assertion: String?
+        if let audience = resolver.forwardedOrigin(fields, peer: peer) {
+            guard let recent = assertions.recentAssertion(for: user, audience: audience, now: now) else { return .pass }
+            assertion = recent
+        }
+        var answer = ForwardAuthController.allowedFields(user, assertion: assertion)
+        answer[.contentLength] = "0"
+        security.secure(&answer)
+        stamp(&answer)
+        metrics.fastChecks.increment()
+        return .answer(HTTPResponse(status: .accepted, headerFields: answer))
+    }
+
+    /// The person whose session cookie `fields` carry, when this instance has the session in memory and the policy
+    /// lets them in.
+    private func allowedUser(_ fields: HTTPFields, now: Date) -> UserRecord? {
+        guard let cookie = fields.cookieValue(sessionCookie), !cookie.isEmpty,
+            let (_, user) = store.cachedSession(idHash: SignInFlow.hash(cookie), now: now),
+            front.policy.allows(subject: user.subject, email: user.email)
+        else { return nil }
+        return user
+    }
+
+    /// `Date` and `Server`, as Hummingbird sets them on every answer of the handlers.
+    func stamp(_ fields: inout HTTPFields) {
+        fields[.date] = dates.now
+        fields[.server] = Self.serverName
+    }
+}
+
+/// The `Date` header's value (RFC 9110 IMF-fixdate), made at most once a second.
+final class HTTPDateCache: Sendable {
+    private let cached = Mutex<(second: Int, text: String)>((-1, ""))
+
+    var now: String {
+        let second = Int(time(nil))
+        if let text = cached.withLock({ $0.second == second ? $0.text : nil }) { return text }
+        let text = Self.format(second)
+        cached.withLock { $0 = (second, text) }
+        return text
+    }
+
+    static func format(_ second: Int) -> String {
+        var seconds = time_t(second)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+}

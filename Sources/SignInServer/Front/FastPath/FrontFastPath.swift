@@ -1,0 +1,361 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+
+/// The front's hot paths, answered on the connection's event loop: `GET /auth/check` and, with `--upstream`, a
+/// `GET` passed to the upstream, both for a session this instance holds in memory (`FastPathAnswers` decides). It
+/// sits in each HTTP/1 connection's pipeline ahead of Hummingbird's handlers and hands them every other request
+/// untouched, so their answers, pages and refusals are the only ones; what it answers itself, it answers as they
+/// would, with the same headers. A request passed to the upstream here crosses no task and no thread: the
+/// upstream's connection (`UpstreamPool`) lives on the same event loop, and the answer streams back as it comes,
+/// reading the upstream only as fast as the client takes it.
+///
+/// Requests on one connection are answered in order: while the handlers owe an answer, later requests go to them
+/// too; while an exchange with the upstream is in progress, whatever the client sends next waits for its end.
+final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, UpstreamExchangeDelegate {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let answers: FastPathAnswers
+    private var context: ChannelHandlerContext?
+    private var peer: String?
+
+    /// Requests handed to the handlers whose answer has not been written to its end.
+    private var handedOn = 0
+    /// The request being read was answered here: its end is dropped (it has no body).
+    private var readingTaken = false
+    /// The exchange with the upstream in progress.
+    private var exchange: Exchange?
+    /// What arrived during an exchange (a pipelined request, the end of the client's input, a shutdown notice),
+    /// taken in order once it is over.
+    private var held = CircularBuffer<Held>()
+    /// A read asked for during an exchange, issued once it is over.
+    private var readHeld = false
+
+    private enum Held {
+        case part(HTTPRequestPart)
+        case event(Any)
+    }
+
+    /// One request on its way to the upstream and back.
+    private struct Exchange {
+        /// The client's request (for siwa's page when the upstream does not answer).
+        var request: HTTPRequest
+        var head: HTTPRequestHead
+        var connection: UpstreamConnection?
+        /// The connection came from the pool: the upstream may have closed it meanwhile, so one failure before any
+        /// answer is retried on a new one (the request is a GET without a body).
+        var reused = false
+        var retried = false
+        /// The upstream's response head has been passed on.
+        var answered = false
+        /// The upstream keeps the connection open after this answer.
+        var keepAlive = true
+        /// The client asked for `Connection: close`.
+        var closeClient: Bool
+        var timeout: Scheduled<Void>?
+    }
+
+    init(answers: FastPathAnswers) {
+        self.answers = answers
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        peer = context.channel.remoteAddress?.ipAddress
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        abandonExchange()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        peer = context.channel.remoteAddress?.ipAddress
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        abandonExchange()
+        held.removeAll()
+        context.fireChannelInactive()
+    }
+
+    // MARK: The client's side
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        if exchange != nil || !held.isEmpty {
+            held.append(.part(part))
+            return
+        }
+        take(part, context: context)
+    }
+
+    /// Handles one part of the client's input: its own answer, an exchange, or onward to the handlers.
+    private func take(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        switch part {
+        case .head(let head):
+            if handedOn == 0 {
+                switch answers.decide(head, peer: peer, now: Date()) {
+                case .pass:
+                    break
+                case .answer(let response):
+                    readingTaken = true
+                    context.write(wrapOutboundOut(.head(response)), promise: nil)
+                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                    if Self.asksToClose(head) { context.close(promise: nil) }
+                    return
+                case .proxy(let upstreamHead):
+                    readingTaken = true
+                    exchange = Exchange(request: head, head: upstreamHead, closeClient: Self.asksToClose(head))
+                    connect(fresh: false)
+                    return
+                }
+            }
+            handedOn += 1
+            context.fireChannelRead(wrapInboundOut(part))
+        case .body, .end:
+            if readingTaken {
+                if case .end = part { readingTaken = false }
+                return
+            }
+            context.fireChannelRead(wrapInboundOut(part))
+        }
+    }
+
+    /// As Hummingbird's handlers read it: the connection ends after the answer to a request with `Connection: close`.
+    private static func asksToClose(_ head: HTTPRequest) -> Bool {
+        head.headerFields[.connection] == "close"
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if exchange != nil || !held.isEmpty {
+            held.append(.event(event))
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // The client takes the upstream's answer again: read the upstream again.
+        if context.channel.isWritable, let connection = exchange?.connection {
+            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        // Reading on during an exchange keeps the socket's registration as it is (pausing and resuming it costs two
+        // system calls per request); only a client that sends much ahead is held back.
+        if exchange != nil, held.count >= Self.heldLimit {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    /// How many parts may wait for an exchange to end before the client's connection is no longer read.
+    static let heldLimit = 16
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data), handedOn > 0 { handedOn -= 1 }
+        context.write(data, promise: promise)
+    }
+
+    // MARK: The upstream's side
+
+    private func connect(fresh: Bool) {
+        guard let context, let pool = answers.upstream?.pool else { return }
+        let connection = fresh ? pool.connect(on: context.eventLoop).map { (connection: $0, reused: false) } : pool.connection(on: context.eventLoop)
+        connection.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let (connection, reused)): self.connected(connection, reused: reused)
+            case .failure(let error): self.failed(.unreachable(error), connectError: error)
+            }
+        }
+    }
+
+    private func connected(_ connection: UpstreamConnection, reused: Bool) {
+        guard var exchange, let context else {
+            // The client left meanwhile: the connection goes back unused.
+            answers.upstream?.pool.release(connection)
+            return
+        }
+        let handler = connection.handler.value
+        handler.delegate = self
+        exchange.connection = connection
+        exchange.reused = reused
+        let timeoutMS = Int64(answers.upstream?.pool.settings.timeoutMS ?? 30_000)
+        exchange.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(timeoutMS)) { self.timedOut() }
+        self.exchange = exchange
+        handler.send(exchange.head)
+    }
+
+    private func timedOut() {
+        guard let exchange, !exchange.answered else { return }
+        release(exchange.connection, reusable: false)
+        self.exchange?.connection = nil
+        failed(.timedOut, connectError: nil)
+    }
+
+    /// No answer came from the upstream: a reused connection is tried once more with a new one; otherwise siwa's
+    /// 502 or 504 page, rendered by the gate as the handlers would.
+    private func failed(_ failure: UpstreamForwarder.Failure, connectError: (any Error)?) {
+        guard var exchange, let context, let upstream = answers.upstream else { return }
+        exchange.timeout?.cancel()
+        exchange.timeout = nil
+        if case .connectTimeout(_)? = connectError as? ChannelError {
+            return failed(.timedOut, connectError: nil)
+        }
+        if exchange.reused, !exchange.retried, case .unreachable = failure {
+            exchange.retried = true
+            exchange.reused = false
+            exchange.connection = nil
+            self.exchange = exchange
+            connect(fresh: true)
+            return
+        }
+        exchange.connection = nil
+        self.exchange = exchange
+        let request = Request(head: exchange.request, body: RequestBody(buffer: ByteBuffer()))
+        let logger = answers.logger
+        let gate = upstream.gate
+        let loop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            let page = gate.failed(failure, request, logger: logger)
+            let collector = CollectedBody()
+            try? await page.body.write(collector)
+            let body = collector.buffer
+            loop.execute { handler.value.answerFailure(page.head, body: body) }
+        }
+    }
+
+    private func answerFailure(_ head: HTTPResponse, body: ByteBuffer) {
+        guard let context, exchange != nil else { return }
+        var head = head
+        head.headerFields[.contentLength] = String(body.readableBytes)
+        answers.stamp(&head.headerFields)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        finish(reusable: false)
+    }
+
+    func upstream(read part: HTTPClientResponsePart) {
+        guard var exchange, let context else { return }
+        switch part {
+        case .head(let head):
+            // An interim answer (103) is not passed on; the final one follows on the same connection.
+            if head.status.code < 200 { return }
+            exchange.timeout?.cancel()
+            exchange.timeout = nil
+            exchange.answered = true
+            exchange.keepAlive = head.isKeepAlive
+            self.exchange = exchange
+            var fields = UpstreamForwarder.responseHeaders(head.headers)
+            answers.stamp(&fields)
+            let status = HTTPResponse.Status(code: Int(head.status.code), reasonPhrase: head.status.reasonPhrase)
+            context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: fields))), promise: nil)
+        case .body(let buffer):
+            context.write(wrapOutboundOut(.body(buffer)), promise: nil)
+            // The client is slower than the upstream: stop reading the upstream until it catches up.
+            if !context.channel.isWritable, let connection = exchange.connection {
+                try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
+            }
+        case .end:
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            finish(reusable: exchange.keepAlive)
+        }
+    }
+
+    func upstreamReadComplete() {
+        context?.flush()
+    }
+
+    func upstream(failed error: (any Error)?) {
+        guard let exchange else { return }
+        if exchange.answered {
+            // The answer broke off midway: the client cannot be told otherwise than by ending its connection.
+            answers.logger.error("upstream connection ended before its answer did", metadata: ["error": "\(error.map { "\($0)" } ?? "closed")"])
+            self.exchange?.connection = nil
+            abandonExchange()
+            context?.close(promise: nil)
+            return
+        }
+        self.exchange?.connection = nil
+        failed(.unreachable(error ?? UpstreamClosed()), connectError: nil)
+    }
+
+    /// The exchange is over: its connection goes back to the pool (or is closed), and what waited is taken up.
+    private func finish(reusable: Bool) {
+        guard let exchange, let context else { return }
+        exchange.timeout?.cancel()
+        self.exchange = nil
+        release(exchange.connection, reusable: reusable)
+        if exchange.closeClient {
+            context.close(promise: nil)
+            return
+        }
+        var handedAny = false
+        while self.exchange == nil, let next = held.popFirst() {
+            switch next {
+            case .part(let part):
+                take(part, context: context)
+                handedAny = true
+            case .event(let event):
+                context.fireUserInboundEventTriggered(event)
+            }
+        }
+        // Hummingbird's channel takes what it was given at the end of a read.
+        if handedAny { context.fireChannelReadComplete() }
+        if self.exchange == nil, readHeld {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    private func release(_ connection: UpstreamConnection?, reusable: Bool) {
+        guard let connection else { return }
+        let handler = connection.handler.value
+        handler.delegate = nil
+        if reusable, let pool = answers.upstream?.pool {
+            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
+            pool.release(connection)
+        } else {
+            connection.channel.close(promise: nil)
+        }
+    }
+
+    /// Ends the exchange without an answer (the client left, or the answer broke off).
+    private func abandonExchange() {
+        guard let exchange else { return }
+        exchange.timeout?.cancel()
+        self.exchange = nil
+        release(exchange.connection, reusable: false)
+    }
+}
+
+/// The upstream closed the connection before answering.
+struct UpstreamClosed: Error, CustomStringConvertible {
+    var description: String { "the upstream closed the connection before answering" }
+}
+
+/// A response body collected whole (siwa's own small pages).
+private final class CollectedBody: ResponseBodyWriter {
+    var buffer = ByteBuffer()
+
+    func write(_ buffer: ByteBuffer) async throws {
+        var buffer = buffer
+        self.buffer.writeBuffer(&buffer)
+    }
+
+    func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
