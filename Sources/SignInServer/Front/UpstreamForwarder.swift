@@ -154,7 +154,8 @@ struct UpstreamForwarder: Sendable {
     /// Whether a client's header of this (lowercased) name could pass for what siwa or a proxy says: identity,
     /// assertion, or where the request came from. `X_Auth_Request_User` counts as `X-Auth-Request-User`.
     static func forgeable(_ name: String) -> Bool {
-        let dashed = name.contains("_") ? name.replacingOccurrences(of: "_", with: "-") : name
+        guard let first = name.utf8.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f") else { return false }
+        let dashed = name.utf8.contains(UInt8(ascii: "_")) ? name.replacingOccurrences(of: "_", with: "-") : name
         return dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || dashed.hasPrefix("x-forwarded-") || dashed == "forwarded"
     }
 }

@@ -38,6 +38,28 @@ struct FastPathAnswers: Sendable {
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.
     static let serverName = "siwa"
+    /// What every answer of `/auth/check` carries besides the identity: its empty body's length and the security
+    /// headers (the same for every such answer, so made once).
+    private let checkFields: HTTPFields
+
+    init(
+        store: any UsersAndSessions, sessionCookie: String, front: FrontSettings, resolver: ClientAddressResolver, assertions: IdentityAssertions,
+        security: SecurityHeadersMiddleware<ServerContext>, dates: HTTPDateCache, metrics: ServerMetrics, upstream: Upstream?, logger: Logger
+    ) {
+        self.store = store
+        self.sessionCookie = sessionCookie
+        self.front = front
+        self.resolver = resolver
+        self.assertions = assertions
+        self.security = security
+        self.dates = dates
+        self.metrics = metrics
+        self.upstream = upstream
+        self.logger = logger
+        var fields: HTTPFields = [.contentLength: "0"]
+        security.secure(&fields)
+        checkFields = fields
+    }
 
     /// The built-in proxy's part: where the upstream is, which paths stay siwa's, and the gate that answers when the
     /// upstream does not.
@@ -80,8 +102,7 @@ struct FastPathAnswers: Sendable {
             assertion = recent
         }
         var answer = ForwardAuthController.allowedFields(user, assertion: assertion)
-        answer[.contentLength] = "0"
-        security.secure(&answer)
+        answer.append(contentsOf: checkFields)
         stamp(&answer)
         metrics.fastChecks.increment()
         return .answer(HTTPResponse(status: .accepted, headerFields: answer))
