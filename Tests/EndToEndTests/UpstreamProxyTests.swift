@@ -125,6 +125,35 @@ struct UpstreamProxyTests {
         }
     }
 
+    @Test("pipelined requests on one connection are answered in the order sent, whichever of them the event loop or the handlers answer")
+    func pipelinedRequestsKeepTheirOrder() async throws {
+        try await Self.withEchoSite(["skip_auth_routes": "GET=^/p"]) { site, visit in
+            let port = Int(site.origin.split(separator: ":").last ?? "") ?? 0
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+            // Two the event loop passes on, one siwa's handlers answer, one more after it; all written at once.
+            let paths = ["/p1", "/p2", "/healthz", "/p3"]
+            let received = try await channel.executeThenClose { inbound, outbound in
+                let requests = paths.enumerated().map { index, path in
+                    "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + (index == paths.count - 1 ? "Connection: close\r\n" : "") + "\r\n"
+                }
+                try await outbound.write(ByteBuffer(string: requests.joined()))
+                var text = ""
+                for try await buffer in inbound { text += String(buffer: buffer) }
+                return text
+            }
+            #expect(received.components(separatedBy: "HTTP/1.1 200 OK").count - 1 == 4, "\(received)")
+            let marks = ["\"path\":\"\\/p1\"", "\"path\":\"\\/p2\"", "\r\n\r\nok\n", "\"path\":\"\\/p3\""]
+            let positions = marks.map { received.range(of: $0)?.lowerBound }
+            #expect(positions.allSatisfy { $0 != nil }, "\(received)")
+            let found = positions.compactMap { $0 }
+            #expect(found == found.sorted(), "answers out of order: \(received)")
+            // The first two (at least) went from the event loop, the third by the handlers.
+            #expect(try await Self.fastPathCount(site, visit) >= 2)
+        }
+    }
+
     @Test("without a session: a JSON client gets 401 problem details, a POST 401, never a redirect; siwa's own paths stay siwa's")
     func anonymousNonBrowserGets401() async throws {
         try await Self.withEchoSite { site, visit in
