@@ -170,6 +170,18 @@ struct ForwardAuthTests {
             #expect(try await Self.fastPathCount(harness, "check") == 2)
             #expect(Self.header(plain, "X-Siwa-Assertion") == nil)
             #expect(Self.header(plain, "X-Auth-Request-User") == Fixtures.ada)
+            // The same for Traefik's and Caddy's /auth/forward (200): the first for a new origin signs, the next is from memory.
+            let traefik: HTTPFields = [
+                HTTPField.Name("X-Forwarded-Proto")!: "https", HTTPField.Name("X-Forwarded-Host")!: "wiki.example.com",
+                HTTPField.Name("X-Forwarded-Method")!: "GET", HTTPField.Name("X-Forwarded-Uri")!: "/page", .accept: "text/html",
+            ]
+            let forwardFirst = try await harness.get("/auth/forward", cookies: cookies, headers: traefik)
+            #expect(try await Self.fastPathCount(harness, "forward") == 0)
+            let forwardSecond = try await harness.get("/auth/forward", cookies: cookies, headers: traefik)
+            #expect(try await Self.fastPathCount(harness, "forward") == 1)
+            #expect(forwardFirst.status == .ok && forwardSecond.status == .ok)
+            #expect(fields(forwardSecond) == fields(forwardFirst))
+            #expect(Self.header(forwardSecond, "X-Siwa-Assertion") != Self.header(second, "X-Siwa-Assertion"), "addressed to another origin")
             // Anything else is the handlers' (no session, an unknown one).
             #expect(try await harness.get("/auth/check").status == .unauthorized)
             #expect(try await harness.get("/auth/check", cookies: [harness.sessionCookie: "not-a-session"]).status == .unauthorized)

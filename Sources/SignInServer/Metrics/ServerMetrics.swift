@@ -15,6 +15,7 @@ public final class ServerMetrics: Sendable {
     let activeSessions: Gauge
     /// Requests the front answered on the event loop (`FrontFastPath`), by what they were.
     let fastChecks: Counter
+    let fastForwards: Counter
     let fastProxied: Counter
 
     /// Creates the metrics.
@@ -31,6 +32,7 @@ public final class ServerMetrics: Sendable {
         activeSessions = registry.makeGauge(name: "siwa_active_sessions", help: "Sessions not yet expired.")
         let fastHelp = "Requests answered on the event loop from a session in memory (the rest went through the handlers)."
         fastChecks = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "check")], help: fastHelp)
+        fastForwards = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "forward")], help: fastHelp)
         fastProxied = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream")], help: fastHelp)
     }
 

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import Logging
+import Prometheus
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -38,7 +39,7 @@ struct FastPathAnswers: Sendable {
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.
     static let serverName = "siwa"
-    /// What every answer of `/auth/check` carries besides the identity: its empty body's length and the security
+    /// What every answer of `/auth/check` and `/auth/forward` carries besides the identity: its empty body's length and the security
     /// headers (the same for every such answer, so made once).
     private let checkFields: HTTPFields
 
@@ -75,7 +76,8 @@ struct FastPathAnswers: Sendable {
         // A body is streamed by the handlers.
         if fields[.transferEncoding] != nil || (fields[.contentLength].map { $0 != "0" } ?? false) { return .pass }
         let path = URI(target).path
-        if path == "/auth/check" { return check(fields, peer: peer, now: now) }
+        if path == "/auth/check" { return check(fields, peer: peer, now: now, status: .accepted, counter: metrics.fastChecks) }
+        if path == "/auth/forward" { return check(fields, peer: peer, now: now, status: .ok, counter: metrics.fastForwards) }
         guard let upstream, !upstream.owned.contains(path), fields[.upgrade] == nil else { return .pass }
         let settings = upstream.pool.settings
         var identity: [HTTPField] = []
@@ -92,9 +94,10 @@ struct FastPathAnswers: Sendable {
         return .proxy(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers))
     }
 
-    /// `GET /auth/check`: 202 with the identity headers (and the assertion addressed to the forwarded origin, when a
-    /// trusted proxy names one), as `ForwardAuthController.check` answers it.
-    private func check(_ fields: HTTPFields, peer: String?, now: Date) -> FastPathDecision {
+    /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in: the identity headers and the
+    /// assertion addressed to the forwarded origin, when a trusted proxy names one, as `ForwardAuthController`
+    /// answers them.
+    private func check(_ fields: HTTPFields, peer: String?, now: Date, status: HTTPResponse.Status, counter: Counter) -> FastPathDecision {
         guard let user = allowedUser(fields, now: now) else { return .pass }
         var assertion: String?
         if let audience = resolver.forwardedOrigin(fields, peer: peer) {
@@ -104,8 +107,8 @@ struct FastPathAnswers: Sendable {
         var answer = ForwardAuthController.allowedFields(user, assertion: assertion)
         answer.append(contentsOf: checkFields)
         stamp(&answer)
-        metrics.fastChecks.increment()
-        return .answer(HTTPResponse(status: .accepted, headerFields: answer))
+        counter.increment()
+        return .answer(HTTPResponse(status: status, headerFields: answer))
     }
 
     /// The person whose session cookie `fields` carry, when this instance has the session in memory and the policy
