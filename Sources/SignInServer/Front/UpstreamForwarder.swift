@@ -121,19 +121,33 @@ struct UpstreamForwarder: Sendable {
 
     /// The upstream's headers less the hop-by-hop ones; `Set-Cookie` and everything else as sent.
     static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
-        var named: Set<String> = []
-        for (name, value) in headers where name.utf8.count == 10 && name.lowercased() == "connection" {
-            named.formUnion(connectionNamed([value]))
-        }
+        var headers = headers
+        withoutHopByHop(&headers)
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
             guard let fieldName = HTTPField.Name(name) else { continue }
-            let lowered = fieldName.canonicalName
-            guard !hopByHop.contains(lowered), !named.contains(lowered) else { continue }
             fields.append(HTTPField(name: fieldName, value: value))
         }
         return fields
+    }
+
+    /// Removes the hop-by-hop headers and every header `Connection` names (the upstream's answer as the client's
+    /// hop gets it; the fast path hands it on in this form).
+    static func withoutHopByHop(_ headers: inout HTTPHeaders) {
+        var named: Set<String> = []
+        for (name, value) in headers where name.utf8.count == 10 && name.lowercased() == "connection" {
+            named.formUnion(connectionNamed([value]))
+        }
+        func dropped(_ name: String) -> Bool {
+            let lowered = name.lowercased()
+            return hopByHop.contains(lowered) || named.contains(lowered)
+        }
+        guard headers.contains(where: { dropped($0.name) }) else { return }
+        var kept = HTTPHeaders()
+        kept.reserveCapacity(headers.count)
+        for (name, value) in headers where !dropped(name) { kept.add(name: name, value: value) }
+        headers = kept
     }
 
     /// RFC 9110 7.6.1: the headers of one connection, never forwarded.

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// The front's hot paths, answered on the connection's event loop: `GET /auth/check` and, with `--upstream`, a
 /// `GET` passed to the upstream, both for a session this instance holds in memory (`FastPathAnswers` decides). It
@@ -24,6 +25,9 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 
     private let answers: FastPathAnswers
     private var context: ChannelHandlerContext?
+    /// The context of Hummingbird's HTTP/1 codec (the handler before this one): the upstream's answer, already in
+    /// HTTP/1 form, is written from there, so it is not converted to HTTP types and back.
+    private var http1: ChannelHandlerContext?
     private var peer: String?
 
     /// Requests handed to the handlers whose answer has not been written to its end.
@@ -68,12 +72,20 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        http1 = try? context.pipeline.syncOperations.context(handlerType: HTTP1ToHTTPServerCodec.self)
         peer = context.channel.remoteAddress?.ipAddress
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         abandonExchange()
         self.context = nil
+        http1 = nil
+    }
+
+    /// Writes one part of the upstream's answer towards the client, below the HTTP-types codec.
+    private func relay(_ part: HTTPServerResponsePart, flush: Bool = false) {
+        guard let http1 else { return }
+        flush ? http1.writeAndFlush(NIOAny(part), promise: nil) : http1.write(NIOAny(part), promise: nil)
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -104,19 +116,20 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         case .head(let head):
             if handedOn == 0 {
                 switch answers.decide(head, peer: peer, now: Date()) {
-                case .pass:
-                    break
                 case .answer(let response):
                     readingTaken = true
                     context.write(wrapOutboundOut(.head(response)), promise: nil)
                     context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                     if Self.asksToClose(head) { context.close(promise: nil) }
                     return
-                case .proxy(let upstreamHead):
+                case .proxy(let upstreamHead) where http1 != nil:
                     readingTaken = true
                     exchange = Exchange(request: head, head: upstreamHead, closeClient: Self.asksToClose(head))
                     connect(fresh: false)
                     return
+                case .pass, .proxy:
+                    // (A proxied answer is written below Hummingbird's codec; without one, the handlers pass it.)
+                    break
                 }
             }
             handedOn += 1
@@ -260,18 +273,20 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
             exchange.answered = true
             exchange.keepAlive = head.isKeepAlive
             self.exchange = exchange
-            var fields = UpstreamForwarder.responseHeaders(head.headers)
-            answers.stamp(&fields)
-            let status = HTTPResponse.Status(code: Int(head.status.code), reasonPhrase: head.status.reasonPhrase)
-            context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: fields))), promise: nil)
+            var answer = head
+            answer.version = .http1_1
+            UpstreamForwarder.withoutHopByHop(&answer.headers)
+            answer.headers.replaceOrAdd(name: "Date", value: answers.dates.now)
+            answer.headers.replaceOrAdd(name: "Server", value: FastPathAnswers.serverName)
+            relay(.head(answer))
         case .body(let buffer):
-            context.write(wrapOutboundOut(.body(buffer)), promise: nil)
+            relay(.body(.byteBuffer(buffer)))
             // The client is slower than the upstream: stop reading the upstream until it catches up.
             if !context.channel.isWritable, let connection = exchange.connection {
                 try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
             }
         case .end:
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            relay(.end(nil), flush: true)
             finish(reusable: exchange.keepAlive)
         }
     }
