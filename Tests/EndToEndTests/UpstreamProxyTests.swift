@@ -356,6 +356,8 @@ struct UpstreamProxyTests {
         let encoded: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0x01, 0x02, 0x03]
         let router = Router()
         router.get("/go") { _, _ in Response(status: .found, headers: [.location: "/elsewhere"]) }
+        router.get("/empty") { _, _ in Response(status: .noContent) }
+        router.get("/cached") { _, _ in Response(status: .notModified, headers: [.eTag: "\"v1\""]) }
         router.get("/packed") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain", .contentEncoding: "gzip"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: encoded)))
         }
@@ -369,6 +371,16 @@ struct UpstreamProxyTests {
                 #expect(packed.status == 200)
                 #expect(packed.headers.first(name: "content-encoding") == "gzip")
                 #expect(Array(packed.body.readableBytesView) == encoded)
+                // Answers without a body keep the connection's framing: the request after each still gets its own.
+                for _ in 0..<2 {
+                    let empty = try await visit.send(site.url("/empty"))
+                    #expect(empty.status == 204 && empty.body.readableBytes == 0)
+                    let cached = try await visit.send(site.url("/cached"))
+                    #expect(cached.status == 304 && cached.body.readableBytes == 0)
+                    #expect(cached.headers.first(name: "etag") == "\"v1\"")
+                    #expect(try await visit.send(site.url("/go")).location == "/elsewhere")
+                }
+                #expect(try await Self.fastPathCount(site, visit) >= 8)
             }
         }
     }
