@@ -77,7 +77,9 @@ struct PostgresRestartTests {
                         if attempt.status == 503 { #expect(!attempt.detail.isEmpty, "a 503 without an error page") }
                         #expect(attempt.took < Self.storeBound + Self.margin, "\(attempt.step) took \(attempt.took) to answer")
                     }
-                    #expect(attempts.contains { $0.status == 503 && $0.at > stoppedAt && $0.at < restartedAt }, "no request met the outage:\n\(summary)")
+                    // A request met the outage when it was being answered while the database was down (one that started
+                    // just before the stop counts: sessions in memory keep other pages working, so few start inside it).
+                    #expect(attempts.contains { $0.status == 503 && $0.at + $0.took > stoppedAt && $0.at < restartedAt }, "no request met the outage:\n\(summary)")
                     #expect(attempts.contains { $0.at < stoppedAt && $0.session != nil }, "no sign-in completed before the outage")
 
                     // Everything committed is still there, and the same app serves it.
