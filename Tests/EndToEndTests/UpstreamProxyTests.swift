@@ -494,58 +494,68 @@ struct UpstreamProxyTests {
 
     static let large = 100 * 1024 * 1024
 
-    @Test("a 100 MB upload and a 100 MB download pass through whole, with the process's resident memory growing by less than 64 MB")
+    @Test("a 100 MB upload and a 100 MB download pass through whole, with siwa's resident memory growing by less than 64 MB")
     func largeBodiesStream() async throws {
-        try await Self.withEchoSite { site, visit in
-            let session = try await visit.signIn(site, user: site.user("Ada")).session
-            let cookie = [("Cookie", "siwa_session=\(session)")]
-            // Warm up the connections and buffers that any request uses, so that only the bodies' cost shows.
-            _ = try await visit.send(site.url("/warm-up"), cookies: ["siwa_session": session])
-            let baseline = try ResidentMemory.startPeak()
+        // siwa runs as its own process (the built binary), so that its memory is measured alone: this test process
+        // also runs the client, the upstream and the other suites at the same time.
+        try await withEchoUpstream { upstream in
+            try await LocalSite.runProcess(settings: Self.settings(upstream: "http://127.0.0.1:\(upstream)")) { site, pid in
+                try await Visit.withClient { visit in
+                    let memory = ResidentMemory(pid: pid)
+                    let session = try await visit.signIn(site, user: site.user("Ada")).session
+                    let cookie = [("Cookie", "siwa_session=\(session)")]
+                    // Warm up the connections and buffers that any request uses, so that only the bodies' cost shows.
+                    _ = try await visit.send(site.url("/warm-up"), cookies: ["siwa_session": session])
+                    _ = try await visit.send(site.url("/warm-up"), cookies: ["siwa_session": session])
+                    let baseline = try memory.startPeak()
 
-            let upload = try await ProxyHarnessTests.upload(Self.large, to: site.url("/upload"), headers: cookie)
-            #expect(upload.status == 200)
-            #expect(upload.echoed.bodyBytes == Self.large)
-            #expect(upload.echoed.bodyMatchesPattern)
-            let afterUpload = try ResidentMemory.peak()
+                    let upload = try await ProxyHarnessTests.upload(Self.large, to: site.url("/upload"), headers: cookie)
+                    #expect(upload.status == 200)
+                    #expect(upload.echoed.bodyBytes == Self.large)
+                    #expect(upload.echoed.bodyMatchesPattern)
+                    let afterUpload = try memory.peak()
 
-            let download = try await ProxyHarnessTests.download(site.url("/large?bytes=\(Self.large)"), headers: cookie)
-            #expect(download.status == 200)
-            #expect(download.bytes == Self.large)
-            #expect(download.patterned)
-            let afterDownload = try ResidentMemory.peak()
-            // The download went from the event loop (the session and assertion were in memory after the warm-up).
-            #expect(try await Self.fastPathCount(site, visit) >= 1)
+                    let download = try await ProxyHarnessTests.download(site.url("/large?bytes=\(Self.large)"), headers: cookie)
+                    #expect(download.status == 200)
+                    #expect(download.bytes == Self.large)
+                    #expect(download.patterned)
+                    let afterDownload = try memory.peak()
+                    // The download went from the event loop (the session and assertion were in memory after the warm-up).
+                    #expect(try await Self.fastPathCount(site, visit) >= 1)
 
-            let mebibyte = 1024 * 1024
-            let figures = "resident memory: baseline \(baseline / mebibyte) MiB, peak during the 100 MB upload \(afterUpload / mebibyte) MiB, "
-                + "peak through the 100 MB download \(afterDownload / mebibyte) MiB (growth \((max(afterUpload, afterDownload) - baseline) / mebibyte) MiB)"
-            Attachment.record(figures, named: "resident-memory.txt")
-            #expect(afterUpload - baseline < 64 * mebibyte, "\(figures)")
-            #expect(afterDownload - baseline < 64 * mebibyte, "\(figures)")
+                    let mebibyte = 1024 * 1024
+                    let figures = "siwa's resident memory: baseline \(baseline / mebibyte) MiB, peak during the 100 MB upload \(afterUpload / mebibyte) MiB, "
+                        + "peak through the 100 MB download \(afterDownload / mebibyte) MiB (growth \((max(afterUpload, afterDownload) - baseline) / mebibyte) MiB)"
+                    Attachment.record(figures, named: "resident-memory.txt")
+                    #expect(afterUpload - baseline < 64 * mebibyte, "\(figures)")
+                    #expect(afterDownload - baseline < 64 * mebibyte, "\(figures)")
+                }
+            }
         }
     }
 }
 
-/// This process's resident memory, from `/proc/self/status`: the peak (`VmHWM`) is reset to the current size
-/// (`VmRSS`) by writing 5 to `/proc/self/clear_refs`, so that a peak read later is the highest it got since.
-enum ResidentMemory {
+/// A process's resident memory, from `/proc/<pid>/status`: the peak (`VmHWM`) is reset to the current size
+/// (`VmRSS`) by writing 5 to `/proc/<pid>/clear_refs`, so that a peak read later is the highest it got since.
+struct ResidentMemory {
+    let pid: pid_t
+
     /// Resets the peak and returns the current resident size, in bytes.
-    static func startPeak() throws -> Int {
-        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    func startPeak() throws -> Int {
+        try "5".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)
         return try field("VmRSS")
     }
 
     /// The highest resident size since `startPeak()`, in bytes.
-    static func peak() throws -> Int {
+    func peak() throws -> Int {
         try field("VmHWM")
     }
 
-    private static func field(_ name: String) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+    private func field(_ name: String) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
             let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-        else { throw EndToEndError("no \(name) in /proc/self/status") }
+        else { throw EndToEndError("no \(name) in /proc/\(pid)/status") }
         return kilobytes * 1024
     }
 }

@@ -25,6 +25,24 @@ extension ChildProcess {
         ready: () async -> Bool,
         _ body: () async throws -> T
     ) async throws -> T {
+        try await withRunning(
+            executable, arguments: arguments, environment: environment, output: output, startupTimeLimit: startupTimeLimit,
+            stopTimeLimit: stopTimeLimit, diagnostics: diagnostics, ready: ready
+        ) { (_: pid_t) in try await body() }
+    }
+
+    /// `withRunning` whose `body` is given the program's pid (to read its `/proc` entries, e.g. its memory).
+    public static func withRunning<T>(
+        _ executable: URL,
+        arguments: [String],
+        environment: [String: String] = [:],
+        output: URL,
+        startupTimeLimit: Duration = .seconds(30),
+        stopTimeLimit: Duration = .seconds(10),
+        diagnostics: () -> String = { "" },
+        ready: () async -> Bool,
+        _ body: (pid_t) async throws -> T
+    ) async throws -> T {
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let handle = try FileHandle(forWritingTo: output)
         defer { try? handle.close() }
@@ -71,7 +89,7 @@ extension ChildProcess {
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            let result = try await body()
+            let result = try await body(pid)
             await stop()
             return result
         } catch {
@@ -113,7 +131,7 @@ private final class ExitSignal: Sendable {
 extension ExternalToolError {
     /// Whether the program could not bind its port because something took it after it was found free, so that
     /// starting again on another port is worth it.
-    var isAddressInUse: Bool {
+    public var isAddressInUse: Bool {
         description.localizedCaseInsensitiveContains("address already in use")
     }
 }

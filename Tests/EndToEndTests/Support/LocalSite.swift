@@ -116,3 +116,56 @@ struct LocalSite: Sendable {
         }
     }
 }
+
+extension LocalSite {
+    /// The same site run by the built `siwa serve` binary in a process of its own, with the same settings as `run`
+    /// passed as flags: for figures of siwa alone, such as its resident memory, which this test process (running
+    /// many suites at once, and the clients and upstreams of this one) cannot give. `body` gets the site and its pid;
+    /// the process is stopped by SIGTERM at the end.
+    static func runProcess(settings: [String: String?] = [:], _ body: (LocalSite, pid_t) async throws -> Void) async throws {
+        var attempt = 1
+        while true {
+            var started = false
+            do {
+                try await runProcessOnce(settings: settings) { site, pid in
+                    started = true
+                    try await body(site, pid)
+                }
+                return
+            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 3 {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func runProcessOnce(settings: [String: String?], _ body: (LocalSite, pid_t) async throws -> Void) async throws {
+        let ports = try await FreePorts.reserve(2)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-e2e-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let defaults: [String: String?] = [
+            "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
+            "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1", "log_level": "warning",
+        ]
+        let chosen = defaults.merging(settings) { $1 }.compactMapValues { $0 }
+        // The plan the binary makes from the same flags: the origins and the emulator's users, as `run` reads them.
+        let plan = try ServePlan(values: try await LayeredValues(cli: chosen, configFile: nil, environment: [:]))
+        guard plan.settings.mode == .local, let emulatorConfiguration = plan.emulator else {
+            throw EndToEndError("ServePlan did not choose local mode without Apple credentials")
+        }
+        let site = LocalSite(
+            origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
+            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort
+        )
+        let arguments = ["serve"] + chosen.sorted { $0.key < $1.key }.map { "--\($0.key.replacingOccurrences(of: "_", with: "-"))=\($0.value)" }
+        try await ChildProcess.withRunning(
+            ChildProcess.siwaExecutable, arguments: arguments, environment: [:], output: directory.appendingPathComponent("siwa.log"),
+            ready: {
+                guard (try? await HTTPProbe.status(site.url("/healthz"))) == 200 else { return false }
+                return (try? await HTTPProbe.status(site.emulatorOrigin + "/healthz")) == 200
+            }
+        ) { pid in
+            try await body(site, pid)
+        }
+    }
+}
