@@ -499,9 +499,9 @@ struct UpstreamProxyTests {
         // siwa runs as its own process (the built binary), so that its memory is measured alone: this test process
         // also runs the client, the upstream and the other suites at the same time.
         try await withEchoUpstream { upstream in
-            try await LocalSite.runProcess(settings: Self.settings(upstream: "http://127.0.0.1:\(upstream)")) { site, pid in
+            try await LocalSite.runProcess(settings: Self.settings(upstream: "http://127.0.0.1:\(upstream)")) { site, siwa in
                 try await Visit.withClient { visit in
-                    let memory = ResidentMemory(pid: pid)
+                    let memory = ResidentMemory(pid: siwa.pid)
                     let session = try await visit.signIn(site, user: site.user("Ada")).session
                     let cookie = [("Cookie", "siwa_session=\(session)")]
                     // Warm up the connections and buffers that any request uses, so that only the bodies' cost shows.

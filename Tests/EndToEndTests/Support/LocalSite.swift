@@ -120,16 +120,16 @@ struct LocalSite: Sendable {
 extension LocalSite {
     /// The same site run by the built `siwa serve` binary in a process of its own, with the same settings as `run`
     /// passed as flags: for figures of siwa alone, such as its resident memory, which this test process (running
-    /// many suites at once, and the clients and upstreams of this one) cannot give. `body` gets the site and its pid;
-    /// the process is stopped by SIGTERM at the end.
-    static func runProcess(settings: [String: String?] = [:], _ body: (LocalSite, pid_t) async throws -> Void) async throws {
+    /// many suites at once, and the clients and upstreams of this one) cannot give, or a signal sent to it. `body`
+    /// gets the site and the process; the process is stopped by SIGTERM at the end.
+    static func runProcess(settings: [String: String?] = [:], _ body: (LocalSite, SiwaProcess) async throws -> Void) async throws {
         var attempt = 1
         while true {
             var started = false
             do {
-                try await runProcessOnce(settings: settings) { site, pid in
+                try await runProcessOnce(settings: settings) { site, process in
                     started = true
-                    try await body(site, pid)
+                    try await body(site, process)
                 }
                 return
             } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 3 {
@@ -138,7 +138,7 @@ extension LocalSite {
         }
     }
 
-    private static func runProcessOnce(settings: [String: String?], _ body: (LocalSite, pid_t) async throws -> Void) async throws {
+    private static func runProcessOnce(settings: [String: String?], _ body: (LocalSite, SiwaProcess) async throws -> Void) async throws {
         let ports = try await FreePorts.reserve(2)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-e2e-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -157,15 +157,28 @@ extension LocalSite {
             origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
             databasePath: plan.settings.database, emulatorPort: plan.emulatorPort
         )
+        let log = directory.appendingPathComponent("siwa.log")
         let arguments = ["serve"] + chosen.sorted { $0.key < $1.key }.map { "--\($0.key.replacingOccurrences(of: "_", with: "-"))=\($0.value)" }
         try await ChildProcess.withRunning(
-            ChildProcess.siwaExecutable, arguments: arguments, environment: [:], output: directory.appendingPathComponent("siwa.log"),
+            ChildProcess.siwaExecutable, arguments: arguments, environment: [:], output: log,
             ready: {
                 guard (try? await HTTPProbe.status(site.url("/healthz"))) == 200 else { return false }
                 return (try? await HTTPProbe.status(site.emulatorOrigin + "/healthz")) == 200
             }
         ) { pid in
-            try await body(site, pid)
+            try await body(site, SiwaProcess(pid: pid, log: log))
         }
+    }
+}
+
+/// A `siwa serve` process of `LocalSite.runProcess`.
+struct SiwaProcess: Sendable {
+    let pid: pid_t
+    /// Where its standard output and error go.
+    let log: URL
+
+    /// What it has logged so far.
+    var logText: String {
+        (try? String(contentsOf: log, encoding: .utf8)) ?? ""
     }
 }
