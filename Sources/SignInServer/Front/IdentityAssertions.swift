@@ -15,41 +15,27 @@ public final class IdentityAssertions: Sendable {
     /// How long a signed assertion is handed out again for the same person and audience: signing every forward-auth
     /// check would cost more than the rest of the check.
     static let reuse: TimeInterval = 20
-    /// How long the key list is kept before the store is read again (a rotation made by another instance is
-    /// seen within this).
-    static let refresh: TimeInterval = 30
 
     let store: any SigningKeyStore
     let issuer: String
     let logger: Logger
-
-    private struct LoadedKey {
-        var record: SigningKeyRecord
-        var key: P256.Signing.PrivateKey
-    }
-
-    private struct State {
-        var keys: [LoadedKey] = []
-        var loadedAt: Date = .distantPast
-        var recent: [String: (token: String, issuedAt: Date)] = [:]
-    }
-
-    private let state = Mutex(State())
+    /// The ES256 keys of the store.
+    private let keyring: SigningKeyring
+    /// The assertions signed lately, by subject and audience.
+    private let recent = Mutex<[String: (token: String, issuedAt: Date)]>([:])
 
     public init(store: any SigningKeyStore, issuer: String, logger: Logger) {
         self.store = store
         self.issuer = issuer
         self.logger = logger
+        keyring = SigningKeyring(store: store, algorithms: ["ES256"], logger: logger)
     }
 
     /// Creates the first key when the store has none that can sign now (first start).
     public func prepare(now: Date = Date()) async throws {
-        let keys = try await store.signingKeys()
-        if !keys.contains(where: { $0.algorithm == "ES256" && $0.canSign(at: now) }) {
-            try await store.addSigningKey(Self.newKey(now: now, activatesAt: now))
+        if try await keyring.ensureSigningKey("ES256", now: now, make: { Self.newKey(now: now, activatesAt: now) }) {
             logger.info("created the first identity assertion signing key")
         }
-        try await reload(now: now)
     }
 
     /// A new P-256 key with a random kid.
@@ -60,9 +46,11 @@ public final class IdentityAssertions: Sendable {
 
     /// The public keys to publish: every key not retired.
     public func publishedKeySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
-        try await current(now: now)
-        let keys = state.withLock { $0.keys }.filter { $0.record.isPublished(at: now) }
-        return ["keys": keys.map { $0.key.publicKey.jwk(kid: $0.record.kid) }]
+        let keys = try await keyring.keys(now: now).filter { $0.record.isPublished(at: now) }
+        return ["keys": keys.compactMap { loaded in
+            guard case .ec(let key) = loaded.key else { return nil }
+            return key.publicKey.jwk(kid: loaded.record.kid)
+        }]
     }
 
     private struct Claims: Encodable {
@@ -82,12 +70,12 @@ public final class IdentityAssertions: Sendable {
         if let recent = recentAssertion(for: user, audience: audience, now: now) { return recent }
         let cacheKey = user.subject + "\u{1}" + audience
         do {
-            try await current(now: now)
-            func signingKey() -> LoadedKey? {
-                state.withLock { state in state.keys.last { $0.record.canSign(at: now) } }
+            var signing = try await keyring.signingKey("ES256", now: now)
+            if signing == nil {
+                try await prepare(now: now)
+                signing = try await keyring.signingKey("ES256", now: now)
             }
-            if signingKey() == nil { try await prepare(now: now) }
-            guard let signing = signingKey() else {
+            guard let signing, case .ec(let key) = signing.key else {
                 logger.error("no identity assertion key can sign now; run siwa keys rotate")
                 return nil
             }
@@ -96,10 +84,10 @@ public final class IdentityAssertions: Sendable {
                 iss: issuer, aud: audience, sub: user.subject, email: user.email, email_verified: user.email == nil ? nil : true,
                 is_private_email: user.isPrivateEmail, name: user.displayName, iat: issuedAt, exp: issuedAt + Int(Self.lifetime)
             )
-            let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: signing.key)
-            state.withLock { state in
-                if state.recent.count >= 10_000 { state.recent.removeAll(keepingCapacity: true) }
-                state.recent[cacheKey] = (token, now)
+            let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: key)
+            self.recent.withLock { recent in
+                if recent.count >= 10_000 { recent.removeAll(keepingCapacity: true) }
+                recent[cacheKey] = (token, now)
             }
             return token
         } catch {
@@ -112,24 +100,9 @@ public final class IdentityAssertions: Sendable {
     /// so it can be asked on an event loop (the front's fast path); nil sends the caller to `assertion`.
     func recentAssertion(for user: UserRecord, audience: String, now: Date = Date()) -> String? {
         let cacheKey = user.subject + "\u{1}" + audience
-        guard let recent = state.withLock({ $0.recent[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now else {
+        guard let recent = self.recent.withLock({ $0[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now else {
             return nil
         }
         return recent.token
-    }
-
-    private func current(now: Date) async throws {
-        if state.withLock({ now.timeIntervalSince($0.loadedAt) < Self.refresh && now >= $0.loadedAt }) { return }
-        try await reload(now: now)
-    }
-
-    private func reload(now: Date) async throws {
-        // The store also holds the OpenID Provider's RS256 keys: assertions are ES256 only.
-        let records = try await store.signingKeys().filter { $0.algorithm == "ES256" }
-        let loaded = try records.map { LoadedKey(record: $0, key: try P256.Signing.PrivateKey(pemRepresentation: $0.privateKeyPEM)) }
-        state.withLock { state in
-            state.keys = loaded
-            state.loadedAt = now
-        }
     }
 }

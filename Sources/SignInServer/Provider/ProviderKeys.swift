@@ -11,43 +11,24 @@ import Synchronization
 /// ES256 ones are the assertion's, for clients registered with `id_token_signed_response_alg: ES256`. A key is
 /// published from creation, signs from activation, and is published until it retires (`siwa keys rotate`).
 public final class ProviderKeys: Sendable {
-    /// How long the key list is kept before the store is read again (a rotation by another instance is seen within it).
-    static let refresh: TimeInterval = 30
-
     let store: any SigningKeyStore
     let logger: Logger
-
-    private enum Key: Sendable {
-        case rsa(_RSA.Signing.PrivateKey)
-        case ec(P256.Signing.PrivateKey)
-    }
-
-    private struct Loaded: Sendable {
-        var record: SigningKeyRecord
-        var key: Key
-    }
-
-    private struct State {
-        var keys: [Loaded] = []
-        var loadedAt: Date = .distantPast
-        var pairwiseSecret: String?
-    }
-
-    private let state = Mutex(State())
+    /// The RS256 and ES256 keys of the store.
+    private let keyring: SigningKeyring
+    /// The secret of pairwise subjects, once read or made.
+    private let pairwiseSecret = Mutex<String?>(nil)
 
     public init(store: any SigningKeyStore, logger: Logger) {
         self.store = store
         self.logger = logger
+        keyring = SigningKeyring(store: store, algorithms: ["RS256", "ES256"], logger: logger)
     }
 
     /// Creates the first RS256 key when none can sign now (first start).
     public func prepare(now: Date = Date()) async throws {
-        let keys = try await store.signingKeys()
-        if !keys.contains(where: { $0.algorithm == "RS256" && $0.canSign(at: now) }) {
-            try await store.addSigningKey(try Self.newRSAKey(now: now, activatesAt: now))
+        if try await keyring.ensureSigningKey("RS256", now: now, make: { try Self.newRSAKey(now: now, activatesAt: now) }) {
             logger.info("created the first id_token signing key (RS256)")
         }
-        try await reload(now: now)
     }
 
     /// A new 2048-bit RSA key with a random kid.
@@ -59,8 +40,7 @@ public final class ProviderKeys: Sendable {
     /// The public keys to publish (`jwks_uri`): every RS256 and ES256 key not retired, read from the store each
     /// time (clients cache the set; a key another instance has just created must be in it).
     public func keySet(now: Date = Date()) async throws -> [String: [[String: String]]] {
-        try await reload(now: now)
-        let keys = state.withLock { $0.keys }.filter { $0.record.isPublished(at: now) }
+        let keys = try await keyring.keys(now: now, fresh: true).filter { $0.record.isPublished(at: now) }
         return ["keys": try keys.map { loaded in
             switch loaded.key {
             case .rsa(let key):
@@ -77,12 +57,12 @@ public final class ProviderKeys: Sendable {
 
     /// `claims` signed with the newest key of `algorithm` that can sign now.
     func sign(_ claims: some Encodable, algorithm: String, now: Date = Date()) async throws -> String {
-        try await current(now: now)
-        func newest() -> Loaded? {
-            state.withLock { state in state.keys.last { $0.record.algorithm == algorithm && $0.record.canSign(at: now) } }
+        var signing = try await keyring.signingKey(algorithm, now: now)
+        if signing == nil, algorithm == "RS256" {
+            try await prepare(now: now)
+            signing = try await keyring.signingKey(algorithm, now: now)
         }
-        if newest() == nil, algorithm == "RS256" { try await prepare(now: now) }
-        guard let signing = newest() else {
+        guard let signing else {
             throw ProviderConfigurationError("no \(algorithm) key can sign now; run siwa keys rotate")
         }
         let header = ["alg": algorithm, "kid": signing.record.kid, "typ": "JWT"]
@@ -102,7 +82,7 @@ public final class ProviderKeys: Sendable {
     /// the sector, the subject and siwa's pairwise secret, base64url. Stable for that sector; unlinkable across
     /// sectors without the secret, which is made on first use and kept sealed in the store, shared by every instance.
     func pairwiseSubject(_ subject: String, sector: String) async throws -> String {
-        var secret = state.withLock { $0.pairwiseSecret }
+        var secret = pairwiseSecret.withLock { $0 }
         if secret == nil {
             var stored = try await store.signingKeys().first { $0.algorithm == Self.pairwiseAlgorithm }
             if stored == nil {
@@ -115,32 +95,10 @@ public final class ProviderKeys: Sendable {
                 stored = try await store.signingKeys().first { $0.algorithm == Self.pairwiseAlgorithm }
             }
             secret = stored?.privateKeyPEM
-            state.withLock { $0.pairwiseSecret = secret }
+            pairwiseSecret.withLock { $0 = secret }
         }
         guard let secret else { throw ProviderConfigurationError("the pairwise secret could not be stored") }
         return Base64URL.encode(SHA256.hash(data: Data((sector + "\u{0}" + subject + "\u{0}" + secret).utf8)))
-    }
-
-    private func current(now: Date) async throws {
-        if state.withLock({ now.timeIntervalSince($0.loadedAt) < Self.refresh && now >= $0.loadedAt }) { return }
-        try await reload(now: now)
-    }
-
-    private func reload(now: Date) async throws {
-        let records = try await store.signingKeys()
-        var loaded: [Loaded] = []
-        for record in records {
-            switch record.algorithm {
-            case "RS256": loaded.append(Loaded(record: record, key: .rsa(try _RSA.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
-            case "ES256": loaded.append(Loaded(record: record, key: .ec(try P256.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
-            case Self.pairwiseAlgorithm: continue
-            default: logger.warning("signing key with an unknown algorithm ignored", metadata: ["kid": "\(record.kid)", "alg": "\(record.algorithm)"])
-            }
-        }
-        state.withLock { state in
-            state.keys = loaded
-            state.loadedAt = now
-        }
     }
 }
 

@@ -1,0 +1,75 @@
+import Crypto
+import CryptoExtras
+import Foundation
+import Logging
+import Synchronization
+
+/// The store's signing keys, parsed, and read from the store again at most every `refresh` seconds (a key another
+/// instance created or rotated is seen within that): the one cache behind the front's assertion keys
+/// (`IdentityAssertions`, ES256) and the provider's id_token keys (`ProviderKeys`, RS256 and ES256).
+final class SigningKeyring: Sendable {
+    /// How long the key list is kept before the store is read again.
+    static let refresh: TimeInterval = 30
+
+    enum Key: Sendable {
+        case rsa(_RSA.Signing.PrivateKey)
+        case ec(P256.Signing.PrivateKey)
+    }
+
+    struct Loaded: Sendable {
+        var record: SigningKeyRecord
+        var key: Key
+    }
+
+    let store: any SigningKeyStore
+    /// The algorithms this ring loads; other keys of the store are left to their own users.
+    let algorithms: Set<String>
+    private let logger: Logger
+    private let state = Mutex<(keys: [Loaded], loadedAt: Date)>(([], .distantPast))
+
+    init(store: any SigningKeyStore, algorithms: Set<String>, logger: Logger) {
+        self.store = store
+        self.algorithms = algorithms
+        self.logger = logger
+    }
+
+    /// The keys, oldest first: the copy in memory while it is younger than `refresh`, else (or when `fresh`) the
+    /// store's.
+    func keys(now: Date, fresh: Bool = false) async throws -> [Loaded] {
+        if !fresh, let keys = state.withLock({ now.timeIntervalSince($0.loadedAt) < Self.refresh && now >= $0.loadedAt ? $0.keys : nil }) {
+            return keys
+        }
+        return try await reload(now: now)
+    }
+
+    /// The newest key of `algorithm` that can sign at `now`.
+    func signingKey(_ algorithm: String, now: Date) async throws -> Loaded? {
+        try await keys(now: now).last { $0.record.algorithm == algorithm && $0.record.canSign(at: now) }
+    }
+
+    /// Adds the key `make` gives when the store has no key of `algorithm` that can sign at `now` (first start);
+    /// true when it did. The keys are read from the store again either way.
+    func ensureSigningKey(_ algorithm: String, now: Date, make: () throws -> SigningKeyRecord) async throws -> Bool {
+        let records = try await store.signingKeys()
+        var made = false
+        if !records.contains(where: { $0.algorithm == algorithm && $0.canSign(at: now) }) {
+            try await store.addSigningKey(try make())
+            made = true
+        }
+        _ = try await reload(now: now)
+        return made
+    }
+
+    private func reload(now: Date) async throws -> [Loaded] {
+        var loaded: [Loaded] = []
+        for record in try await store.signingKeys() where algorithms.contains(record.algorithm) {
+            switch record.algorithm {
+            case "RS256": loaded.append(Loaded(record: record, key: .rsa(try _RSA.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
+            case "ES256": loaded.append(Loaded(record: record, key: .ec(try P256.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
+            default: logger.warning("signing key with an unknown algorithm ignored", metadata: ["kid": "\(record.kid)", "alg": "\(record.algorithm)"])
+            }
+        }
+        state.withLock { $0 = (loaded, now) }
+        return loaded
+    }
+}
