@@ -118,7 +118,7 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)),
-        ownCookies: [cookies.sessionName, cookies.bindingName, cookies.csrfName], webSocketTLS: client.webSocketTLS
+        ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS
     )
     return UpstreamGate(
         forwarder: forwarder, front: settings.front, sessions: SessionMiddleware(store: components.store, cookies: cookies), renderer: renderer,

@@ -217,11 +217,9 @@ struct BrowserSignInTests {
         try await e2e.startClean()
         let siwa = try #require(URL(string: e2e.site.origin)?.port)
         try await withEchoUpstream { app in
-            try await withNginx(configuration: { port in
-                Self.authRequestServer(port: port, siwa: siwa, signIn: "http://127.0.0.1:\(siwa)", returnHost: "127.0.0.1", app: app, headers: [
-                    "X-Auth-Request-User", "X-Auth-Request-Email", "X-Siwa-Private-Email",
-                ])
-            }) { nginx in
+            // The README's nginx block, as a reader copies it.
+            let block = try NginxFrontTests.readmeBlock(siwa: siwa, app: app)
+            try await withNginx(configuration: { port in NginxFrontTests.server(port: port, block) }) { nginx in
                 // Without a session a forged identity header gets nowhere: the answer is the way to the sign-in.
                 let echoed = try await signInThroughProxy(e2e, to: nginx.url("/reports"), query: "?year=2026", as: lilei, hideEmail: true, forging: "X-Auth-Request-User")
                 #expect(echoed.path == "/reports?year=2026")
@@ -305,9 +303,8 @@ struct BrowserSignInTests {
             #expect(site.origin == "http://auth.siwa.localhost:\(siwa)")
             let ada = site.user("Ada")
             try await withEchoUpstream { app in
-                try await withNginx(configuration: { port in
-                    Self.authRequestServer(port: port, siwa: siwa, signIn: "http://auth.siwa.localhost:\(siwa)", returnHost: "$host", app: app, headers: ["X-Auth-Request-User"])
-                }) { nginx in
+                let block = try NginxFrontTests.readmeBlock(siwa: siwa, app: app)
+                try await withNginx(configuration: { port in NginxFrontTests.server(port: port, block) }) { nginx in
                     let app1 = "http://app1.siwa.localhost:\(nginx.port)/one"
                     try await browser.open(app1)
                     try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
@@ -336,37 +333,6 @@ struct BrowserSignInTests {
             }
         }
         try await e2e.startClean()
-    }
-
-    /// An nginx `server` on `port` that asks siwa (`127.0.0.1:siwa`) about every request with `auth_request`, sends a
-    /// person without a session to `signIn/auth/apple` with `rd` back to `http://returnHost:port` and the same URI,
-    /// and passes `headers` of siwa's answer on to the app.
-    static func authRequestServer(port: Int, siwa: Int, signIn: String, returnHost: String, app: Int, headers: [String]) -> String {
-        let passed = headers.map { name -> String in
-            let variable = "$siwa_" + name.lowercased().replacingOccurrences(of: "-", with: "_")
-            return """
-                    auth_request_set \(variable) $upstream_http_\(name.lowercased().replacingOccurrences(of: "-", with: "_"));
-                    proxy_set_header \(name) \(variable);
-            """
-        }.joined(separator: "\n") as String
-        return """
-            server {
-                listen 127.0.0.1:\(port);
-                location = /_siwa_check {
-                    internal;
-                    proxy_pass http://127.0.0.1:\(siwa)/auth/check;
-                    proxy_pass_request_body off;
-                    proxy_set_header Content-Length "";
-                }
-                location @signin { return 302 \(signIn)/auth/apple?rd=http://\(returnHost):\(port)$request_uri; }
-                location / {
-                    auth_request /_siwa_check;
-                    error_page 401 = @signin;
-            \(passed)
-                    proxy_pass http://127.0.0.1:\(app);
-                }
-            }
-            """
     }
 
     /// Opens `url + query` behind a proxy, consents at the emulator as `user`, and returns what the app behind

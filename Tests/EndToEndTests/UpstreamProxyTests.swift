@@ -191,7 +191,12 @@ struct UpstreamProxyTests {
                     ("Connection", "keep-alive, X-Custom"), ("X-Custom", "1"), ("Keep-Alive", "timeout=5"), ("TE", "trailers"),
                     ("X-Kept", "yes"),
                 ],
-                cookies: ["siwa_session": session, "siwa_csrf": "token", "theme": "dark"],
+                // Also siwa's cookies under the names other settings give them (HTTPS, cookie_domain), which a browser
+                // keeps sending after the setting changed: still session tokens, never the upstream's.
+                cookies: [
+                    "siwa_session": session, "siwa_csrf": "token", "theme": "dark", "__Host-siwa_session": "stale-session",
+                    "__Secure-siwa_session": "stale-session", "__Host-siwa_binding": "stale-binding",
+                ],
                 body: "hello"
             )
             #expect(answer.status == 200)

@@ -169,12 +169,20 @@ struct PageTests {
             // app.test(.router) requests have the authority "localhost".
             let response = try await h.get("/auth/apple?return_to=%2Faccount")
             #expect(response.status == .found)
-            #expect(response.location == "http://127.0.0.1:8080/auth/apple?return_to=%2Faccount")
+            #expect(response.location == "http://127.0.0.1:8080/auth/apple?return_to=%2Faccount&moved=1")
             #expect(response.setCookie("siwa_binding") == nil)
             #expect(try h.database.count("pending_authorizations") == 0)
 
             let evil = try await h.get("/auth/apple?return_to=https%3A%2F%2Fevil.example")
-            #expect(evil.location == "http://127.0.0.1:8080/auth/apple?return_to=%2Fsession")
+            #expect(evil.location == "http://127.0.0.1:8080/auth/apple?return_to=%2Fsession&moved=1")
+
+            // Still on another host after the move (a proxy that does not pass the browser's host): no second hop,
+            // which would be a loop; the sign-in starts.
+            let moved = try await h.get("/auth/apple?return_to=%2Faccount&moved=1")
+            #expect(moved.status == .found)
+            #expect(moved.location?.hasPrefix("http://127.0.0.1:8080/auth/apple") == false, "\(moved.location ?? "")")
+            #expect(moved.setCookie("siwa_binding") != nil)
+            #expect(try h.database.count("pending_authorizations") == 1)
         }
     }
 

@@ -29,8 +29,8 @@ import Darwin
 /// ```
 /// A start that fails (bad configuration, port taken three times) throws an error carrying nginx's output and
 /// error log.
-public func withNginx<T>(configuration: (_ port: Int) -> String, _ body: (RunningProxy) async throws -> T) async throws -> T {
-    try await ProxyHarness.run(.nginx, { directory, port in
+public func withNginx<T>(port: Int? = nil, configuration: (_ port: Int) -> String, _ body: (RunningProxy) async throws -> T) async throws -> T {
+    try await ProxyHarness.run(.nginx, port: port, { directory, port in
         ProxyLaunch(
             files: ["nginx.conf": nginxConfiguration(directory: directory, http: configuration(port))],
             arguments: [

@@ -59,9 +59,11 @@ enum ProxyHarness {
     /// Starts `tool` as `launch` says, in a private directory and on a loopback port free a moment ago; waits
     /// until `ready`; runs `body`; stops the program by its pid and deletes the directory. When the program could
     /// not bind the port because something took it meanwhile, start-up is tried again with a new directory and
-    /// port (three tries); an error thrown by `body` is passed on as it is.
+    /// port (three tries); an error thrown by `body` is passed on as it is. `port`: the one to listen on, when the
+    /// caller had to name it before (no new one is tried then).
     static func run<T>(
         _ tool: ExternalTool,
+        port chosenPort: Int? = nil,
         startupTimeLimit: Duration = .seconds(30),
         _ launch: (_ directory: URL, _ port: Int) -> ProxyLaunch,
         ready: (RunningProxy) async -> Bool,
@@ -70,7 +72,8 @@ enum ProxyHarness {
         let executable = try tool.executable()
         var attempt = 1
         while true {
-            let port = try await FreePorts.reserve(1)[0]
+            var port = chosenPort ?? 0
+            if chosenPort == nil { port = try await FreePorts.reserve(1)[0] }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-\(tool.name)-\(UUID().uuidString)", isDirectory: true)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
@@ -95,7 +98,7 @@ enum ProxyHarness {
                     started = true
                     return try await body(proxy)
                 }
-            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 3 {
+            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 3 && chosenPort == nil {
                 attempt += 1
             }
         }

@@ -17,6 +17,10 @@ struct CookiePolicy: Sendable {
     /// The double-submit CSRF cookie of the popup flow.
     var csrfName: String { secure ? "__Host-siwa_csrf" : "siwa_csrf" }
 
+    /// Every name siwa's cookies have under any setting: a browser keeps sending a cookie set before `cookie_domain`
+    /// or HTTPS was turned on or off until it expires, and it is siwa's all the same (never the upstream's).
+    static let allNames: Set<String> = Set(["siwa_session", "siwa_binding", "siwa_csrf"].flatMap { [$0, "__Host-" + $0, "__Secure-" + $0] })
+
     /// CSRF: HttpOnly (the page embeds the same value for the script), SameSite=Strict.
     func csrf(_ value: String) -> Cookie {
         Cookie(name: csrfName, value: value, maxAge: 86_400, path: "/", secure: secure, httpOnly: true, sameSite: .strict)

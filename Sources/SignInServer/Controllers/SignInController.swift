@@ -82,8 +82,16 @@ struct SignInController: Sendable {
         let plainBehindProxy = settings.secureCookies && proxy.trustedProxies.contains(context.remoteAddress?.ipAddress ?? "")
             && proxy.scheme(request, context: context) != "https"
         if wrongHost || plainBehindProxy {
-            let mode = request.uri.queryParameters.get("mode") == "popup" ? "mode=popup&" : ""
-            return Response.redirect(to: settings.origin + "/auth/apple?" + mode + again, type: .found)
+            // Once only: behind a proxy that passes neither the browser's host nor its scheme (nginx's defaults), the
+            // browser is already where this sends it, and a second hop would be a loop. `moved` marks the hop.
+            if request.uri.queryParameters.get("moved") == nil {
+                let mode = request.uri.queryParameters.get("mode") == "popup" ? "mode=popup&" : ""
+                return Response.redirect(to: settings.origin + "/auth/apple?" + mode + again + "&moved=1", type: .found)
+            }
+            context.logger.notice(
+                "sign-in started on another host or scheme than public_url's, after a move there: the proxy in front passes neither X-Forwarded-Host nor X-Forwarded-Proto (or is not in trusted_proxies); the sign-in goes on",
+                metadata: ["host": "\(proxy.host(request, context: context) ?? "none")", "scheme": "\(proxy.scheme(request, context: context))"]
+            )
         }
         let started: SignInFlow.Started
         do {

@@ -21,6 +21,8 @@ struct LocalSite: Sendable {
     /// The SQLite file the server uses, and the emulator's port (for the other `siwa` commands).
     let databasePath: String
     let emulatorPort: Int
+    /// The port siwa listens on (where a proxy in front sends requests; `origin` may be the proxy's).
+    var port: Int = 0
 
     /// The absolute URL of `path` on the server.
     func url(_ path: String) -> String {
@@ -86,7 +88,7 @@ struct LocalSite: Sendable {
         }
         let site = LocalSite(
             origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
-            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort
+            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort, port: plan.settings.port
         )
 
         // What SIGTERM does to `siwa serve`: a graceful shutdown of the server and the emulator it runs.
@@ -155,7 +157,7 @@ extension LocalSite {
         }
         let site = LocalSite(
             origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
-            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort
+            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort, port: plan.settings.port
         )
         let log = directory.appendingPathComponent("siwa.log")
         let arguments = ["serve"] + chosen.sorted { $0.key < $1.key }.map { "--\($0.key.replacingOccurrences(of: "_", with: "-"))=\($0.value)" }
