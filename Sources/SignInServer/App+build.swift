@@ -74,7 +74,7 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     let router = Router(context: ServerContext.self)
     router.add(middleware: SecurityHeadersMiddleware(settings: settings))
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
-    let proxy = ClientAddressResolver(trustedProxies: Set(settings.trustedProxies))
+    let proxy = ClientAddressResolver(trustedProxies: settings.proxies)
     if settings.rateLimitPerMinute > 0 {
         router.add(middleware: RateLimitMiddleware(
             perMinute: settings.rateLimitPerMinute, paths: ["/auth/apple", "/auth/apple/callback", "/auth/apple/popup", "/api/apple/native"],
@@ -117,7 +117,7 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
 func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> UpstreamGate {
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     let forwarder = UpstreamForwarder(
-        settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)),
+        settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: settings.proxies),
         ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS
     )
     return UpstreamGate(
@@ -155,7 +155,7 @@ public func buildApplication(
     let owned = SiwaPaths(routes: router.routes.map(\.path), publicDirectory: settings.publicDirectory)
     let fastPath = FastPathAnswers(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
-        front: settings.front, resolver: ClientAddressResolver(trustedProxies: Set(settings.trustedProxies)), assertions: components.assertions,
+        front: settings.front, resolver: ClientAddressResolver(trustedProxies: settings.proxies), assertions: components.assertions,
         security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
         upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, pool: $1.pool) }, logger: logger
     )

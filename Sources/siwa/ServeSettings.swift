@@ -44,6 +44,11 @@ extension ServePlan {
         logLevel = values.string("log_level") ?? "info"
         let rateLimit = try values.int("rate_limit_per_minute", default: 60)
         let trustedProxies = values.list("trusted_proxies")
+        do {
+            _ = try TrustedProxies(trustedProxies)
+        } catch {
+            throw ConfigurationError(field: "trusted_proxies", "\(error)")
+        }
         let publicURL = try values.string("public_url").map { text in
             guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false,
                 url.query == nil, url.path.isEmpty || url.path == "/"
@@ -51,8 +56,8 @@ extension ServePlan {
             return text
         }
         let redirects = RedirectPolicy(domains: values.list("allowed_redirect_domains"))
-        for domain in redirects.domains where domain.contains(":") || domain.contains("/") {
-            throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme or port (app.example.com, or .example.com for its subdomains); got \(domain)")
+        for domain in redirects.domains where domain.contains(":") || domain.contains("/") || domain.contains("*") || domain.contains(where: \.isWhitespace) {
+            throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme, port or wildcard (app.example.com, or .example.com for its subdomains); got \(domain)")
         }
         let policy = Self.accessPolicy(values)
         // siwa's own host is always a place to return to (the built-in proxy's sign-ins come back there).

@@ -156,6 +156,10 @@ struct ConfigurationLayersTests {
             (["--public-url", "https://auth.example.com", "--cookie-domain", ".example.org"], "cookie_domain"),
             (["--check-cache-seconds", "-1"], "check_cache_seconds"),
             (["--check-cache-seconds", "soon"], "check_cache_seconds"),
+            (["--trusted-proxies", "127.0.0.1,proxy.example.com"], "trusted_proxies"),
+            (["--trusted-proxies", "10.0.0.0/33"], "trusted_proxies"),
+            (["--allowed-redirect-domains", "*.example.com"], "allowed_redirect_domains"),
+            (["--allowed-redirect-domains", "app.example.com:8443"], "allowed_redirect_domains"),
         ]
         for (arguments, field) in refused {
             let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
@@ -214,6 +218,10 @@ struct ConfigurationLayersTests {
         let serve = try #require(await DoctorCommand.checks(broken, online: false).first { $0.name == "serve" })
         #expect(!serve.passed)
         #expect(serve.message.contains("rate_limit_per_minute"))
+        let badProxy = try await LayeredValues(commandArguments: ["--db", database, "--trusted-proxies", "10.0.0.0/33"])
+        let proxyCheck = try #require(await DoctorCommand.checks(badProxy, online: false).first { $0.name == "serve" })
+        #expect(!proxyCheck.passed)
+        #expect(proxyCheck.message.contains("trusted_proxies") && proxyCheck.message.contains("10.0.0.0/33"))
         let fine = try await LayeredValues(commandArguments: ["--db", database])
         let checks = await DoctorCommand.checks(fine, online: false)
         let failing = checks.filter { !$0.passed }.map(\.line)

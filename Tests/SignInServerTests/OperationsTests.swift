@@ -95,13 +95,16 @@ struct OperationsTests {
         var options = ServerOptions()
         options.rateLimitPerMinute = 2
         options.live = true
-        options.trustedProxies = ["127.0.0.1"]
-        try await withServer(options) { h in
-            // Two people behind the same proxy: each has their own two starts a minute.
-            let first = try await starts(h, from: "203.0.113.7")
-            let second = try await starts(h, from: "198.51.100.9")
-            #expect(first == [.found, .found, .tooManyRequests])
-            #expect(second == [.found, .found, .tooManyRequests])
+        // The proxy named by its address, and by a CIDR range (a load balancer's subnet).
+        for trusted in [["127.0.0.1"], ["10.0.0.0/8", "127.0.0.0/8"]] {
+            options.trustedProxies = trusted
+            try await withServer(options) { h in
+                // Two people behind the same proxy: each has their own two starts a minute.
+                let first = try await starts(h, from: "203.0.113.7")
+                let second = try await starts(h, from: "198.51.100.9")
+                #expect(first == [.found, .found, .tooManyRequests], "\(trusted)")
+                #expect(second == [.found, .found, .tooManyRequests], "\(trusted)")
+            }
         }
         // Nothing trusted: the header is anyone's to forge, so all requests count against the peer itself.
         options.trustedProxies = []

@@ -79,7 +79,7 @@ struct SignInController: Sendable {
         // In local mode, move the browser to the return URL's host (localhost vs 127.0.0.1) before setting it;
         // behind a proxy in Apple mode, a browser on plain HTTP would never send the Secure binding cookie back.
         let wrongHost = settings.mode == .local && proxy.host(request, context: context).map { $0 != returnAuthority } ?? false
-        let plainBehindProxy = settings.secureCookies && proxy.trustedProxies.contains(context.remoteAddress?.ipAddress ?? "")
+        let plainBehindProxy = settings.secureCookies && proxy.trusted(context.remoteAddress?.ipAddress)
             && proxy.scheme(request, context: context) != "https"
         if wrongHost || plainBehindProxy {
             // Once only: behind a proxy that passes neither the browser's host nor its scheme (nginx's defaults), the

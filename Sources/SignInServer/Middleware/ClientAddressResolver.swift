@@ -10,10 +10,11 @@ import NIOCore
 /// Each answer is read from the request's header fields and the peer's address, so the front's event-loop fast path
 /// (`FrontFastPath`), which has no Hummingbird `Request`, reads them the same way as the handlers.
 struct ClientAddressResolver: Sendable {
-    let trustedProxies: Set<String>
+    let trustedProxies: TrustedProxies
 
-    private func trusted(_ peer: String?) -> Bool {
-        trustedProxies.contains(peer ?? "")
+    /// Whether `peer` is a trusted proxy.
+    func trusted(_ peer: String?) -> Bool {
+        trustedProxies.contains(peer)
     }
 
     /// The host the browser used.
@@ -42,7 +43,7 @@ struct ClientAddressResolver: Sendable {
 
     func clientAddress(_ request: Request, context: ServerContext) -> String {
         let peer = context.remoteAddress?.ipAddress ?? "unknown"
-        guard trustedProxies.contains(peer), let name = HTTPField.Name.xForwardedFor, let header = request.headers[name] else { return peer }
+        guard trusted(peer), let name = HTTPField.Name.xForwardedFor, let header = request.headers[name] else { return peer }
         let hops = header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         return hops.last(where: { !trustedProxies.contains($0) }) ?? peer
     }

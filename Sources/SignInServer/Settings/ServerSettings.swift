@@ -34,8 +34,15 @@ public struct ServerSettings: Sendable {
     /// Sign-in starts and callbacks allowed per client and minute; 0 (the library default) disables the
     /// limit, `siwa serve` sets 60 unless configured.
     public var rateLimitPerMinute: Int = 0
-    /// Addresses of reverse proxies whose `X-Forwarded-*` headers are believed.
+    /// Addresses (or CIDR ranges) of reverse proxies whose `X-Forwarded-*` headers are believed (`TrustedProxies`;
+    /// `siwa serve` refuses an entry that is neither).
     public var trustedProxies: [String] = []
+
+    /// `trustedProxies` read; an entry that is not an address or a range trusts nothing (`siwa serve` refuses it
+    /// before this is asked).
+    var proxies: TrustedProxies {
+        (try? TrustedProxies(trustedProxies)) ?? .none
+    }
     /// Seconds between runs of the refresh-check and revocation-queue service.
     public var lifecycleIntervalSeconds: Int64 = 300
     /// AES-256 keys (base64) sealing refresh tokens at rest, newest first (default: one ephemeral key, for tests).
