@@ -88,6 +88,10 @@ struct NginxFrontTests {
         #expect(denied.text.contains(grace.email), "\(denied.text)")
         #expect(denied.text.contains(site.url("/auth/sign-out")))
         #expect(denied.headers.first(name: "content-type")?.hasPrefix("text/html") == true)
+        // Shown on the app's host, the page links siwa's stylesheet where siwa serves it, and its policy lets it load.
+        #expect(denied.text.contains(#"<link rel="stylesheet" href="\#(site.origin)/siwa.css">"#), "\(denied.text)")
+        #expect(denied.headers.first(name: "content-security-policy")?.contains("style-src 'self' \(site.origin);") == true)
+        #expect(try await visit.send(site.url("/siwa.css")).headers.first(name: "content-type")?.hasPrefix("text/css") == true)
     }
 
     @Test("siwa's own pages behind nginx with its default settings (no X-Forwarded-Host, Host rewritten): a sign-in started there makes one hop to public_url and completes, no loop")

@@ -49,7 +49,9 @@ struct ForwardAuthController: Sendable {
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
         switch AccessDecision(context.visitor, policy: front.policy) {
         case .allow(let user): return await allowed(user, status: .ok, request: request, context: context)
-        case .deny(let user): return renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage)
+        case .deny(let user):
+            // Shown on the app's host: siwa's stylesheets are linked at public_url.
+            return renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage, assetOrigin: front.publicOrigin)
         case .unavailable: return renderer.render(.storeUnavailable(retryURL: original(request, context: context) ?? "/"), language: request.pageLanguage)
         case .signIn:
             let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue

@@ -47,9 +47,10 @@ extension FrontSettings {
 
 extension PageRenderer {
     /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out.
-    func denied(_ user: UserRecord, signOutURL: String, language: PageLanguage) -> Response {
+    /// `assetOrigin`: where its stylesheets are linked, when it is shown on another host than siwa's.
+    func denied(_ user: UserRecord, signOutURL: String, language: PageLanguage, assetOrigin: String = "") -> Response {
         page(
-            "denied", title: string("deniedHeading", language), language: language,
+            "denied", title: string("deniedHeading", language), language: language, fixedText: assetOrigin.isEmpty ? [:] : ["assetOrigin": assetOrigin],
             slots: ["who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": signOutURL],
             status: .forbidden
         )

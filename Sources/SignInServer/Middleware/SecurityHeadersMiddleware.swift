@@ -8,20 +8,27 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     let contentSecurityPolicy: String
     let hsts: Bool
     private let formActions: String
+    private let styles: String
 
-    init(formActionOrigins: [String], hsts: Bool) {
+    /// `styleOrigins`: where else stylesheets may come from (siwa's `public_url`, for its pages shown on an app's
+    /// host by a forward-auth proxy, which link siwa's stylesheets there).
+    init(formActionOrigins: [String], styleOrigins: [String] = [], hsts: Bool) {
         formActions = (["'self'"] + formActionOrigins).joined(separator: " ")
-        contentSecurityPolicy = Self.policy(formActions: formActions)
+        styles = (["'self'"] + styleOrigins).joined(separator: " ")
+        contentSecurityPolicy = Self.policy(formActions: formActions, styles: styles)
         self.hsts = hsts
     }
 
-    private static func policy(formActions: String) -> String {
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action \(formActions); frame-ancestors 'none'; base-uri 'none'"
+    private static func policy(formActions: String, styles: String) -> String {
+        "default-src 'none'; script-src 'self'; style-src \(styles); img-src 'self' data:; connect-src 'self'; form-action \(formActions); frame-ancestors 'none'; base-uri 'none'"
     }
 
-    /// The headers for `settings`: forms may also post to Apple's origin; HSTS when cookies are `Secure`.
+    /// The headers for `settings`: forms may also post to Apple's origin; stylesheets may also come from
+    /// `public_url`; HSTS when cookies are `Secure`.
     init(settings: ServerSettings) {
-        self.init(formActionOrigins: [ServerSettings.origin(of: settings.apple.authorizeBaseURL)], hsts: settings.secureCookies)
+        self.init(
+            formActionOrigins: [ServerSettings.origin(of: settings.apple.authorizeBaseURL)], styleOrigins: [settings.front.publicOrigin], hsts: settings.secureCookies
+        )
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -43,7 +50,7 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
         // origin: browsers hold the redirect after a form's POST to `form-action` too.
         if let name = HTTPField.Name.formActionOrigin, let origin = headers[name] {
             headers[name] = nil
-            headers[.contentSecurityPolicy] = Self.policy(formActions: formActions + " " + origin)
+            headers[.contentSecurityPolicy] = Self.policy(formActions: formActions + " " + origin, styles: styles)
         } else {
             headers[.contentSecurityPolicy] = contentSecurityPolicy
         }
