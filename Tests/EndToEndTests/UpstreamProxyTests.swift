@@ -110,6 +110,36 @@ struct UpstreamProxyTests {
         }
     }
 
+    @Test("a name that is not ASCII reaches the upstream percent-encoded, from the handlers and from the event loop alike")
+    func nonASCIINameReachesTheUpstreamEncoded() async throws {
+        try await Self.withEchoSite { site, visit in
+            let lilei = site.user("李")
+            let session = try await visit.signIn(site, user: lilei).session
+            for index in 0..<2 {
+                let echoed = try await visit.send(site.url("/page"), cookies: ["siwa_session": session]).echoed()
+                #expect(echoed.values("x-auth-request-preferred-username") == ["%E6%9D%8E %E9%9B%B7"], "request \(index)")
+                #expect(echoed.values("x-auth-request-user") == [lilei.sub])
+            }
+            #expect(try await Self.fastPathCount(site, visit) == 1)
+        }
+    }
+
+    @Test("what the upstream must not hand on stops at siwa, whichever way it answers: the header its Connection names, Keep-Alive, a Set-Cookie of siwa's session cookie under any name; its own cookie passes")
+    func upstreamOverreachStops() async throws {
+        try await Self.withEchoSite { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            // The first answer is the handlers' (the assertion is signed there), the second the event loop's.
+            for index in 0..<2 {
+                let answer = try await visit.send(site.url("/overreach/page"), cookies: ["siwa_session": session])
+                #expect(answer.status == 200)
+                #expect(answer.headers["set-cookie"] == ["upstream=1"], "answer \(index)")
+                #expect(answer.headers["x-upstream-hop"].isEmpty, "answer \(index)")
+                #expect(answer.headers["keep-alive"].isEmpty, "answer \(index)")
+            }
+            #expect(try await Self.fastPathCount(site, visit) == 1)
+        }
+    }
+
     @Test("a kept-alive connection the upstream dropped is replaced, not reported: the request is sent again on a new one")
     func droppedConnectionIsReplaced() async throws {
         try await OneAnswerPerConnection.run { port, connections in

@@ -196,6 +196,24 @@ struct ForwardAuthTests {
         }
     }
 
+    @Test("from a peer that is not a trusted proxy, X-Forwarded-* are not believed on the event loop either: no assertion for the claimed origin")
+    func untrustedForwardedFromMemory() async throws {
+        let forwarded: HTTPFields = [HTTPField.Name("X-Forwarded-Proto")!: "https", HTTPField.Name("X-Forwarded-Host")!: "evil.example"]
+        // The test client comes from 127.0.0.1, outside the trusted range.
+        try await withServer(ServerOptions(trustedProxies: ["10.0.0.0/8"], live: true, front: Self.front())) { harness in
+            let session = try #require(try await harness.signIn(firstName: "Ada").session)
+            let cookies = [harness.sessionCookie: session]
+            let first = try await harness.get("/auth/check", cookies: cookies, headers: forwarded)
+            let second = try await harness.get("/auth/check", cookies: cookies, headers: forwarded)
+            #expect(try await Self.fastPathCount(harness, "check") == 1, "the second check was answered from memory")
+            for answer in [first, second] {
+                #expect(answer.status == .accepted)
+                #expect(Self.header(answer, "X-Auth-Request-User") == Fixtures.ada)
+                #expect(Self.header(answer, "X-Siwa-Assertion") == nil, "no audience is taken from a peer that is not trusted")
+            }
+        }
+    }
+
     @Test("sign-out with rd: the GET only asks; the POST with the CSRF token ends the session and returns to the allowed rd")
     func signOutWithRedirect() async throws {
         try await withServer(ServerOptions(front: Self.front())) { harness in

@@ -52,6 +52,8 @@ struct NotAnEchoError: Error, CustomStringConvertible {
 /// - `GET /large?bytes=N` streams N bytes of `PatternedBytes` (with `Content-Length`), never held whole.
 /// - Every answer carries `Set-Cookie: upstream=1` (to see that a proxy passes the upstream's cookies) and
 ///   `X-Echo-Path` with the request target (a header an auth subrequest's caller can copy, to see that it did).
+/// - Under `/overreach/` it also answers with what a proxy must not hand on: `Connection` naming its own header
+///   `X-Upstream-Hop`, that header, `Keep-Alive`, and `Set-Cookie` of siwa's session cookie under each of its names.
 public func withEchoUpstream<T: Sendable>(_ body: (_ port: Int) async throws -> T) async throws -> T {
     var logger = Logger(label: "echo-upstream")
     logger.logLevel = .critical
@@ -72,6 +74,14 @@ enum EchoUpstream {
     static func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
         let target = request.head.path ?? ""
         var headers: HTTPFields = [.setCookie: "upstream=1", echoPath: target]
+        if request.uri.path.hasPrefix("/overreach/") {
+            headers.append(HTTPFields.Element(name: .connection, value: "X-Upstream-Hop"))
+            headers.append(HTTPFields.Element(name: HTTPFields.Element.Name("X-Upstream-Hop")!, value: "1"))
+            headers.append(HTTPFields.Element(name: HTTPFields.Element.Name("Keep-Alive")!, value: "timeout=5"))
+            for name in ["siwa_session", "__Host-siwa_session", "__Secure-siwa_session"] {
+                headers.append(HTTPFields.Element(name: .setCookie, value: "\(name)=planted; Path=/"))
+            }
+        }
         if request.method == .get, request.uri.path == "/large" {
             guard let count = request.uri.queryParameters.get("bytes", as: Int.self), count >= 0 else {
                 return Response(status: .badRequest, headers: headers)

@@ -119,10 +119,10 @@ struct UpstreamForwarder: Sendable {
         return kept.isEmpty ? nil : kept.joined(separator: "; ")
     }
 
-    /// The upstream's headers less the hop-by-hop ones; `Set-Cookie` and everything else as sent.
+    /// The upstream's headers as the client gets them (`forClient`); everything else as sent.
     static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
         var headers = headers
-        withoutHopByHop(&headers)
+        forClient(&headers)
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
         for (name, value) in headers {
@@ -132,21 +132,23 @@ struct UpstreamForwarder: Sendable {
         return fields
     }
 
-    /// Removes the hop-by-hop headers and every header `Connection` names (the upstream's answer as the client's
-    /// hop gets it; the fast path hands it on in this form).
-    static func withoutHopByHop(_ headers: inout HTTPHeaders) {
+    /// The upstream's answer as the client's hop gets it (the fast path hands it on in this form): without the
+    /// hop-by-hop headers and every header `Connection` names, and without a `Set-Cookie` of one of siwa's cookie
+    /// names (behind siwa the upstream shares siwa's host, and must not set or clear siwa's session).
+    static func forClient(_ headers: inout HTTPHeaders) {
         var named: Set<String> = []
         for (name, value) in headers where name.utf8.count == 10 && name.lowercased() == "connection" {
             named.formUnion(connectionNamed([value]))
         }
-        func dropped(_ name: String) -> Bool {
+        func dropped(_ name: String, _ value: String) -> Bool {
             let lowered = name.lowercased()
+            if lowered == "set-cookie" { return CookiePolicy.allNames.contains(String(Substring(value).prefix { $0 != "=" }.trimmingBlanks)) }
             return hopByHop.contains(lowered) || named.contains(lowered)
         }
-        guard headers.contains(where: { dropped($0.name) }) else { return }
+        guard headers.contains(where: { dropped($0.name, $0.value) }) else { return }
         var kept = HTTPHeaders()
         kept.reserveCapacity(headers.count)
-        for (name, value) in headers where !dropped(name) { kept.add(name: name, value: value) }
+        for (name, value) in headers where !dropped(name, value) { kept.add(name: name, value: value) }
         headers = kept
     }
 

@@ -275,7 +275,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
             self.exchange = exchange
             var answer = head
             answer.version = .http1_1
-            UpstreamForwarder.withoutHopByHop(&answer.headers)
+            UpstreamForwarder.forClient(&answer.headers)
             answer.headers.replaceOrAdd(name: "Date", value: answers.dates.now)
             answer.headers.replaceOrAdd(name: "Server", value: FastPathAnswers.serverName)
             relay(.head(answer))
