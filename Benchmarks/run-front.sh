@@ -59,7 +59,8 @@ start_upstream
 # siwa serve, local mode (emulator in process), SQLite, no rate limit, warnings only, with the upstream.
 port="$(free_port)"; emport="$(free_port)"
 db="$work/siwa.sqlite"
-start_siwa "$db"
+# trusted_proxies 127.0.0.1: the front nginx's X-Forwarded-* are believed, as the README's configuration needs.
+start_siwa "$db" --trusted-proxies 127.0.0.1
 
 # Sessions: SESSIONS users with one session each, inserted as siwa would store them: the cookie value is
 # "benchsession" + 31 digits and the store keeps its SHA-256 in hex (SignInFlow.hash).
@@ -87,7 +88,7 @@ hello_pid=$!; pids+=("$hello_pid")
 until [ "$(status_of "http://127.0.0.1:$hport/")" = 200 ]; do sleep 0.01; done
 
 # The front nginx: one server proxying straight to the upstream, one asking siwa first (the README's
-# configuration, with keepalive to both).
+# configuration, its identity headers and assertion included, with keepalive to both).
 nport="$(free_port)"; aport="$(free_port)"
 keep='proxy_http_version 1.1; proxy_set_header Connection "";'
 start_nginx front "$NGINX_WORKERS" "
@@ -106,16 +107,36 @@ start_nginx front "$NGINX_WORKERS" "
             proxy_pass http://siwa/auth/check;
             proxy_pass_request_body off;
             proxy_set_header Content-Length \"\";
+            proxy_set_header X-Forwarded-Proto \$scheme;
+            proxy_set_header X-Forwarded-Host \$http_host;
+            $keep
+        }
+        location @siwa {
+            rewrite ^ /auth/forward? break;
+            proxy_method GET;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length \"\";
+            proxy_set_header X-Forwarded-Method \$request_method;
+            proxy_set_header X-Forwarded-Proto \$scheme;
+            proxy_set_header X-Forwarded-Host \$http_host;
+            proxy_set_header X-Forwarded-Uri \$request_uri;
+            proxy_redirect off;
+            proxy_pass http://siwa;
             $keep
         }
         location / {
             auth_request /_siwa_check;
+            error_page 401 403 = @siwa;
             auth_request_set \$siwa_user \$upstream_http_x_auth_request_user;
             auth_request_set \$siwa_email \$upstream_http_x_auth_request_email;
+            auth_request_set \$siwa_name \$upstream_http_x_auth_request_preferred_username;
             auth_request_set \$siwa_private \$upstream_http_x_siwa_private_email;
+            auth_request_set \$siwa_assertion \$upstream_http_x_siwa_assertion;
             proxy_set_header X-Auth-Request-User \$siwa_user;
             proxy_set_header X-Auth-Request-Email \$siwa_email;
+            proxy_set_header X-Auth-Request-Preferred-Username \$siwa_name;
             proxy_set_header X-Siwa-Private-Email \$siwa_private;
+            proxy_set_header X-Siwa-Assertion \$siwa_assertion;
             proxy_pass http://app;
             $keep
         }
@@ -135,7 +156,10 @@ expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$proxy_url"
 expect 200 "$direct_url"
 expect 200 "$authreq_url" -H "Cookie: $SESSION_COOKIE"
-expect 401 "$authreq_url"
+expect 401 "$authreq_url" -H "Accept: application/json"   # a browser would get siwa's 302 to the sign-in
+# The check nginx makes carries the forwarded origin, so siwa's answer carries the assertion for it.
+curl -s -o /dev/null -D - -H "Cookie: $SESSION_COOKIE" -H "X-Forwarded-Proto: http" -H "X-Forwarded-Host: 127.0.0.1:$aport" "$check_url" \
+    | grep -qi '^x-siwa-assertion: ' || { echo "/auth/check gave no assertion for a forwarded origin" >&2; exit 1; }
 expect 202 "$check_url" -H "Cookie: siwa_session=benchsession$(printf '%031d' "$SESSIONS")"
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
