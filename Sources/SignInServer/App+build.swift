@@ -146,13 +146,13 @@ public func buildApplication(
     let router = buildRouter(settings: settings, components: components, renderer: renderer, logger: logger)
     let upstreamClient = settings.upstream.map(UpstreamClient.init)
     let gate = upstreamClient.map { buildUpstreamGate(client: $0, settings: settings, components: components, renderer: renderer) }
-    let front = FrontDoor(router: router, gate: gate, publicDirectory: settings.publicDirectory)
+    let owned = SiwaPaths(publicDirectory: settings.publicDirectory)
+    let front = FrontDoor(router: router, gate: gate, owned: owned)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop (`FrontFastPath`), everything else by the router. In front of an upstream, WebSocket upgrades are
     // passed through too; otherwise Hummingbird's plain HTTP/1.
-    let owned = SiwaPaths(routes: router.routes.map(\.path), publicDirectory: settings.publicDirectory)
     let fastPath = FastPathAnswers(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
         front: settings.front, resolver: ClientAddressResolver(trustedProxies: settings.proxies), assertions: components.assertions,

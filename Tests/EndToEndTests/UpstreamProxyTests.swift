@@ -205,6 +205,32 @@ struct UpstreamProxyTests {
         }
     }
 
+    @Test("the paths are the site's but for siwa's own: /session, /account/delete and /api/session reach the upstream, siwa's pages and API are under /auth/; a sign-in without a return path lands on the site's /")
+    func pathsAreTheSites() async throws {
+        try await Self.withEchoSite { site, visit in
+            let ada = site.user("Ada")
+            let signIn = try await visit.signIn(site, user: ada)
+            #expect(signIn.returnedTo == "/", "the site's home page, not siwa's session page")
+            let cookies = ["siwa_session": signIn.session]
+            for path in ["/session", "/account/delete", "/api/session", "/api/apple/native", "/oauth2-not-siwa"] {
+                let answer = try await visit.send(site.url(path), headers: [("Accept", "application/json")], cookies: cookies)
+                #expect(answer.status == 200, "\(path)")
+                #expect(try answer.echoed().path == path, "\(path) reached the upstream")
+            }
+            let page = try await visit.send(site.url("/auth/session"), headers: [("Accept", "text/html")], cookies: cookies)
+            #expect(page.status == 200)
+            #expect(page.text.contains(ada.email))
+            #expect(page.text.contains(#"href="/auth/account/delete""#), "the session page links to the deletion siwa answers")
+            let deletion = try await visit.send(site.url("/auth/account/delete"), headers: [("Accept", "text/html")], cookies: cookies)
+            #expect(deletion.status == 200)
+            #expect(deletion.text.contains(#"action="/auth/account/delete""#))
+            let api = try await visit.send(site.url("/auth/api/session"), headers: [("Authorization", "Bearer \(signIn.session)")], cookies: cookies)
+            #expect(api.text.contains(ada.sub), "\(api.status) \(api.text)")
+            #expect(try await visit.send(site.url("/.well-known/openid-configuration")).headers.first(name: "content-type")?.contains("json") == true)
+            #expect(try await visit.send(site.url("/metrics")).text.contains("siwa_front_fast_path_total"))
+        }
+    }
+
     @Test("forged identity and forwarding headers never reach the upstream; X-Forwarded-* are siwa's; siwa's cookies stay, the others pass; hop-by-hop headers end at siwa")
     func headersAsRFC9110Asks() async throws {
         try await Self.withEchoSite { site, visit in

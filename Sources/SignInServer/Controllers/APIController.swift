@@ -9,8 +9,11 @@ struct APIController: Sendable {
     let store: any UsersAndSessions
 
     func addRoutes(to router: Router<ServerContext>) {
-        router.post("/api/apple/native", use: nativeSignIn)
-        router.get("/api/session", use: session)
+        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths.inFront`).
+        for prefix in ["", "/auth"] {
+            router.post(RouterPath(prefix + "/api/apple/native"), use: nativeSignIn)
+            router.get(RouterPath(prefix + "/api/session"), use: session)
+        }
     }
 
     @Sendable func nativeSignIn(_ request: Request, context: ServerContext) async throws -> Response {

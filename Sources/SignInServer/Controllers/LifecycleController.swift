@@ -16,8 +16,11 @@ struct LifecycleController: Sendable {
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
         router.post("/auth/apple/notifications", use: notification)
         let signedIn = sessions.group(context: SignedInContext.self)
-        signedIn.get("/account/delete", use: confirmDeletion)
-        signedIn.post("/account/delete", use: deleteAccount)
+        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths.inFront`); the pages link there.
+        for path in ["/account/delete", "/auth/account/delete"] {
+            signedIn.get(RouterPath(path), use: confirmDeletion)
+            signedIn.post(RouterPath(path), use: deleteAccount)
+        }
     }
 
     /// `POST /auth/apple/notifications`: verify, apply once by `jti`, answer 200; anything forged or malformed is 400.
@@ -56,14 +59,14 @@ struct LifecycleController: Sendable {
         let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
         let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
         guard let token = fields["csrf_token"], ConstantTime.equals(token, context.csrfToken), fields["confirm"] == "yes" else {
-            throw ErrorPage.csrf(retryURL: "/account/delete")
+            throw ErrorPage.csrf(retryURL: "/auth/account/delete")
         }
         let outcome: AccountLifecycle.DeletionOutcome
         do {
             outcome = try await lifecycle.deleteAccount(subject: context.user.subject, logger: context.logger)
         } catch {
             context.logger.error("account deletion failed", metadata: ["error": "\(error)"])
-            throw ErrorPage.storeUnavailable(retryURL: "/account/delete")
+            throw ErrorPage.storeUnavailable(retryURL: "/auth/account/delete")
         }
         let key = switch outcome {
         case .revoked: "deleted.revoked"

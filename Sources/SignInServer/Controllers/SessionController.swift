@@ -12,7 +12,10 @@ struct SessionController: Sendable {
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
-        sessions.group(context: SignedInContext.self).get("/session", use: sessionPage)
+        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths.inFront`); the pages link there.
+        let signedIn = sessions.group(context: SignedInContext.self)
+        signedIn.get("/session", use: sessionPage)
+        signedIn.get("/auth/session", use: sessionPage)
         sessions.post("/auth/signout", use: signOut)
         sessions.get("/auth/sign-out", use: confirmSignOut)
         sessions.post("/auth/sign-out", use: signOut)
@@ -62,7 +65,7 @@ struct SessionController: Sendable {
         let session: SessionRecord
         switch context.visitor {
         case .signedIn(let found, _): session = found
-        case .storeUnavailable: throw ErrorPage.storeUnavailable(retryURL: "/session")
+        case .storeUnavailable: throw ErrorPage.storeUnavailable(retryURL: "/auth/session")
         case .anonymous(let hadCookie):
             var response = Response.redirect(to: "/", type: .normal)
             if hadCookie { response.setCookie(cookies.expired(cookies.sessionName)) }
@@ -82,13 +85,13 @@ struct SessionController: Sendable {
     ) async throws -> Response {
         guard let csrfToken, ConstantTime.equals(csrfToken, session.csrfToken) else {
             logger.notice("sign-out refused: CSRF token missing or wrong", metadata: metadata)
-            throw ErrorPage.csrf(retryURL: "/session")
+            throw ErrorPage.csrf(retryURL: "/auth/session")
         }
         do {
             _ = try await store.deleteSession(idHash: session.idHash)
         } catch {
             logger.error("store unavailable", metadata: ["error": "\(error)"])
-            throw ErrorPage.storeUnavailable(retryURL: "/session")
+            throw ErrorPage.storeUnavailable(retryURL: "/auth/session")
         }
         logger.info("signed out", metadata: metadata)
         var response = Response.redirect(to: target, type: .normal)

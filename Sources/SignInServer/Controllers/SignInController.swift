@@ -30,6 +30,10 @@ struct SignInController: Sendable {
         returnAuthority = ServerSettings.authority(of: settings.returnURL)
     }
 
+    /// Where a sign-in without a return path lands: siwa's session page, or in front of an upstream the site's home
+    /// page (`/session` is the site's there).
+    private var landing: String { settings.upstream == nil ? "/session" : "/" }
+
     /// `sessions` guards the sign-in page, which says when the person is already signed in.
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
         sessions.get("/", use: signInPage)
@@ -42,7 +46,7 @@ struct SignInController: Sendable {
     @Sendable func signInPage(_ request: Request, context: ServerContext) async throws -> Response {
         let language = request.pageLanguage
         let signedIn = if case .signedIn = context.visitor { true } else { false }
-        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"), otherwise: landing)
         let csrf = request.cookieValue(cookies.csrfName) ?? RandomToken.generate()
         let encodedReturn = FormEncoding.encode(returnTo)
         var response = renderer.page(
@@ -72,7 +76,7 @@ struct SignInController: Sendable {
             returnTo = settings.front.redirects.allowed(String(rd)) ?? "/"
             again = "rd=" + FormEncoding.encode(returnTo)
         } else {
-            returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"))
+            returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"), otherwise: landing)
             again = "return_to=" + FormEncoding.encode(returnTo)
         }
         // The binding cookie must be set on the host Apple returns to, or it will not come back.

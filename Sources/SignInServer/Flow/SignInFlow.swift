@@ -166,11 +166,12 @@ public struct SignInFlow: Sendable {
         IdentityTokenVerifier.sha256Hex(secret)
     }
 
-    /// Accepts only a relative path on this site (no scheme, no `//host`, no backslash tricks); `/session` otherwise.
-    public static func safeReturnPath(_ candidate: String?) -> String {
+    /// Accepts only a relative path on this site (no scheme, no `//host`, no backslash tricks); `fallback` otherwise
+    /// (siwa's session page; the site's home page in front of an upstream).
+    public static func safeReturnPath(_ candidate: String?, otherwise fallback: String = "/session") -> String {
         guard let candidate, candidate.hasPrefix("/"), !candidate.hasPrefix("//"), !candidate.contains("\\"),
             candidate.utf8.count <= 512, !candidate.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
-        else { return "/session" }
+        else { return fallback }
         return candidate
     }
 }

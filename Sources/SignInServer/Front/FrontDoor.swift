@@ -6,11 +6,11 @@ import Hummingbird
 struct FrontDoor: HTTPResponderBuilder {
     let router: Router<ServerContext>
     let gate: UpstreamGate?
-    /// Where siwa's static files are (they stay siwa's).
-    let publicDirectory: String
+    /// The paths that stay siwa's.
+    let owned: SiwaPaths
 
     func buildResponder() -> Responder {
-        Responder(siwa: router.buildResponder(), gate: gate, owned: SiwaPaths(routes: router.routes.map(\.path), publicDirectory: publicDirectory))
+        Responder(siwa: router.buildResponder(), gate: gate, owned: owned)
     }
 
     struct Responder: HTTPResponder {
@@ -25,31 +25,26 @@ struct FrontDoor: HTTPResponderBuilder {
     }
 }
 
-/// The paths siwa keeps for itself in front of an upstream: its routes (all but `/`, which is the upstream's home
-/// page), everything under `/auth/` and `/.well-known/siwa/`, and its static files.
+/// The paths siwa keeps for itself in front of an upstream: everything under `/auth/` (its sign-in, sign-out,
+/// forward-auth, session page, account deletion and APIs), `/.well-known/siwa/`, its OpenID Provider (`/oauth2/`,
+/// `/.well-known/openid-configuration`), `/healthz`, `/readyz`, `/metrics` and its static files. Every other path,
+/// `/` and siwa's older unprefixed page paths (`/session`, `/account/delete`, `/api/…`) included, is the site's.
 struct SiwaPaths: Sendable {
-    private var exact: Set<String> = []
-    private var prefixes = ["/auth/", "/.well-known/siwa/"]
+    private var exact: Set<String> = ["/healthz", "/readyz", "/metrics", "/button.css", "/.well-known/openid-configuration"]
+    private let prefixes = ["/auth/", "/.well-known/siwa/", "/oauth2/"]
 
-    init(routes: [RouterPath], publicDirectory: String) {
-        for route in routes {
-            // A route with a parameter or a wildcard owns everything under its literal start.
-            let literal = route.components.prefix { !$0.description.contains(":") && !$0.description.contains("*") }
-            let path = "/" + literal.map(\.description).joined(separator: "/")
-            if literal.count == route.components.count {
-                if path != "/" { exact.insert(path) }
-            } else {
-                prefixes.append(path == "/" ? "/" : path + "/")
-            }
-        }
+    /// siwa's routes that an upstream's paths shadow in front of it: each has its twin under `/auth/`.
+    static let leftToTheUpstream: Set<String> = ["/", "/session", "/account/delete", "/api/session", "/api/apple/native"]
+
+    init(publicDirectory: String) {
         for prefix in prefixes { exact.insert(String(prefix.dropLast())) }
         if let files = FileManager.default.enumerator(atPath: publicDirectory) {
             while let file = files.nextObject() as? String { exact.insert("/" + file) }
         }
     }
 
-    /// Whether siwa answers `path` itself. Empty segments count as the router counts them (`//session/` is
-    /// `/session`).
+    /// Whether siwa answers `path` itself. Empty segments count as the router counts them (`//auth/check/` is
+    /// `/auth/check`).
     func contains(_ path: String) -> Bool {
         let bytes = path.utf8
         let doubleSlash = zip(bytes, bytes.dropFirst()).contains { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: "/") }
