@@ -15,8 +15,10 @@ import NIOHTTPTypesHTTP1
 /// upstream's connection (`UpstreamPool`) lives on the same event loop, and the answer streams back as it comes,
 /// reading the upstream only as fast as the client takes it.
 ///
-/// Requests on one connection are answered in order: while the handlers owe an answer, later requests go to them
-/// too; while an exchange with the upstream is in progress, whatever the client sends next waits for its end.
+/// Requests on one connection are answered in order: while the handlers owe an answer, or an exchange with the
+/// upstream is in progress, the next request the client sends waits for its end (and is then decided like any
+/// other: a client that sends its next request as soon as it has read an answer of the handlers, before their
+/// task has ended it here, is still answered from memory).
 final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, UpstreamExchangeDelegate {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -36,8 +38,8 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     private var readingTaken = false
     /// The exchange with the upstream in progress.
     private var exchange: Exchange?
-    /// What arrived during an exchange (a pipelined request, the end of the client's input, a shutdown notice),
-    /// taken in order once it is over.
+    /// What arrived during an exchange or while the handlers owed an answer (a next request, the end of the
+    /// client's input, a shutdown notice), taken in order once it is over.
     private var held = CircularBuffer<Held>()
     /// A read asked for during an exchange, issued once it is over.
     private var readHeld = false
@@ -103,7 +105,9 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        if exchange != nil || !held.isEmpty {
+        // The body of a request the handlers are reading goes to them at once; a next request waits its turn.
+        let isHead = if case .head = part { true } else { false }
+        if exchange != nil || !held.isEmpty || (isHead && handedOn > 0) {
             held.append(.part(part))
             return
         }
@@ -167,7 +171,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     func read(context: ChannelHandlerContext) {
         // Reading on during an exchange keeps the socket's registration as it is (pausing and resuming it costs two
         // system calls per request); only a client that sends much ahead is held back.
-        if exchange != nil, held.count >= Self.heldLimit {
+        if exchange != nil || handedOn > 0, held.count >= Self.heldLimit {
             readHeld = true
             return
         }
@@ -178,8 +182,13 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     static let heldLimit = 16
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), handedOn > 0 { handedOn -= 1 }
+        guard case .end = unwrapOutboundIn(data), handedOn > 0 else { return context.write(data, promise: promise) }
+        handedOn -= 1
         context.write(data, promise: promise)
+        // The handlers' answer is over: what waited for it is taken up, once this write has gone its way.
+        if handedOn == 0, exchange == nil, !held.isEmpty {
+            context.eventLoop.assumeIsolated().execute { self.takeHeld() }
+        }
     }
 
     // MARK: The upstream's side
@@ -319,8 +328,17 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
             context.close(promise: nil)
             return
         }
+        takeHeld()
+    }
+
+    /// Takes up, in order, what waited: a request only when neither an exchange nor an answer of the handlers is in
+    /// progress, the parts of a request taken with it, an event when no exchange is.
+    private func takeHeld() {
+        guard let context else { return }
         var handedAny = false
-        while self.exchange == nil, let next = held.popFirst() {
+        while exchange == nil, let next = held.first {
+            if case .part(.head) = next, handedOn > 0 { break }
+            held.removeFirst()
             switch next {
             case .part(let part):
                 take(part, context: context)
@@ -331,7 +349,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         }
         // Hummingbird's channel takes what it was given at the end of a read.
         if handedAny { context.fireChannelReadComplete() }
-        if self.exchange == nil, readHeld {
+        if exchange == nil, handedOn == 0 || held.count < Self.heldLimit, readHeld {
             readHeld = false
             context.read()
         }
