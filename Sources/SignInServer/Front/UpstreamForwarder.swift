@@ -109,13 +109,23 @@ struct UpstreamForwarder: Sendable {
         return headers
     }
 
-    /// A `Cookie` value without siwa's cookies; nil when nothing is left. Pairs are split at `;` and trimmed of
-    /// blanks, read byte by byte (this runs on every proxied request).
+    /// A `Cookie` value without siwa's cookies (and nameless pairs); nil when nothing is left. Pairs are split at
+    /// `;` and their names read by byte (this runs on every proxied request); a value with nothing to take out is
+    /// passed as it came.
     private func keptCookies(_ value: String) -> String? {
-        let kept = value.split(separator: ";").lazy.map(\.trimmingBlanks).filter { pair in
-            let name = pair.prefix { $0 != "=" }.trimmingBlanks
-            return !name.isEmpty && !ownCookies.contains(String(name))
+        var kept: [Substring] = []
+        var changed = false
+        for pair in value.split(separator: ";", omittingEmptySubsequences: false) {
+            let trimmed = pair.trimmingBlanks
+            let end = trimmed.utf8.firstIndex(of: UInt8(ascii: "=")) ?? trimmed.endIndex
+            let name = trimmed[trimmed.startIndex..<end].trimmingBlanks
+            if name.isEmpty || ownCookies.contains(String(name)) {
+                changed = true
+            } else {
+                kept.append(trimmed)
+            }
         }
+        if !changed { return value }
         return kept.isEmpty ? nil : kept.joined(separator: "; ")
     }
 
