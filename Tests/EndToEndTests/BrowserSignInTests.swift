@@ -226,6 +226,9 @@ struct BrowserSignInTests {
                 #expect(echoed.values("x-auth-request-user") == [lilei.sub])
                 #expect(echoed.values("x-siwa-private-email") == ["true"])
                 #expect(echoed.values("x-auth-request-email") == [lilei.relayEmail])
+                let claims = try await Self.verifiedWithPyJWT(echoed, site: e2e.site, audience: nginx.origin)
+                #expect(claims?["sub"] as? String == lilei.sub)
+                #expect(claims?["is_private_email"] as? Bool == true)
             }
         }
     }
@@ -246,7 +249,7 @@ struct BrowserSignInTests {
                     siwa:
                       forwardAuth:
                         address: "http://127.0.0.1:\(siwa)/auth/forward"
-                        authResponseHeaders: [X-Auth-Request-User, X-Auth-Request-Email, X-Siwa-Private-Email, X-Siwa-Assertion]
+                        authResponseHeaders: [X-Auth-Request-User, X-Auth-Request-Email, X-Auth-Request-Preferred-Username, X-Siwa-Private-Email, X-Siwa-Assertion]
                   services:
                     app: {loadBalancer: {servers: [{url: "http://127.0.0.1:\(app)"}]}}
                 """
@@ -257,15 +260,7 @@ struct BrowserSignInTests {
                 #expect(echoed.values("x-auth-request-email") == [grace.email])
                 #expect(echoed.values("x-siwa-private-email") == ["false"])
                 // The upstream verifies the signed assertion with a third-party JWT library against siwa's key set.
-                let assertion = try #require(echoed.values("x-siwa-assertion").first)
-                let python = try #require(ProcessInfo.processInfo.environment["SIWA_TEST_PYTHON"], "run ./scripts/test, which creates the Python venv")
-                let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("ThirdParty/verify_assertion.py")
-                let run = try await ChildProcess.run(URL(fileURLWithPath: python), arguments: [script.path], environment: [
-                    "JWKS_URL": e2e.site.url("/.well-known/siwa/jwks.json"), "TOKEN": assertion,
-                    "ISSUER": e2e.site.origin, "AUDIENCE": traefik.origin,
-                ])
-                #expect(run.status == 0, "PyJWT refused the assertion:\n\(run.stderr)")
-                let claims = try JSONSerialization.jsonObject(with: Data((run.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
+                let claims = try await Self.verifiedWithPyJWT(echoed, site: e2e.site, audience: traefik.origin)
                 #expect(claims?["sub"] as? String == grace.sub)
                 #expect(claims?["email"] as? String == grace.email)
                 #expect((claims?["exp"] as? Int).map { $0 - ((claims?["iat"] as? Int) ?? 0) } == 60)
@@ -276,7 +271,7 @@ struct BrowserSignInTests {
                 http://127.0.0.1:\(port) {
                     forward_auth 127.0.0.1:\(siwa) {
                         uri /auth/forward
-                        copy_headers X-Auth-Request-User X-Auth-Request-Email X-Siwa-Private-Email
+                        copy_headers X-Auth-Request-User X-Auth-Request-Email X-Auth-Request-Preferred-Username X-Siwa-Private-Email X-Siwa-Assertion
                     }
                     reverse_proxy 127.0.0.1:\(app)
                 }
@@ -285,8 +280,25 @@ struct BrowserSignInTests {
                 let echoed = try await signInThroughProxy(e2e, to: caddy.url("/docs"), query: "", as: grace, forging: "X-Auth-Request-User")
                 #expect(echoed.path == "/docs")
                 #expect(echoed.values("x-auth-request-user") == [grace.sub])
+                #expect(echoed.values("x-auth-request-preferred-username") == ["Grace Hopper"])
+                let claims = try await Self.verifiedWithPyJWT(echoed, site: e2e.site, audience: caddy.origin)
+                #expect(claims?["sub"] as? String == grace.sub)
             }
         }
+    }
+
+    /// The claims of the `X-Siwa-Assertion` the app behind a proxy received, once PyJWT (a third-party JWT library,
+    /// as an upstream would use) has verified it against siwa's key set for `audience`; nil when it did not.
+    static func verifiedWithPyJWT(_ echoed: EchoedRequest, site: LocalSite, audience: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: Any]? {
+        let assertion = try #require(echoed.values("x-siwa-assertion").first, "the app received no assertion", sourceLocation: sourceLocation)
+        let python = try #require(ProcessInfo.processInfo.environment["SIWA_TEST_PYTHON"], "run ./scripts/test, which creates the Python venv")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("ThirdParty/verify_assertion.py")
+        let run = try await ChildProcess.run(URL(fileURLWithPath: python), arguments: [script.path], environment: [
+            "JWKS_URL": site.url("/.well-known/siwa/jwks.json"), "TOKEN": assertion, "ISSUER": site.origin, "AUDIENCE": audience,
+        ])
+        #expect(run.status == 0, "PyJWT refused the assertion:\n\(run.stderr)", sourceLocation: sourceLocation)
+        guard run.status == 0 else { return nil }
+        return try JSONSerialization.jsonObject(with: Data((run.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]
     }
 
     @Test("cookie_domain: a session made on auth.siwa.localhost is seen by app1 and app2 behind nginx; sign-out there ends it for both; a host outside the domain is not signed in")
