@@ -287,6 +287,38 @@ struct BrowserSignInTests {
         }
     }
 
+    @Test("siwa serve --upstream in Chromium: a protected URL goes through Apple's consent and lands back on itself; the app sees who signed in and an assertion PyJWT verifies; signed out with rd back to the app, the next visit goes to the sign-in")
+    func builtInProxyInChromium() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        try await e2e.startClean()
+        try await withEchoUpstream { app in
+            try await LocalSite.run(settings: ["upstream": "http://127.0.0.1:\(app)", "trusted_proxies": nil]) { site in
+                let ada = site.user("Ada")
+                let path = site.url("/reports/2026")
+                let page = path + "?view=full&tag=a%20b"
+                try await browser.open(page)
+                try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+                try await browser.element(userRadio(ada)).click()
+                try await browser.element("#continue").click()
+                try await browser.waitForPage(path)
+                #expect(try await browser.currentURL() == page, "back on the very URL asked for")
+                let echoed = try EchoedRequest(json: ByteBuffer(string: try await browser.element("body").text()))
+                #expect(echoed.path == "/reports/2026?view=full&tag=a%20b")
+                #expect(echoed.values("x-auth-request-user") == [ada.sub])
+                #expect(echoed.values("x-auth-request-email") == [ada.email])
+                let claims = try await Self.verifiedWithPyJWT(echoed, site: site, audience: "http://127.0.0.1:\(app)")
+                #expect(claims?["sub"] as? String == ada.sub)
+
+                try await browser.open(site.url("/auth/sign-out?rd=") + (page.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""))
+                try await browser.element("#confirm-sign-out").click()
+                // Back to the app's URL, which, signed out, sends the browser to the sign-in again.
+                try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+            }
+        }
+        try await e2e.startClean()
+    }
+
     /// The claims of the `X-Siwa-Assertion` the app behind a proxy received, once PyJWT (a third-party JWT library,
     /// as an upstream would use) has verified it against siwa's key set for `audience`; nil when it did not.
     static func verifiedWithPyJWT(_ echoed: EchoedRequest, site: LocalSite, audience: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: Any]? {
