@@ -77,7 +77,8 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     let proxy = ClientAddressResolver(trustedProxies: settings.proxies)
     if settings.rateLimitPerMinute > 0 {
         router.add(middleware: RateLimitMiddleware(
-            perMinute: settings.rateLimitPerMinute, paths: ["/auth/apple", "/auth/apple/callback", "/auth/apple/popup", "/api/apple/native"],
+            perMinute: settings.rateLimitPerMinute,
+            paths: ["/auth/apple", "/auth/apple/callback", "/auth/apple/popup", "/api/apple/native", "/auth/api/apple/native"],
             resolver: proxy, renderer: renderer
         ))
     }

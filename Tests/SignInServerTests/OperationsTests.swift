@@ -81,6 +81,16 @@ struct OperationsTests {
             let home = try await h.get("/").status
             #expect(home == .ok)
         }
+        // Native sign-ins are limited at both their paths (the /auth/ one is what stays siwa's before an upstream).
+        for path in ["/api/apple/native", "/auth/api/apple/native"] {
+            try await withServer(options) { h in
+                var statuses: [HTTPResponse.Status] = []
+                for _ in 0..<4 {
+                    statuses.append(try await h.post(path, form: "{}", headers: [.contentType: "application/json"]).status)
+                }
+                #expect(statuses.prefix(3).allSatisfy { $0 != .tooManyRequests } && statuses.last == .tooManyRequests, "\(path): \(statuses)")
+            }
+        }
     }
 
     @Test("behind a trusted proxy each client gets its own limit by X-Forwarded-For; from anyone else the header is ignored")

@@ -26,7 +26,8 @@ public final class UpstreamTally: Sendable {
 /// - Plain HTTP requests are answered as by `withEchoUpstream`.
 /// - A WebSocket handshake on any path switches protocols, except on `/ws-refused` (answered `400`, as
 ///   hummingbird-websocket refuses). Of the subprotocols offered in `Sec-WebSocket-Protocol`, the first of
-///   `echo.v2` and `echo.v1` is chosen.
+///   `echo.v2` and `echo.v1` is chosen. Its `101` also tries to set siwa's session cookie (`Set-Cookie:
+///   siwa_session=planted`), which a proxy in front must not pass on.
 /// - Once open, its first message is the handshake as an `EchoedRequest` in JSON (text); then every text and binary
 ///   message is sent back as it came; the text `close:N` makes it close with code N.
 public func withWebSocketEchoUpstream<T: Sendable>(_ body: (_ port: Int, _ tally: UpstreamTally) async throws -> T) async throws -> T {
@@ -38,8 +39,9 @@ public func withWebSocketEchoUpstream<T: Sendable>(_ body: (_ port: Int, _ tally
         tally.record()
         guard request.uri.path != "/ws-refused" else { return .dontUpgrade }
         let offered = request.headers[values: .secWebSocketProtocol].flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
-        guard let chosen = ["echo.v2", "echo.v1"].first(where: { offered.contains($0) }) else { return .upgrade([:]) }
-        return .upgrade([.secWebSocketProtocol: chosen])
+        let planted: HTTPFields = [.setCookie: "siwa_session=planted; Path=/"]
+        guard let chosen = ["echo.v2", "echo.v1"].first(where: { offered.contains($0) }) else { return .upgrade(planted) }
+        return .upgrade(planted + [.secWebSocketProtocol: chosen])
     }, onUpgrade: { inbound, outbound, context in
         let handshake = EchoedRequest(
             method: context.request.method.rawValue, path: context.request.head.path ?? "", headers: EchoUpstream.seen(context.request),

@@ -15,13 +15,13 @@ struct UpstreamWebSocket: Sendable {
     let answer: HTTPResponseHead
 
     /// Adds to `headers` (the client's `101`) what of the upstream's `101` the client must see:
-    /// `Sec-WebSocket-Accept`, the subprotocol and extensions it chose, and any other end-to-end header; never the
-    /// hop-by-hop ones (NIO writes `Connection` and `Upgrade` itself).
+    /// `Sec-WebSocket-Accept`, the subprotocol and extensions it chose, and any other end-to-end header, as any
+    /// answer of the upstream is passed on (`UpstreamForwarder.forClient`: never the hop-by-hop ones, which NIO
+    /// writes itself, nor a `Set-Cookie` of siwa's cookies).
     func addHandshakeHeaders(to headers: inout HTTPHeaders) {
-        let named = UpstreamForwarder.connectionNamed(answer.headers[canonicalForm: "connection"].map(String.init))
-        for (name, value) in answer.headers {
-            let lowered = name.lowercased()
-            guard !UpstreamForwarder.hopByHop.contains(lowered), !named.contains(lowered), lowered != "content-length" else { continue }
+        var upstream = answer.headers
+        UpstreamForwarder.forClient(&upstream)
+        for (name, value) in upstream where name.lowercased() != "content-length" {
             headers.add(name: name, value: value)
         }
     }
