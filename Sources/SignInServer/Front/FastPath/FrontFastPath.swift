@@ -47,7 +47,11 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     private enum Held {
         case part(HTTPRequestPart)
         case event(Any)
+        case error(any Error)
     }
+
+    /// The handlers' answer in progress ends the connection (`Connection: close`): what waits for it is dropped.
+    private var closingAfterAnswer = false
 
     /// One request on its way to the upstream and back.
     private struct Exchange {
@@ -152,6 +156,15 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         head.headerFields[.connection] == "close"
     }
 
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A parse error in what was held back comes after what was held, as the request it broke.
+        if !held.isEmpty {
+            held.append(.error(error))
+            return
+        }
+        context.fireErrorCaught(error)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if exchange != nil || !held.isEmpty {
             held.append(.event(event))
@@ -182,6 +195,11 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     static let heldLimit = 16
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .head(let head) = unwrapOutboundIn(data), handedOn > 0, head.status.code >= 200,
+            head.headerFields[.connection]?.lowercased().contains("close") == true
+        {
+            closingAfterAnswer = true
+        }
         guard case .end = unwrapOutboundIn(data), handedOn > 0 else { return context.write(data, promise: promise) }
         handedOn -= 1
         context.write(data, promise: promise)
@@ -335,6 +353,11 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     /// progress, the parts of a request taken with it, an event when no exchange is.
     private func takeHeld() {
         guard let context else { return }
+        if closingAfterAnswer {
+            // The connection ends with the answer just written: nothing after it is answered.
+            held.removeAll()
+            return
+        }
         var handedAny = false
         while exchange == nil, let next = held.first {
             if case .part(.head) = next, handedOn > 0 { break }
@@ -345,6 +368,8 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
                 handedAny = true
             case .event(let event):
                 context.fireUserInboundEventTriggered(event)
+            case .error(let error):
+                context.fireErrorCaught(error)
             }
         }
         // Hummingbird's channel takes what it was given at the end of a read.
