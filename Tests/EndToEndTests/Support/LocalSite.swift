@@ -48,10 +48,16 @@ struct LocalSite: Sendable {
                     try await body(site)
                 }
                 return
-            } catch let error as IOError where error.errnoCode == EADDRINUSE && !started && attempt < 3 {
+            } catch where Self.isAddressInUse(error) && !started && attempt < 5 {
                 attempt += 1
             }
         }
+    }
+
+    /// Whether `error` says a port was taken (NIO's `IOError`, or that error as a service group passed it on).
+    static func isAddressInUse(_ error: any Error) -> Bool {
+        if let error = error as? IOError, error.errnoCode == EADDRINUSE { return true }
+        return "\(error)".localizedCaseInsensitiveContains("address already in use")
     }
 
     private static func runOnce(settings: [String: String?], _ body: (LocalSite) async throws -> Void) async throws {
