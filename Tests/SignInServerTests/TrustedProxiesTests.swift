@@ -13,6 +13,10 @@ struct TrustedProxiesTests {
             #expect(!proxies.contains(address), "\(address ?? "nil")")
         }
         #expect(!TrustedProxies.none.contains("127.0.0.1"))
+        // A range written as IPv4-mapped IPv6 is the IPv4 range it maps.
+        let mapped = try TrustedProxies(["::ffff:10.0.0.0/104"])
+        #expect(mapped.contains("10.200.0.1") && mapped.contains("::ffff:10.0.0.9") && !mapped.contains("11.0.0.1"))
+        #expect(throws: TrustedProxiesError.self) { try TrustedProxies(["::ffff:10.0.0.0/95"]) }
         let everyone = try TrustedProxies(["0.0.0.0/0"])
         #expect(everyone.contains("203.0.113.9") && !everyone.contains("::1"))
     }

@@ -39,7 +39,11 @@ public struct TrustedProxies: Sendable, Equatable {
             guard let bytes = Self.bytes(of: String(parts[0])) else { throw TrustedProxiesError(entry: entry) }
             var bits = bytes.count * 8
             if parts.count == 2 {
-                guard let prefix = Int(parts[1]), (0...bits).contains(prefix), parts[1].allSatisfy(\.isASCII) else { throw TrustedProxiesError(entry: entry) }
+                // An IPv4-mapped range (`::ffff:10.0.0.0/104`) is written in IPv6 bits and kept as the IPv4 range.
+                let mapped = parts[0].contains(":") && bytes.count == 4 ? 96 : 0
+                guard let prefix = Int(parts[1]).map({ $0 - mapped }), (0...bits).contains(prefix), parts[1].allSatisfy(\.isASCII) else {
+                    throw TrustedProxiesError(entry: entry)
+                }
                 bits = prefix
             }
             return Range(bytes: bytes, bits: bits)
