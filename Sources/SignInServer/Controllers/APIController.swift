@@ -9,7 +9,7 @@ struct APIController: Sendable {
     let store: any UsersAndSessions
 
     func addRoutes(to router: Router<ServerContext>) {
-        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths.inFront`).
+        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths`).
         for prefix in ["", "/auth"] {
             router.post(RouterPath(prefix + "/api/apple/native"), use: nativeSignIn)
             router.get(RouterPath(prefix + "/api/session"), use: session)

@@ -16,7 +16,7 @@ struct LifecycleController: Sendable {
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
         router.post("/auth/apple/notifications", use: notification)
         let signedIn = sessions.group(context: SignedInContext.self)
-        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths.inFront`); the pages link there.
+        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths`); the pages link there.
         for path in ["/account/delete", "/auth/account/delete"] {
             signedIn.get(RouterPath(path), use: confirmDeletion)
             signedIn.post(RouterPath(path), use: deleteAccount)

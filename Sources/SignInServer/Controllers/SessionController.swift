@@ -12,7 +12,7 @@ struct SessionController: Sendable {
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
-        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths.inFront`); the pages link there.
+        // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths`); the pages link there.
         let signedIn = sessions.group(context: SignedInContext.self)
         signedIn.get("/session", use: sessionPage)
         signedIn.get("/auth/session", use: sessionPage)

@@ -33,9 +33,6 @@ struct SiwaPaths: Sendable {
     private var exact: Set<String> = ["/healthz", "/readyz", "/metrics", "/button.css", "/.well-known/openid-configuration"]
     private let prefixes = ["/auth/", "/.well-known/siwa/", "/oauth2/"]
 
-    /// siwa's routes that an upstream's paths shadow in front of it: each has its twin under `/auth/`.
-    static let leftToTheUpstream: Set<String> = ["/", "/session", "/account/delete", "/api/session", "/api/apple/native"]
-
     init(publicDirectory: String) {
         for prefix in prefixes { exact.insert(String(prefix.dropLast())) }
         if let files = FileManager.default.enumerator(atPath: publicDirectory) {

@@ -28,7 +28,7 @@ public final class IdentityAssertions: Sendable {
         self.store = store
         self.issuer = issuer
         self.logger = logger
-        keyring = SigningKeyring(store: store, algorithms: ["ES256"], logger: logger)
+        keyring = SigningKeyring(store: store, algorithms: ["ES256"])
     }
 
     /// Creates the first key when the store has none that can sign now (first start).

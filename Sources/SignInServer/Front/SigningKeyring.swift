@@ -1,12 +1,11 @@
 import Crypto
 import CryptoExtras
 import Foundation
-import Logging
 import Synchronization
 
 /// The store's signing keys, parsed, and read from the store again at most every `refresh` seconds (a key another
-/// instance created or rotated is seen within that): the one cache behind the front's assertion keys
-/// (`IdentityAssertions`, ES256) and the provider's id_token keys (`ProviderKeys`, RS256 and ES256).
+/// instance created or rotated is seen within that): the cache of the front's assertion keys (`IdentityAssertions`,
+/// ES256) and of the provider's id_token keys (`ProviderKeys`, RS256 and ES256), each holding one.
 final class SigningKeyring: Sendable {
     /// How long the key list is kept before the store is read again.
     static let refresh: TimeInterval = 30
@@ -24,13 +23,11 @@ final class SigningKeyring: Sendable {
     let store: any SigningKeyStore
     /// The algorithms this ring loads; other keys of the store are left to their own users.
     let algorithms: Set<String>
-    private let logger: Logger
     private let state = Mutex<(keys: [Loaded], loadedAt: Date)>(([], .distantPast))
 
-    init(store: any SigningKeyStore, algorithms: Set<String>, logger: Logger) {
+    init(store: any SigningKeyStore, algorithms: Set<String>) {
         self.store = store
         self.algorithms = algorithms
-        self.logger = logger
     }
 
     /// The keys, oldest first: the copy in memory while it is younger than `refresh`, else (or when `fresh`) the
@@ -63,11 +60,10 @@ final class SigningKeyring: Sendable {
     private func reload(now: Date) async throws -> [Loaded] {
         var loaded: [Loaded] = []
         for record in try await store.signingKeys() where algorithms.contains(record.algorithm) {
-            switch record.algorithm {
-            case "RS256": loaded.append(Loaded(record: record, key: .rsa(try _RSA.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
-            case "ES256": loaded.append(Loaded(record: record, key: .ec(try P256.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))))
-            default: logger.warning("signing key with an unknown algorithm ignored", metadata: ["kid": "\(record.kid)", "alg": "\(record.algorithm)"])
-            }
+            let key: Key = record.algorithm == "RS256"
+                ? .rsa(try _RSA.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))
+                : .ec(try P256.Signing.PrivateKey(pemRepresentation: record.privateKeyPEM))
+            loaded.append(Loaded(record: record, key: key))
         }
         state.withLock { $0 = (loaded, now) }
         return loaded

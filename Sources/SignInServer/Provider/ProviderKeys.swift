@@ -21,7 +21,7 @@ public final class ProviderKeys: Sendable {
     public init(store: any SigningKeyStore, logger: Logger) {
         self.store = store
         self.logger = logger
-        keyring = SigningKeyring(store: store, algorithms: ["RS256", "ES256"], logger: logger)
+        keyring = SigningKeyring(store: store, algorithms: ["RS256", "ES256"])
     }
 
     /// Creates the first RS256 key when none can sign now (first start).

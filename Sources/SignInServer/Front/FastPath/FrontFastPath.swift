@@ -195,16 +195,21 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     static let heldLimit = 16
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .head(let head) = unwrapOutboundIn(data), handedOn > 0, head.status.code >= 200,
-            head.headerFields[.connection]?.lowercased().contains("close") == true
-        {
-            closingAfterAnswer = true
+        var answerEnded = false
+        if handedOn > 0 {
+            switch unwrapOutboundIn(data) {
+            case .head(let head):
+                if head.status.code >= 200, head.headerFields[.connection]?.lowercased().contains("close") == true { closingAfterAnswer = true }
+            case .body:
+                break
+            case .end:
+                handedOn -= 1
+                answerEnded = true
+            }
         }
-        guard case .end = unwrapOutboundIn(data), handedOn > 0 else { return context.write(data, promise: promise) }
-        handedOn -= 1
         context.write(data, promise: promise)
         // The handlers' answer is over: what waited for it is taken up, once this write has gone its way.
-        if handedOn == 0, exchange == nil, !held.isEmpty {
+        if answerEnded, handedOn == 0, exchange == nil, !held.isEmpty {
             context.eventLoop.assumeIsolated().execute { self.takeHeld() }
         }
     }
