@@ -13,25 +13,8 @@ extension ChildProcess {
     /// `output`. Start-up waits until `ready` says yes; when the program exits first or `startupTimeLimit` passes,
     /// the error carries its output and `diagnostics()` (the program's own log files). At the end, also when `body`
     /// throws or the test is cancelled, the program is stopped by its pid: SIGTERM, then SIGKILL if it is still
-    /// alive after `stopTimeLimit`, and its exit is awaited without blocking a concurrency thread.
-    public static func withRunning<T>(
-        _ executable: URL,
-        arguments: [String],
-        environment: [String: String] = [:],
-        output: URL,
-        startupTimeLimit: Duration = .seconds(30),
-        stopTimeLimit: Duration = .seconds(10),
-        diagnostics: () -> String = { "" },
-        ready: () async -> Bool,
-        _ body: () async throws -> T
-    ) async throws -> T {
-        try await withRunning(
-            executable, arguments: arguments, environment: environment, output: output, startupTimeLimit: startupTimeLimit,
-            stopTimeLimit: stopTimeLimit, diagnostics: diagnostics, ready: ready
-        ) { (_: pid_t) in try await body() }
-    }
-
-    /// `withRunning` whose `body` is given the program's pid (to read its `/proc` entries, e.g. its memory).
+    /// alive after `stopTimeLimit`, and its exit is awaited without blocking a concurrency thread. `body` is given
+    /// the program's pid (to read its `/proc` entries, e.g. its memory, or to signal it).
     public static func withRunning<T>(
         _ executable: URL,
         arguments: [String],

@@ -94,7 +94,7 @@ enum ProxyHarness {
                     startupTimeLimit: startupTimeLimit,
                     diagnostics: { read(plan.logFiles, in: directory) },
                     ready: { await ready(proxy) }
-                ) {
+                ) { _ in
                     started = true
                     return try await body(proxy)
                 }

@@ -36,22 +36,58 @@ struct LocalSite: Sendable {
 
     /// Starts the emulator and the server, runs `body`, then shuts both down and deletes the database.
     /// The ports must be known before either starts (each names the other), so they are reserved and released
-    /// first; when another test's server took one meanwhile, start-up is tried again on new ports (twice at most).
-    /// `settings`: configuration keys set on the command line besides (or, nil, instead of) the defaults below.
+    /// first; when another test's server took one meanwhile, start-up is tried again on new ports (`startingAgain`).
+    /// `settings`: configuration keys set on the command line besides (or, nil, instead of) the defaults of `planned`.
     static func run(settings: [String: String?] = [:], _ body: (LocalSite) async throws -> Void) async throws {
+        try await startingAgain { started in
+            try await runOnce(settings: settings) { site in
+                started()
+                try await body(site)
+            }
+        }
+    }
+
+    /// Runs `start` again on new ports (`tries` in all) when it fails with a taken port before it called `started`
+    /// (the site was up): an error once the site is up is the test's own, passed on as it is.
+    static func startingAgain(tries: Int = 5, _ start: (_ started: () -> Void) async throws -> Void) async throws {
         var attempt = 1
         while true {
             var started = false
             do {
-                try await runOnce(settings: settings) { site in
-                    started = true
-                    try await body(site)
-                }
+                try await start { started = true }
                 return
-            } catch where Self.isAddressInUse(error) && !started && attempt < 5 {
+            } catch where Self.isAddressInUse(error) && !started && attempt < tries {
                 attempt += 1
             }
         }
+    }
+
+    /// The configuration of a site on `ports` (siwa's, the emulator's) with its database in `directory`: the tests'
+    /// defaults and `extra`, then `settings` (nil removes a default; `{port}` and `{emulator_port}` in a value name
+    /// the ports), with the plan `ServePlan` makes of it and the site that plan describes.
+    static func planned(
+        _ settings: [String: String?], ports: [Int], directory: URL, extra: [String: String] = [:]
+    ) async throws -> (values: [String: String], plan: ServePlan, site: LocalSite, emulator: EmulatorConfiguration) {
+        var defaults: [String: String?] = [
+            "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
+            // Sites behind nginx, Traefik and Caddy on this host may be returned to after sign-in, and those
+            // proxies' X-Forwarded-* headers are believed (forward-auth tests).
+            "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1",
+        ]
+        defaults.merge(extra) { $1 }
+        let chosen = settings.mapValues { value in
+            value.map { $0.replacingOccurrences(of: "{port}", with: String(ports[0])).replacingOccurrences(of: "{emulator_port}", with: String(ports[1])) }
+        }
+        let values = defaults.merging(chosen) { $1 }.compactMapValues { $0 }
+        let plan = try ServePlan(values: try await LayeredValues(cli: values, configFile: nil, environment: [:]))
+        guard plan.settings.mode == .local, let emulator = plan.emulator else {
+            throw EndToEndError("ServePlan did not choose local mode without Apple credentials")
+        }
+        let site = LocalSite(
+            origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulator.users,
+            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort, port: plan.settings.port
+        )
+        return (values, plan, site, emulator)
     }
 
     /// Whether `error` says a port was taken (NIO's `IOError`, or that error as a service group passed it on).
@@ -66,21 +102,7 @@ struct LocalSite: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
 
-        let defaults: [String: String?] = [
-            "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
-            // Sites behind nginx, Traefik and Caddy on this host may be returned to after sign-in, and those
-            // proxies' X-Forwarded-* headers are believed (forward-auth tests).
-            "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1",
-        ]
-        // `{port}` and `{emulator_port}` in a setting name the ports chosen here (e.g. a `public_url` on another host name).
-        let chosen = settings.mapValues { value in
-            value.map { $0.replacingOccurrences(of: "{port}", with: String(ports[0])).replacingOccurrences(of: "{emulator_port}", with: String(ports[1])) }
-        }
-        let values = try await LayeredValues(cli: defaults.merging(chosen) { $1 }, configFile: nil, environment: [:])
-        let plan = try ServePlan(values: values)
-        guard plan.settings.mode == .local, let emulatorConfiguration = plan.emulator else {
-            throw EndToEndError("ServePlan did not choose local mode without Apple credentials")
-        }
+        let (_, plan, site, emulatorConfiguration) = try await planned(settings, ports: ports, directory: directory)
         let logger = Logger(label: "siwa.e2e") { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .warning
@@ -92,10 +114,6 @@ struct LocalSite: Sendable {
         let app = try await buildApplication(settings: plan.settings, httpClient: .shared, services: [emulatorApp], logger: logger) { port in
             announce.yield(port)
         }
-        let site = LocalSite(
-            origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
-            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort, port: plan.settings.port
-        )
 
         // What SIGTERM does to `siwa serve`: a graceful shutdown of the server and the emulator it runs.
         let services = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
@@ -131,17 +149,10 @@ extension LocalSite {
     /// many suites at once, and the clients and upstreams of this one) cannot give, or a signal sent to it. `body`
     /// gets the site and the process; the process is stopped by SIGTERM at the end.
     static func runProcess(settings: [String: String?] = [:], _ body: (LocalSite, SiwaProcess) async throws -> Void) async throws {
-        var attempt = 1
-        while true {
-            var started = false
-            do {
-                try await runProcessOnce(settings: settings) { site, process in
-                    started = true
-                    try await body(site, process)
-                }
-                return
-            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 3 {
-                attempt += 1
+        try await startingAgain(tries: 3) { started in
+            try await runProcessOnce(settings: settings) { site, process in
+                started()
+                try await body(site, process)
             }
         }
     }
@@ -151,22 +162,10 @@ extension LocalSite {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-e2e-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let defaults: [String: String?] = [
-            "port": String(ports[0]), "emulator_port": String(ports[1]), "db": directory.appendingPathComponent("siwa.sqlite").path,
-            "allowed_redirect_domains": "127.0.0.1", "trusted_proxies": "127.0.0.1", "log_level": "warning",
-        ]
-        let chosen = defaults.merging(settings) { $1 }.compactMapValues { $0 }
         // The plan the binary makes from the same flags: the origins and the emulator's users, as `run` reads them.
-        let plan = try ServePlan(values: try await LayeredValues(cli: chosen, configFile: nil, environment: [:]))
-        guard plan.settings.mode == .local, let emulatorConfiguration = plan.emulator else {
-            throw EndToEndError("ServePlan did not choose local mode without Apple credentials")
-        }
-        let site = LocalSite(
-            origin: plan.settings.origin, emulatorOrigin: ServerSettings.origin(of: plan.settings.apple.authorizeBaseURL), users: emulatorConfiguration.users,
-            databasePath: plan.settings.database, emulatorPort: plan.emulatorPort, port: plan.settings.port
-        )
+        let (values, _, site, _) = try await planned(settings, ports: ports, directory: directory, extra: ["log_level": "warning"])
         let log = directory.appendingPathComponent("siwa.log")
-        let arguments = ["serve"] + chosen.sorted { $0.key < $1.key }.map { "--\($0.key.replacingOccurrences(of: "_", with: "-"))=\($0.value)" }
+        let arguments = ["serve"] + values.sorted { $0.key < $1.key }.map { "--\($0.key.replacingOccurrences(of: "_", with: "-"))=\($0.value)" }
         try await ChildProcess.withRunning(
             ChildProcess.siwaExecutable, arguments: arguments, environment: [:], output: log,
             ready: {
