@@ -12,8 +12,9 @@ struct UpstreamClient: Service {
     let client: HTTPClient
     /// The TLS of WebSockets to an `https` upstream (they do not go through `client`); nil for an `http` one.
     let webSocketTLS: NIOSSLContext?
-    /// The fast path's connections to the upstream (`FrontFastPath`), with the same TLS as WebSockets.
-    let pool: UpstreamPool
+    /// The fast paths' connections to the upstream (`FrontFastPath`, `RawFrontPath`), with the same TLS as WebSockets.
+    let pool: UpstreamPool<UpstreamResponseHandler>
+    let rawPool: UpstreamPool<RawUpstreamHandler>
 
     init(settings: UpstreamSettings) {
         self.settings = settings
@@ -29,6 +30,7 @@ struct UpstreamClient: Service {
         // WebSocket to the upstream is answered 502 (logged) while everything else works.
         webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
         pool = UpstreamPool(settings: settings, tls: webSocketTLS)
+        rawPool = UpstreamPool(settings: settings, tls: webSocketTLS)
     }
 
     /// How long opening a connection to the upstream may take: `upstream_timeout_ms`, at most 10 s.
@@ -39,6 +41,7 @@ struct UpstreamClient: Service {
     func run() async throws {
         try? await gracefulShutdown()
         pool.closeAll()
+        rawPool.closeAll()
         try await client.shutdown()
     }
 }

@@ -93,9 +93,7 @@ struct UpstreamForwarder: Sendable {
         var headers = HTTPHeaders()
         headers.reserveCapacity(fields.count + identity.count + 4)
         for field in fields {
-            let name = field.name.canonicalName
-            // Content-Length goes with the body; Expect is answered (or not) by siwa, not passed on.
-            guard !Self.hopByHop.contains(name), !named.contains(name), !Self.forgeable(name), name != "content-length", name != "expect" else { continue }
+            guard !Self.staysWithSiwa(field.name.canonicalName, named: named) else { continue }
             if field.name == .cookie {
                 if let kept = keptCookies(field.value) { headers.add(name: "Cookie", value: kept) }
                 continue
@@ -109,10 +107,17 @@ struct UpstreamForwarder: Sendable {
         return headers
     }
 
+    /// Whether a client's header of this lowercased name is not passed to the upstream: hop-by-hop, named by
+    /// `Connection` (`named`), forgeable, or `Content-Length` (it goes with the body) or `Expect` (answered, or not,
+    /// by siwa). The byte-level path (`RawFrontPath`) asks the same.
+    static func staysWithSiwa(_ name: String, named: Set<String>) -> Bool {
+        hopByHop.contains(name) || named.contains(name) || forgeable(name) || name == "content-length" || name == "expect"
+    }
+
     /// A `Cookie` value without siwa's cookies (and nameless pairs); nil when nothing is left. Pairs are split at
     /// `;` and their names read by byte (this runs on every proxied request); a value with nothing to take out is
     /// passed as it came.
-    private func keptCookies(_ value: String) -> String? {
+    func keptCookies(_ value: String) -> String? {
         var kept: [Substring] = []
         var changed = false
         for pair in value.split(separator: ";", omittingEmptySubsequences: false) {
@@ -151,15 +156,20 @@ struct UpstreamForwarder: Sendable {
             named.formUnion(connectionNamed([value]))
         }
         func dropped(_ name: String, _ value: String) -> Bool {
-            let lowered = name.lowercased()
-            if lowered == "set-cookie" { return CookiePolicy.allNames.contains(String(Substring(value).prefix { $0 != "=" }.trimmingBlanks)) }
-            return hopByHop.contains(lowered) || named.contains(lowered)
+            dropsFromClient(name.lowercased(), named: named) { value }
         }
         guard headers.contains(where: { dropped($0.name, $0.value) }) else { return }
         var kept = HTTPHeaders()
         kept.reserveCapacity(headers.count)
         for (name, value) in headers where !dropped(name, value) { kept.add(name: name, value: value) }
         headers = kept
+    }
+
+    /// Whether the upstream's header of this lowercased name stops at siwa: hop-by-hop, named by the upstream's
+    /// `Connection` (`named`), or a `Set-Cookie` of one of siwa's cookie names (its `value` is only read then).
+    static func dropsFromClient(_ lowered: String, named: Set<String>, value: () -> String) -> Bool {
+        if lowered == "set-cookie" { return CookiePolicy.allNames.contains(String(Substring(value()).prefix { $0 != "=" }.trimmingBlanks)) }
+        return hopByHop.contains(lowered) || named.contains(lowered)
     }
 
     /// RFC 9110 7.6.1: the headers of one connection, never forwarded.

@@ -52,6 +52,8 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
                     return .http(http)
                 }
             }
+            // Ahead of NIO's HTTP codecs: the requests passed to the upstream from memory, as bytes (`RawFrontPath`).
+            try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
             var pipeline = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
             // As Hummingbird's own HTTP/1 channel: requests are taken one at a time by the async channel, errors and
             // header validation are Hummingbird's.

@@ -13,10 +13,12 @@ public final class ServerMetrics: Sendable {
     let keySetFetches: Gauge
     let clientSecretSignatures: Gauge
     let activeSessions: Gauge
-    /// Requests the front answered on the event loop (`FrontFastPath`), by what they were.
+    /// Requests the front answered on the event loop (`FrontFastPath`), by what they were; `upstream_bytes`: passed to
+    /// the upstream below NIO's HTTP codecs (`RawFrontPath`).
     let fastChecks: Counter
     let fastForwards: Counter
     let fastProxied: Counter
+    let fastProxiedBytes: Counter
 
     /// Creates the metrics.
     public init() {
@@ -34,6 +36,7 @@ public final class ServerMetrics: Sendable {
         fastChecks = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "check")], help: fastHelp)
         fastForwards = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "forward")], help: fastHelp)
         fastProxied = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream")], help: fastHelp)
+        fastProxiedBytes = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream_bytes")], help: fastHelp)
     }
 
     /// Counts a failed sign-in by reason.

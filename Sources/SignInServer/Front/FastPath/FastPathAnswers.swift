@@ -64,10 +64,41 @@ struct FastPathAnswers: Sendable {
 
     /// The built-in proxy's part: where the upstream is, which paths stay siwa's, and the gate that answers when the
     /// upstream does not.
-    struct Upstream: Sendable {
+    /// A class: the hot paths read it on every request, and a reference is cheaper to pass than its fields.
+    final class Upstream: Sendable {
         let gate: UpstreamGate
         let owned: SiwaPaths
-        let pool: UpstreamPool
+        let pool: UpstreamPool<UpstreamResponseHandler>
+        /// The byte-level path's connections (`RawFrontPath`).
+        let rawPool: UpstreamPool<RawUpstreamHandler>
+
+        init(gate: UpstreamGate, owned: SiwaPaths, pool: UpstreamPool<UpstreamResponseHandler>, rawPool: UpstreamPool<RawUpstreamHandler>) {
+            self.gate = gate
+            self.owned = owned
+            self.pool = pool
+            self.rawPool = rawPool
+        }
+    }
+
+    /// As whom a `GET` passes to the upstream.
+    enum UpstreamPass {
+        /// On a `skip_auth_routes` route: without identity headers.
+        case anonymous
+        /// A person let in, with the assertion addressed to the upstream.
+        case identified(UserRecord, assertion: String)
+    }
+
+    /// As whom a `GET` of `path` (no body, no upgrade) passes to the upstream, decided from memory: nil when the
+    /// handlers decide (a path of siwa's, no session in memory, a person turned away, no recent assertion). The
+    /// session is found by the SHA-256 of its cookie, `sessionHash` (only asked for when the route needs a person).
+    func upstreamPass(path: String, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
+        guard let upstream, !upstream.owned.contains(path) else { return nil }
+        let settings = upstream.pool.settings
+        if settings.skipsAuth(method: .get, path: path) { return .anonymous }
+        guard let idHash = sessionHash(), let user = allowedUser(idHash: idHash, now: now),
+            let assertion = assertions.recentAssertion(for: user, audience: settings.origin, now: now)
+        else { return nil }
+        return .identified(user, assertion: assertion)
     }
 
     func decide(_ head: HTTPRequest, peer: String?, now: Date) -> FastPathDecision {
@@ -78,15 +109,12 @@ struct FastPathAnswers: Sendable {
         let path = URI(target).path
         if path == "/auth/check" { return check(fields, peer: peer, now: now, status: .accepted, counter: metrics.fastChecks) }
         if path == "/auth/forward" { return check(fields, peer: peer, now: now, status: .ok, counter: metrics.fastForwards) }
-        guard let upstream, !upstream.owned.contains(path), fields[.upgrade] == nil else { return .pass }
+        guard let upstream, fields[.upgrade] == nil,
+            let pass = upstreamPass(path: path, sessionHash: { sessionHash(fields) }, now: now)
+        else { return .pass }
         let settings = upstream.pool.settings
         var identity: [HTTPField] = []
-        if !settings.skipsAuth(method: .get, path: path) {
-            guard let user = allowedUser(fields, now: now),
-                let assertion = assertions.recentAssertion(for: user, audience: settings.origin, now: now)
-            else { return .pass }
-            identity = UpstreamGate.identityFields(user, assertion: assertion)
-        }
+        if case .identified(let user, let assertion) = pass { identity = UpstreamGate.identityFields(user, assertion: assertion) }
         var headers = upstream.gate.forwarder.upstreamHeaders(fields, authority: head.authority, peer: peer, identity: identity)
         headers.replaceOrAdd(name: "Host", value: settings.authority)
         let uri = settings.basePath + (target.hasPrefix("/") ? target : "/")
@@ -114,11 +142,57 @@ struct FastPathAnswers: Sendable {
     /// The person whose session cookie `fields` carry, when this instance has the session in memory and the policy
     /// lets them in.
     private func allowedUser(_ fields: HTTPFields, now: Date) -> UserRecord? {
-        guard let cookie = fields.cookieValue(sessionCookie), !cookie.isEmpty,
-            let (_, user) = store.cachedSession(idHash: SignInFlow.hash(cookie), now: now),
-            front.policy.allows(subject: user.subject, email: user.email)
-        else { return nil }
+        sessionHash(fields).flatMap { allowedUser(idHash: $0, now: now) }
+    }
+
+    /// What the handlers would do first for a `GET` the fast path could not decide from memory: the session looked
+    /// up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
+    /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
+    func warmUpstream(sessionHash: String) async {
+        guard let upstream, let found = try? await store.session(idHash: sessionHash, now: Date()),
+            front.policy.allows(subject: found.1.subject, email: found.1.email)
+        else { return }
+        _ = await upstream.gate.identity(of: found.1)
+    }
+
+    /// The person of the session whose cookie value hashes to `idHash`, when this instance has it in memory and the
+    /// policy lets them in.
+    func allowedUser(idHash: String, now: Date) -> UserRecord? {
+        guard let (_, user) = store.cachedSession(idHash: idHash, now: now), front.policy.allows(subject: user.subject, email: user.email) else { return nil }
         return user
+    }
+
+    /// The SHA-256 of the session cookie `fields` carry, as the store keys sessions.
+    private func sessionHash(_ fields: HTTPFields) -> String? {
+        fields.cookieValue(sessionCookie).flatMap(Self.sessionHash)
+    }
+
+    /// The SHA-256 of a session cookie's value; nil for an empty one.
+    static func sessionHash(_ cookie: String) -> String? {
+        cookie.isEmpty ? nil : SignInFlow.hash(cookie)
+    }
+
+    /// siwa's 502 or 504 page for a `GET` the upstream did not answer, rendered by the gate as the handlers render it
+    /// (with `Content-Length`, `Date` and `Server`), handed to `answer` on `loop`.
+    func failurePage(
+        _ failure: UpstreamForwarder.Failure, for request: HTTPRequest, on loop: any EventLoop,
+        answer: @escaping @Sendable (HTTPResponse, ByteBuffer) -> Void
+    ) {
+        guard let gate = upstream?.gate else { return }
+        let logger = logger
+        let dates = dates
+        Task {
+            let page = gate.failed(failure, Request(head: request, body: RequestBody(buffer: ByteBuffer())), logger: logger)
+            let collector = CollectedBody()
+            try? await page.body.write(collector)
+            let body = collector.buffer
+            var stamped = page.head
+            stamped.headerFields[.contentLength] = String(body.readableBytes)
+            stamped.headerFields[.date] = dates.now
+            stamped.headerFields[.server] = Self.serverName
+            let head = stamped
+            loop.execute { answer(head, body) }
+        }
     }
 
     /// `Date` and `Server`, as Hummingbird sets them on every answer of the handlers.
@@ -126,6 +200,18 @@ struct FastPathAnswers: Sendable {
         fields[.date] = dates.now
         fields[.server] = Self.serverName
     }
+}
+
+/// A response body collected whole (siwa's own small pages).
+private final class CollectedBody: ResponseBodyWriter {
+    var buffer = ByteBuffer()
+
+    func write(_ buffer: ByteBuffer) async throws {
+        var buffer = buffer
+        self.buffer.writeBuffer(&buffer)
+    }
+
+    func finish(_ trailingHeaders: HTTPFields?) async throws {}
 }
 
 /// The `Date` header's value (RFC 9110 IMF-fixdate), made at most once a second.

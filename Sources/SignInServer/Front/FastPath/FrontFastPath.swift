@@ -58,7 +58,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         /// The client's request (for siwa's page when the upstream does not answer).
         var request: HTTPRequest
         var head: HTTPRequestHead
-        var connection: UpstreamConnection?
+        var connection: UpstreamConnection<UpstreamResponseHandler>?
         /// The connection came from the pool: the upstream may have closed it meanwhile, so one failure before any
         /// answer is retried on a new one (the request is a GET without a body).
         var reused = false
@@ -227,7 +227,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         }
     }
 
-    private func connected(_ connection: UpstreamConnection, reused: Bool) {
+    private func connected(_ connection: UpstreamConnection<UpstreamResponseHandler>, reused: Bool) {
         guard var exchange, let context else {
             // The client left meanwhile: the connection goes back unused.
             answers.upstream?.pool.release(connection)
@@ -253,7 +253,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     /// No answer came from the upstream: a reused connection is tried once more with a new one; otherwise siwa's
     /// 502 or 504 page, rendered by the gate as the handlers would.
     private func failed(_ failure: UpstreamForwarder.Failure, connectError: (any Error)?) {
-        guard var exchange, let context, let upstream = answers.upstream else { return }
+        guard var exchange, let context, answers.upstream != nil else { return }
         exchange.timeout?.cancel()
         exchange.timeout = nil
         if case .connectTimeout(_)? = connectError as? ChannelError {
@@ -269,25 +269,12 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         }
         exchange.connection = nil
         self.exchange = exchange
-        let request = Request(head: exchange.request, body: RequestBody(buffer: ByteBuffer()))
-        let logger = answers.logger
-        let gate = upstream.gate
-        let loop = context.eventLoop
-        let handler = NIOLoopBound(self, eventLoop: loop)
-        Task {
-            let page = gate.failed(failure, request, logger: logger)
-            let collector = CollectedBody()
-            try? await page.body.write(collector)
-            let body = collector.buffer
-            loop.execute { handler.value.answerFailure(page.head, body: body) }
-        }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        answers.failurePage(failure, for: exchange.request, on: context.eventLoop) { head, body in handler.value.answerFailure(head, body: body) }
     }
 
     private func answerFailure(_ head: HTTPResponse, body: ByteBuffer) {
         guard let context, exchange != nil else { return }
-        var head = head
-        head.headerFields[.contentLength] = String(body.readableBytes)
-        answers.stamp(&head.headerFields)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
@@ -385,7 +372,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         }
     }
 
-    private func release(_ connection: UpstreamConnection?, reusable: Bool) {
+    private func release(_ connection: UpstreamConnection<UpstreamResponseHandler>?, reusable: Bool) {
         guard let connection else { return }
         let handler = connection.handler.value
         handler.delegate = nil
@@ -409,16 +396,4 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 /// The upstream closed the connection before answering.
 struct UpstreamClosed: Error, CustomStringConvertible {
     var description: String { "the upstream closed the connection before answering" }
-}
-
-/// A response body collected whole (siwa's own small pages).
-private final class CollectedBody: ResponseBodyWriter {
-    var buffer = ByteBuffer()
-
-    func write(_ buffer: ByteBuffer) async throws {
-        var buffer = buffer
-        self.buffer.writeBuffer(&buffer)
-    }
-
-    func finish(_ trailingHeaders: HTTPFields?) async throws {}
 }

@@ -5,16 +5,17 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// The fast path's connections to the upstream (`FrontFastPath`): kept alive between requests and handed out on the
-/// event loop of the client's connection, so a request and its answer cross no thread. Each connection carries one
-/// exchange at a time; one the upstream closed while idle leaves the pool by itself.
-final class UpstreamPool: Sendable {
+/// The fast paths' connections to the upstream (`FrontFastPath` with NIO's HTTP/1 client codec, `RawFrontPath` with
+/// none): kept alive between requests and handed out on the event loop of the client's connection, so a request and
+/// its answer cross no thread. Each connection carries one exchange at a time; one the upstream closed while idle
+/// leaves the pool by itself.
+final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
     let settings: UpstreamSettings
     private let tls: NIOSSLContext?
     /// Idle connections per event loop.
-    private let idle = Mutex<[ObjectIdentifier: [UpstreamConnection]]>([:])
+    private let idle = Mutex<[ObjectIdentifier: [UpstreamConnection<Handler>]]>([:])
     /// At most this many idle connections are kept per event loop; more are closed when their exchange ends.
-    static let idleLimit = 128
+    static var idleLimit: Int { 128 }
 
     init(settings: UpstreamSettings, tls: NIOSSLContext?) {
         self.settings = settings
@@ -22,16 +23,22 @@ final class UpstreamPool: Sendable {
     }
 
     /// An idle connection on `eventLoop` (`reused`), or a new one.
-    func connection(on eventLoop: any EventLoop) -> EventLoopFuture<(connection: UpstreamConnection, reused: Bool)> {
-        let key = ObjectIdentifier(eventLoop)
-        while let candidate = idle.withLock({ $0[key]?.popLast() }) {
-            if candidate.channel.isActive { return eventLoop.makeSucceededFuture((candidate, true)) }
-        }
+    func connection(on eventLoop: any EventLoop) -> EventLoopFuture<(connection: UpstreamConnection<Handler>, reused: Bool)> {
+        if let idle = idleConnection(on: eventLoop) { return eventLoop.makeSucceededFuture((idle, true)) }
         return connect(on: eventLoop).map { ($0, false) }
     }
 
+    /// An idle connection on `eventLoop`, taken out of the pool; nil when there is none.
+    func idleConnection(on eventLoop: any EventLoop) -> UpstreamConnection<Handler>? {
+        let key = ObjectIdentifier(eventLoop)
+        while let candidate = idle.withLock({ $0[key]?.popLast() }) {
+            if candidate.channel.isActive { return candidate }
+        }
+        return nil
+    }
+
     /// A new connection on `eventLoop`, within the same connect timeout as the handlers' client.
-    func connect(on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnection> {
+    func connect(on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnection<Handler>> {
         let tls = tls, host = settings.host, usesTLS = settings.usesTLS
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(UpstreamClient.connectTimeout(settings))
@@ -42,21 +49,19 @@ final class UpstreamPool: Sendable {
                         guard let tls else { throw UpstreamPoolError.noTLSContext }
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: host.contains(":") ? nil : host))
                     }
-                    // The request's headers were HTTPTypes fields (validated) or siwa's own.
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
-                    try channel.pipeline.syncOperations.addHandler(UpstreamResponseHandler())
+                    try Handler.addHandlers(to: channel.pipeline.syncOperations)
                 }
             }
             .connect(host: settings.host, port: settings.port)
             .flatMapThrowing { channel in
-                let handler = try channel.pipeline.syncOperations.handler(type: UpstreamResponseHandler.self)
+                let handler = try channel.pipeline.syncOperations.handler(type: Handler.self)
                 return UpstreamConnection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
             }
     }
 
     /// Takes `connection` back after an exchange that left it ready for another (closed when the pool is full).
     /// Called on the connection's event loop.
-    func release(_ connection: UpstreamConnection) {
+    func release(_ connection: UpstreamConnection<Handler>) {
         let key = ObjectIdentifier(connection.channel.eventLoop)
         let identity = UpstreamChannelIdentity(eventLoop: key, channel: ObjectIdentifier(connection.channel))
         connection.handler.value.onIdleClose = { [weak self] in self?.forget(identity) }
@@ -97,9 +102,17 @@ struct UpstreamChannelIdentity: Sendable {
 }
 
 /// One connection to the upstream and the handler that hands its responses to the exchange using it.
-struct UpstreamConnection: Sendable {
+struct UpstreamConnection<Handler: PooledUpstreamHandler>: Sendable {
     let channel: any Channel
-    let handler: NIOLoopBound<UpstreamResponseHandler>
+    let handler: NIOLoopBound<Handler>
+}
+
+/// The last handler of a pooled upstream connection.
+protocol PooledUpstreamHandler: ChannelHandler, SendableMetatype {
+    /// Called when the connection closes while idle in the pool.
+    var onIdleClose: (() -> Void)? { get set }
+    /// Adds the connection's handlers after TLS: codecs, if any, then this handler.
+    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations) throws
 }
 
 /// What an exchange hears from its upstream connection.
@@ -112,7 +125,7 @@ protocol UpstreamExchangeDelegate: AnyObject {
 
 /// The last handler of an upstream connection: passes what the upstream answers to the exchange in progress. Between
 /// exchanges (idle in the pool) it only watches for the upstream closing the connection, and takes it out of the pool.
-final class UpstreamResponseHandler: ChannelInboundHandler {
+final class UpstreamResponseHandler: ChannelInboundHandler, PooledUpstreamHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 
@@ -120,6 +133,12 @@ final class UpstreamResponseHandler: ChannelInboundHandler {
     /// The pool to leave when the connection closes while idle.
     var onIdleClose: (() -> Void)?
     private var context: ChannelHandlerContext?
+
+    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations) throws {
+        // The request's headers were HTTPTypes fields (validated) or siwa's own.
+        try pipeline.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
+        try pipeline.addHandler(UpstreamResponseHandler())
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context

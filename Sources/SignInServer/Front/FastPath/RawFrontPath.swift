@@ -1,0 +1,689 @@
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+
+/// The built-in proxy's hottest path, below NIO's HTTP codecs: first in each connection's pipeline with
+/// `--upstream`, it reads the client's bytes itself (`RawHTTP`, a strict subset of HTTP/1.1) and, for a `GET` that
+/// `FastPathAnswers` passes to the upstream from memory, writes the upstream's request as bytes on a kept-alive
+/// connection of the same event loop (`UpstreamPool`, no codec either) and relays the answer's bytes back as they
+/// come, reading only its head and framing. Nothing is converted to header types and back, which is what a request
+/// through the codecs spent most of its time on.
+///
+/// What reaches the upstream and the client is what the codec path sends (`UpstreamForwarder.staysWithSiwa`,
+/// `keptCookies`, `dropsFromClient` are the same rules): siwa's `Host`, the client's headers less the hop-by-hop,
+/// forgeable and `Connection`-named ones and siwa's cookies, `X-Forwarded-*`, the identity and assertion; back, the
+/// upstream's status and headers less the hop-by-hop ones and a `Set-Cookie` of siwa's, with siwa's `Date` and
+/// `Server`, the body as sent (a chunked one relayed chunk by chunk, one that ends with the connection re-chunked).
+///
+/// A `GET` whose session is not in memory (the cache holds one for `check_cache_seconds`) waits while the store is
+/// asked and an assertion signed, as the handlers would, off the event loop; then it is decided again. The first
+/// request it does not take (any other method, a body, a page of siwa's, no session or a person turned away, a head
+/// outside the subset) is handed with everything after it to NIO's parser, and this handler leaves the pipeline:
+/// from then on the connection is Hummingbird's, with `FrontFastPath`, as if this path did not exist.
+final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpstreamDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let answers: FastPathAnswers
+    private let upstream: FastPathAnswers.Upstream?
+    private var context: ChannelHandlerContext?
+    private var peer: String?
+    /// The peer is a trusted proxy (its `X-Forwarded-*` are read); the peer of a connection does not change.
+    private var peerTrusted = false
+    /// What the client sent that has not been taken yet.
+    private var pending: ByteBuffer?
+    private var exchange: Exchange?
+    /// A read asked for during an exchange with much already pending, issued once it is over.
+    private var readHeld = false
+    /// The store is being asked for the session of the request at the front of `pending` (`warm`).
+    private var warming = false
+    /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
+    private var warmed = false
+    /// The server is shutting down: the connection ends after the exchange in progress.
+    private var closeWhenIdle = false
+    /// The last `Cookie` header seen on this connection, the SHA-256 of its session cookie and the header as the
+    /// upstream gets it (a browser sends the same one each time).
+    private var lastCookie: (header: String, sessionHash: String?, kept: String?)?
+    /// The last identity sent on this connection, as header lines.
+    private var lastIdentity: (user: UserRecord, assertion: String, lines: ByteBuffer)?
+
+    /// One request on its way to the upstream and back.
+    private struct Exchange {
+        /// The client's request head (for siwa's 502 and 504 pages).
+        var head: RawHTTP.RequestHead
+        var headBytes: ByteBuffer
+        /// The request as the upstream gets it.
+        var request: ByteBuffer
+        var connection: UpstreamConnection<RawUpstreamHandler>?
+        var reused = false
+        var retried = false
+        /// The upstream's answer so far, until its head has been read whole.
+        var answer: ByteBuffer?
+        var body: Body?
+        /// The upstream keeps its connection open after this answer.
+        var keepAlive = false
+        var closeClient: Bool
+        var timeout: Scheduled<Void>?
+    }
+
+    /// Where the upstream's body stands once its head has been passed on.
+    private enum Body {
+        case length(remaining: Int)
+        case chunked(ChunkedFraming)
+        /// Ends with the connection: re-chunked for the client.
+        case untilClose
+        /// Over; `reusable` unless the upstream's framing leaves its connection unusable.
+        case ended(reusable: Bool)
+    }
+
+    init(answers: FastPathAnswers) {
+        self.answers = answers
+        upstream = answers.upstream
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        learnPeer(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        abandonExchange()
+        self.context = nil
+    }
+
+    private func learnPeer(_ context: ChannelHandlerContext) {
+        peer = context.channel.remoteAddress?.ipAddress
+        peerTrusted = answers.resolver.trusted(peer)
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        learnPeer(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        abandonExchange()
+        pending = nil
+        context.fireChannelInactive()
+    }
+
+    // MARK: The client's side
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        if pending == nil {
+            pending = buffer
+        } else {
+            pending?.writeBuffer(&buffer)
+        }
+        if exchange == nil, !warming { takePending(context) }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        // During an exchange the client may send its next requests; past a limit it is no longer read.
+        if exchange != nil || warming, (pending?.readableBytes ?? 0) >= RawHTTP.requestHeadLimit {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // Shutting down: Hummingbird's connection handler would close a connection it sees as idle at once, under an
+        // exchange in progress here. This path ends its connection itself once it is idle.
+        if event is ChannelShouldQuiesceEvent {
+            if exchange == nil, !warming, pending == nil {
+                context.close(promise: nil)
+            } else {
+                closeWhenIdle = true
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, let connection = exchange?.connection {
+            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Takes the requests waiting, one at a time, until one goes to the upstream or to the handlers.
+    private func takePending(_ context: ChannelHandlerContext) {
+        while exchange == nil, !warming, var buffer = pending {
+            guard buffer.readableBytes > 0 else {
+                pending = nil
+                break
+            }
+            let parse = buffer.withUnsafeReadableBytes { RawHTTP.request($0) }
+            switch parse {
+            case .incomplete:
+                return
+            case .notTaken:
+                return handOn(context)
+            case .head(let head):
+                guard let request = upstreamRequest(head, from: buffer) else {
+                    if !warmed, let hash = sessionHash(head.cookie), upstream?.owned.contains(Self.path(of: head.target)) == false {
+                        return warm(sessionHash: hash, context: context)
+                    }
+                    return handOn(context)
+                }
+                warmed = false
+                guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
+                pending = buffer.readableBytes > 0 ? buffer : nil
+                let closeClient = head.connection.contains { $0.lowercased().split(separator: ",").contains { $0.trimmingBlanks == "close" } }
+                exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: closeClient)
+                answers.metrics.fastProxiedBytes.increment()
+                connect(fresh: false)
+            }
+        }
+        if exchange == nil, !warming, closeWhenIdle { context.close(promise: nil) }
+    }
+
+    /// Asks the store for the session (and has an assertion signed) off the event loop, then decides the request at
+    /// the front of `pending` again, once.
+    private func warm(sessionHash: String, context: ChannelHandlerContext) {
+        warming = true
+        let answers = answers
+        let loop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            await answers.warmUpstream(sessionHash: sessionHash)
+            loop.execute { handler.value.warmedUp() }
+        }
+    }
+
+    private func warmedUp() {
+        warming = false
+        guard let context, context.channel.isActive else { return }
+        warmed = true
+        if readHeld {
+            readHeld = false
+            context.read()
+        }
+        takePending(context)
+    }
+
+    /// Hands what is pending to NIO's parser and leaves the pipeline: the connection is Hummingbird's from here on.
+    private func handOn(_ context: ChannelHandlerContext) {
+        let rest = pending
+        pending = nil
+        // Handed on before leaving: a context that has left the pipeline reaches no handler.
+        if let rest {
+            context.fireChannelRead(wrapInboundOut(rest))
+            context.fireChannelReadComplete()
+        }
+        if closeWhenIdle { context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        let askRead = readHeld
+        readHeld = false
+        let channel = context.channel
+        _ = context.pipeline.syncOperations.removeHandler(context: context)
+        if askRead { channel.read() }
+    }
+
+    /// The request the upstream gets for `head` (at the front of `source`), when it passes from memory; nil when the
+    /// handlers decide.
+    private func upstreamRequest(_ head: RawHTTP.RequestHead, from source: ByteBuffer) -> ByteBuffer? {
+        guard let upstream, let context else { return nil }
+        let now = Date()
+        let path = Self.path(of: head.target)
+        guard let pass = answers.upstreamPass(path: path, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
+        let settings = upstream.rawPool.settings
+        var out = context.channel.allocator.buffer(capacity: head.length + 1024)
+        out.writeString("GET ")
+        out.writeString(settings.basePath)
+        out.writeString(head.target)
+        out.writeString(" HTTP/1.1\r\nHost: ")
+        out.writeString(settings.authority)
+        out.writeString("\r\n")
+        let named = UpstreamForwarder.connectionNamed(head.connection)
+        // The head's lines, copied as they came, less what stays with siwa; the cookie without siwa's.
+        for line in head.lines where line.name != "host" && !UpstreamForwarder.staysWithSiwa(line.name, named: named) {
+            if line.name == "cookie" {
+                if let kept = keptCookies(head.cookie) { Self.writeField(&out, "Cookie", kept) }
+                continue
+            }
+            if let bytes = source.viewBytes(at: source.readerIndex + line.line.lowerBound, length: line.line.count) {
+                out.writeBytes(bytes)
+                out.writeString("\r\n")
+            }
+        }
+        // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
+        let resolver = answers.resolver
+        if peerTrusted {
+            var fields = HTTPFields()
+            for (name, value) in head.forwarded {
+                if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
+            }
+            Self.writeField(&out, "X-Forwarded-For", resolver.forwardedFor(fields, peer: peer))
+            Self.writeField(&out, "X-Forwarded-Proto", resolver.scheme(fields, peer: peer))
+            Self.writeField(&out, "X-Forwarded-Host", resolver.host(fields, authority: head.host, peer: peer) ?? head.host)
+        } else {
+            Self.writeField(&out, "X-Forwarded-For", peer ?? "unknown")
+            Self.writeField(&out, "X-Forwarded-Proto", "http")
+            Self.writeField(&out, "X-Forwarded-Host", head.host)
+        }
+        if case .identified(let user, let assertion) = pass {
+            var lines = identityLines(user, assertion: assertion)
+            out.writeBuffer(&lines)
+        }
+        out.writeString("\r\n")
+        return out
+    }
+
+    private static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
+        out.writeString(name)
+        out.writeString(": ")
+        out.writeString(value)
+        out.writeString("\r\n")
+    }
+
+    /// The identity header lines of `user` with `assertion`, made once per person and assertion on a connection.
+    private func identityLines(_ user: UserRecord, assertion: String) -> ByteBuffer {
+        if let last = lastIdentity, last.assertion == assertion, last.user == user { return last.lines }
+        var lines = ByteBuffer()
+        for field in UpstreamGate.identityFields(user, assertion: assertion) {
+            Self.writeField(&lines, field.name.rawName, field.value)
+        }
+        lastIdentity = (user, assertion, lines)
+        return lines
+    }
+
+    /// The SHA-256 of the session cookie in `cookie` (the `Cookie` header).
+    private func sessionHash(_ cookie: String?) -> String? {
+        cookie.flatMap { read($0).sessionHash }
+    }
+
+    /// `cookie` (the `Cookie` header) without siwa's cookies, as the upstream gets it; nil when nothing is left.
+    private func keptCookies(_ cookie: String?) -> String? {
+        cookie.flatMap { read($0).kept }
+    }
+
+    /// What the `Cookie` header says, read once per header on a connection.
+    private func read(_ cookie: String) -> (header: String, sessionHash: String?, kept: String?) {
+        if let last = lastCookie, last.header == cookie { return last }
+        var fields = HTTPFields()
+        fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8)))
+        let hash = fields.cookieValue(answers.sessionCookie).flatMap(FastPathAnswers.sessionHash)
+        let read = (cookie, hash, upstream?.gate.forwarder.keptCookies(cookie))
+        lastCookie = read
+        return read
+    }
+
+    /// The path of an origin-form target, as Hummingbird's `URI` reads it: up to the query.
+    static func path(of target: String) -> String {
+        guard let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
+        return String(target[..<query])
+    }
+
+    // MARK: The upstream's side
+
+    private func connect(fresh: Bool) {
+        guard let context, let pool = upstream?.rawPool else { return }
+        if !fresh, let idle = pool.idleConnection(on: context.eventLoop) { return connected(idle, reused: true) }
+        let connection = fresh ? pool.connect(on: context.eventLoop).map { (connection: $0, reused: false) } : pool.connection(on: context.eventLoop)
+        connection.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let (connection, reused)): self.connected(connection, reused: reused)
+            case .failure(let error): self.failed(.unreachable(error), connectError: error)
+            }
+        }
+    }
+
+    private func connected(_ connection: UpstreamConnection<RawUpstreamHandler>, reused: Bool) {
+        guard var exchange, let context else {
+            upstream?.rawPool.release(connection)
+            return
+        }
+        let handler = connection.handler.value
+        handler.delegate = self
+        exchange.connection = connection
+        exchange.reused = reused
+        let timeoutMS = Int64(upstream?.rawPool.settings.timeoutMS ?? 30_000)
+        exchange.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(timeoutMS)) { self.timedOut() }
+        self.exchange = exchange
+        handler.send(exchange.request)
+    }
+
+    private func timedOut() {
+        guard let exchange, exchange.body == nil else { return }
+        release(exchange.connection, reusable: false)
+        self.exchange?.connection = nil
+        failed(.timedOut, connectError: nil)
+    }
+
+    /// No answer came: a reused connection is tried once more with a new one; otherwise siwa's 502 or 504 page.
+    private func failed(_ failure: UpstreamForwarder.Failure, connectError: (any Error)?) {
+        guard var exchange, let context else { return }
+        exchange.timeout?.cancel()
+        exchange.timeout = nil
+        if case .connectTimeout(_)? = connectError as? ChannelError {
+            self.exchange = exchange
+            return failed(.timedOut, connectError: nil)
+        }
+        if exchange.reused, !exchange.retried, case .unreachable = failure {
+            exchange.retried = true
+            exchange.reused = false
+            exchange.connection = nil
+            exchange.answer = nil
+            self.exchange = exchange
+            connect(fresh: true)
+            return
+        }
+        exchange.connection = nil
+        self.exchange = exchange
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        answers.failurePage(failure, for: requestForPage(exchange), on: context.eventLoop) { head, body in handler.value.answerFailure(head, body: body) }
+    }
+
+    /// The client's request as the page renderer reads it (its language, whether it asks for JSON).
+    private func requestForPage(_ exchange: Exchange) -> HTTPRequest {
+        var fields = HTTPFields()
+        for line in exchange.head.lines {
+            guard line.name != "host", let name = HTTPField.Name(line.name),
+                let value = exchange.headBytes.getBytes(at: exchange.headBytes.readerIndex + line.value.lowerBound, length: line.value.count)
+            else { continue }
+            fields.append(HTTPField(name: name, lenientValue: value))
+        }
+        return HTTPRequest(method: .get, scheme: nil, authority: exchange.head.host, path: exchange.head.target, headerFields: fields)
+    }
+
+    private func answerFailure(_ head: HTTPResponse, body: ByteBuffer) {
+        guard let context, let exchange, exchange.body == nil else { return }
+        var out = context.channel.allocator.buffer(capacity: 512 + body.readableBytes)
+        out.writeString("HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n")
+        for field in head.headerFields { Self.writeField(&out, field.name.rawName, field.value) }
+        if exchange.closeClient { out.writeString("Connection: close\r\n") }
+        out.writeString("\r\n")
+        var body = body
+        out.writeBuffer(&body)
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+        finish(reusable: false)
+    }
+
+    func upstream(read buffer: ByteBuffer) {
+        guard var exchange, let context else { return }
+        var buffer = buffer
+        if exchange.body == nil {
+            // The head, read whole first (interim answers skipped).
+            if exchange.answer == nil {
+                exchange.answer = buffer
+            } else {
+                exchange.answer?.writeBuffer(&buffer)
+            }
+            guard var answer = exchange.answer else { return }
+            while true {
+                let parse = answer.withUnsafeReadableBytes { RawHTTP.response($0) }
+                switch parse {
+                case .incomplete:
+                    exchange.answer = answer
+                    self.exchange = exchange
+                    return
+                case .invalid(let reason):
+                    self.exchange = exchange
+                    return upstreamBroke("upstream answered with something that is not HTTP/1.1: \(reason)")
+                case .head(let head):
+                    if head.status < 200 {
+                        guard head.status != 101 else {
+                            self.exchange = exchange
+                            return upstreamBroke("upstream switched protocols for a plain GET")
+                        }
+                        answer.moveReaderIndex(forwardBy: head.length)
+                        continue
+                    }
+                    exchange.timeout?.cancel()
+                    exchange.timeout = nil
+                    exchange.answer = nil
+                    exchange.keepAlive = head.keepAlive
+                    var (out, body) = answerHead(head, from: answer, closeClient: exchange.closeClient, context: context)
+                    answer.moveReaderIndex(forwardBy: head.length)
+                    // A small body that came whole with its head goes out with it, in one write.
+                    if case .length(let remaining) = body, remaining <= 16 * 1024, answer.readableBytes >= remaining,
+                        var whole = answer.readSlice(length: remaining)
+                    {
+                        out.writeBuffer(&whole)
+                        body = .ended(reusable: true)
+                    }
+                    context.write(wrapOutboundOut(out), promise: nil)
+                    exchange.body = body
+                    buffer = answer
+                }
+                break
+            }
+        }
+        self.exchange = exchange
+        guard let body = relay(&buffer, body: exchange.body ?? .ended(reusable: false), context: context) else { return }
+        exchange.body = body
+        self.exchange = exchange
+        if case .ended(let reusable) = body {
+            context.flush()
+            // Bytes after the answer's end answer no request: that connection is not used again.
+            finish(reusable: reusable && exchange.keepAlive && buffer.readableBytes == 0)
+        } else if !context.channel.isWritable, let connection = exchange.connection {
+            // The client is slower than the upstream: stop reading the upstream until it catches up.
+            try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
+        }
+    }
+
+    /// The upstream's response head as the client gets it, and the body's framing from here.
+    private func answerHead(_ head: RawHTTP.ResponseHead, from answer: ByteBuffer, closeClient: Bool, context: ChannelHandlerContext) -> (ByteBuffer, Body) {
+        var out = context.channel.allocator.buffer(capacity: head.length + 64)
+        out.writeString("HTTP/1.1 ")
+        out.writeString(String(head.status))
+        out.writeString(" ")
+        let start = answer.readerIndex
+        if let reason = answer.viewBytes(at: start + head.reason.lowerBound, length: head.reason.count) { out.writeBytes(reason) }
+        out.writeString("\r\n")
+        let named = UpstreamForwarder.connectionNamed(head.connection)
+        for line in head.lines where line.name != "date" && line.name != "server" {
+            let dropped = UpstreamForwarder.dropsFromClient(line.name, named: named) {
+                answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? ""
+            }
+            guard !dropped, let bytes = answer.viewBytes(at: start + line.line.lowerBound, length: line.line.count) else { continue }
+            out.writeBytes(bytes)
+            out.writeString("\r\n")
+        }
+        Self.writeField(&out, "Date", answers.dates.now)
+        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        let body: Body
+        switch head.framing {
+        case .none:
+            body = .ended(reusable: true)
+        case .length(let length):
+            body = length == 0 ? .ended(reusable: true) : .length(remaining: length)
+        case .chunked:
+            out.writeString("Transfer-Encoding: chunked\r\n")
+            body = .chunked(ChunkedFraming())
+        case .close:
+            out.writeString("Transfer-Encoding: chunked\r\n")
+            body = .untilClose
+        }
+        if closeClient { out.writeString("Connection: close\r\n") }
+        out.writeString("\r\n")
+        return (out, body)
+    }
+
+    /// Passes on the part of `buffer` that belongs to the body; what is left after its end stays in `buffer`. Nil when
+    /// the body broke off (the exchange is then abandoned and the client's connection closed).
+    private func relay(_ buffer: inout ByteBuffer, body: Body, context: ChannelHandlerContext) -> Body? {
+        switch body {
+        case .ended:
+            return body
+        case .length(let remaining):
+            guard buffer.readableBytes > 0 else { return body }
+            let taken = min(remaining, buffer.readableBytes)
+            if let slice = buffer.readSlice(length: taken) { context.write(wrapOutboundOut(slice), promise: nil) }
+            return taken == remaining ? .ended(reusable: true) : .length(remaining: remaining - taken)
+        case .chunked(var framing):
+            guard buffer.readableBytes > 0 else { return body }
+            let progress = buffer.withUnsafeReadableBytes { framing.consume($0) }
+            switch progress {
+            case .more:
+                if let slice = buffer.readSlice(length: buffer.readableBytes) { context.write(wrapOutboundOut(slice), promise: nil) }
+                return .chunked(framing)
+            case .ended(let length):
+                if let slice = buffer.readSlice(length: length) { context.write(wrapOutboundOut(slice), promise: nil) }
+                return .ended(reusable: true)
+            case .invalid:
+                upstreamBrokeMidway("upstream sent a malformed chunked body")
+                return nil
+            }
+        case .untilClose:
+            guard buffer.readableBytes > 0 else { return body }
+            var framed = context.channel.allocator.buffer(capacity: 16)
+            framed.writeString(String(buffer.readableBytes, radix: 16) + "\r\n")
+            context.write(wrapOutboundOut(framed), promise: nil)
+            if let slice = buffer.readSlice(length: buffer.readableBytes) { context.write(wrapOutboundOut(slice), promise: nil) }
+            context.write(wrapOutboundOut(ByteBuffer(string: "\r\n")), promise: nil)
+            return body
+        }
+    }
+
+    func upstreamReadComplete() {
+        context?.flush()
+    }
+
+    func upstream(closed error: (any Error)?) {
+        guard var exchange, let context else { return }
+        exchange.connection = nil
+        self.exchange = exchange
+        switch exchange.body {
+        case nil:
+            failed(.unreachable(error ?? UpstreamClosed()), connectError: nil)
+        case .untilClose?:
+            // The end of the body, as the upstream framed it.
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "0\r\n\r\n")), promise: nil)
+            finish(reusable: false)
+        case .ended?:
+            break
+        case .length?, .chunked?:
+            upstreamBrokeMidway("upstream connection ended before its answer did: \(error.map { "\($0)" } ?? "closed")")
+        }
+    }
+
+    /// The upstream's answer cannot be read before anything reached the client: the 502 page, its connection closed.
+    private func upstreamBroke(_ reason: String) {
+        guard let exchange else { return }
+        release(exchange.connection, reusable: false)
+        self.exchange?.connection = nil
+        self.exchange?.retried = true
+        failed(.unreachable(RawUpstreamError(description: reason)), connectError: nil)
+    }
+
+    /// The answer broke off midway: the client cannot be told otherwise than by ending its connection.
+    private func upstreamBrokeMidway(_ reason: String) {
+        answers.logger.error("upstream answer broke off", metadata: ["error": "\(reason)"])
+        abandonExchange()
+        context?.close(promise: nil)
+    }
+
+    /// The exchange is over: its connection goes back to the pool (or is closed), and what waited is taken up.
+    private func finish(reusable: Bool) {
+        guard let exchange, let context else { return }
+        exchange.timeout?.cancel()
+        self.exchange = nil
+        release(exchange.connection, reusable: reusable)
+        if exchange.closeClient {
+            context.close(promise: nil)
+            return
+        }
+        if readHeld {
+            readHeld = false
+            context.read()
+        }
+        takePending(context)
+    }
+
+    private func release(_ connection: UpstreamConnection<RawUpstreamHandler>?, reusable: Bool) {
+        guard let connection else { return }
+        let handler = connection.handler.value
+        handler.delegate = nil
+        if reusable, let pool = upstream?.rawPool {
+            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
+            pool.release(connection)
+        } else {
+            connection.channel.close(promise: nil)
+        }
+    }
+
+    private func abandonExchange() {
+        guard let exchange else { return }
+        exchange.timeout?.cancel()
+        self.exchange = nil
+        release(exchange.connection, reusable: false)
+    }
+}
+
+/// Why the byte-level path gave up on an upstream's answer.
+struct RawUpstreamError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// What an exchange of `RawFrontPath` hears from its upstream connection.
+protocol RawUpstreamDelegate: AnyObject {
+    func upstream(read buffer: ByteBuffer)
+    func upstreamReadComplete()
+    /// The connection failed or closed; `error` is nil for a plain close.
+    func upstream(closed error: (any Error)?)
+}
+
+/// The only handler (after TLS) of a byte-level upstream connection: hands the bytes the upstream sends to the
+/// exchange in progress. Between exchanges it only watches for the upstream closing the connection (then it leaves the
+/// pool); bytes that come then answer no request, and the connection is closed.
+final class RawUpstreamHandler: ChannelInboundHandler, PooledUpstreamHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    weak var delegate: (any RawUpstreamDelegate)?
+    var onIdleClose: (() -> Void)?
+    private var context: ChannelHandlerContext?
+
+    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations) throws {
+        try pipeline.addHandler(RawUpstreamHandler())
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func send(_ request: ByteBuffer) {
+        context?.writeAndFlush(wrapOutboundOut(request), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if let delegate {
+            delegate.upstream(read: unwrapInboundIn(data))
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        delegate?.upstreamReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let delegate {
+            self.delegate = nil
+            delegate.upstream(closed: nil)
+        } else {
+            onIdleClose?()
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let delegate {
+            self.delegate = nil
+            delegate.upstream(closed: error)
+        }
+        context.close(promise: nil)
+    }
+}

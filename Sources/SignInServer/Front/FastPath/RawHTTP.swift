@@ -1,0 +1,339 @@
+import Foundation
+import NIOCore
+
+/// The HTTP/1.1 the byte-level proxy path (`RawFrontPath`) reads itself: a strict subset, so that whatever it
+/// accepts means one thing to siwa, to NIO's parser and to the upstream. A request head is taken only when it is a
+/// `GET` of an origin-form target over HTTP/1.1, with exactly one `Host`, at most one `Cookie`, no body (no
+/// `Content-Length`, `Transfer-Encoding` or `Expect`), no `Upgrade`, every line ending in CRLF, names of token
+/// characters and values of visible ASCII; anything else is left to NIO's parser and Hummingbird's handlers, which
+/// answer it as before. A response head is read with its framing (`Content-Length`, chunked, or to the end of the
+/// connection); one that is not well-formed is a broken upstream (502), never guessed at.
+enum RawHTTP {
+    /// The longest request head taken here; a longer one goes to NIO's parser, with its own limits.
+    static let requestHeadLimit = 16 * 1024
+    /// The longest response head read (a longer one is a broken upstream).
+    static let responseHeadLimit = 64 * 1024
+    static let headerCountLimit = 100
+
+    /// One header line of a head: its name lowercased, where the line is (from the head's first byte, CRLF
+    /// excluded) and where its value is (blanks around it excluded).
+    struct Line {
+        let name: String
+        let line: Range<Int>
+        let value: Range<Int>
+    }
+
+    /// A request head taken whole.
+    struct RequestHead {
+        /// Bytes of the head, CRLF CRLF included.
+        let length: Int
+        /// As sent: `/path?query`.
+        let target: String
+        let lines: [Line]
+        let host: String
+        let cookie: String?
+        /// `Connection` values (`close`, and the names of the headers that stay on this hop).
+        let connection: [String]
+        /// The `X-Forwarded-*` fields, as the handlers read them from a trusted proxy (otherwise ignored).
+        let forwarded: [(name: String, value: String)]
+    }
+
+    enum RequestParse {
+        /// More bytes are needed to decide.
+        case incomplete
+        /// Not for this path: NIO's parser and the handlers take it.
+        case notTaken
+        case head(RequestHead)
+    }
+
+    /// Reads a request head at the start of `bytes`.
+    static func request(_ bytes: UnsafeRawBufferPointer) -> RequestParse {
+        let method: [UInt8] = Array("GET /".utf8)
+        // Anything but a GET is known at its first bytes.
+        for index in 0..<min(bytes.count, method.count) where bytes[index] != method[index] { return .notTaken }
+        guard let end = headEnd(bytes, limit: requestHeadLimit) else {
+            return bytes.count > requestHeadLimit ? .notTaken : .incomplete
+        }
+        // Request line: GET SP target SP HTTP/1.1 CRLF.
+        var index = 4
+        while index < end, bytes[index] != UInt8(ascii: " ") {
+            guard (0x21...0x7E).contains(bytes[index]) else { return .notTaken }
+            index += 1
+        }
+        let target = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[4..<index]), as: UTF8.self)
+        let version: [UInt8] = Array(" HTTP/1.1\r\n".utf8)
+        guard index + version.count <= end, version.indices.allSatisfy({ bytes[index + $0] == version[$0] }) else { return .notTaken }
+        index += version.count
+        guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false) else { return .notTaken }
+        var host: String?
+        var cookie: String?
+        var connection: [String] = []
+        var forwarded: [(name: String, value: String)] = []
+        for line in lines {
+            let value = { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self) }
+            switch line.name {
+            case "content-length", "transfer-encoding", "upgrade", "expect":
+                return .notTaken
+            case "host":
+                guard host == nil else { return .notTaken }
+                host = value()
+            case "cookie":
+                guard cookie == nil else { return .notTaken }
+                cookie = value()
+            case "connection":
+                connection.append(value())
+            default:
+                if line.name.hasPrefix("x-forwarded-") { forwarded.append((line.name, value())) }
+            }
+        }
+        guard let host, !host.isEmpty else { return .notTaken }
+        return .head(RequestHead(length: end, target: target, lines: lines, host: host, cookie: cookie, connection: connection, forwarded: forwarded))
+    }
+
+    /// A response head read whole, with the framing of the body that follows.
+    struct ResponseHead {
+        let length: Int
+        let status: Int
+        /// The status line's reason phrase, as sent.
+        let reason: Range<Int>
+        let lines: [Line]
+        let framing: Framing
+        /// The upstream keeps the connection open after this answer.
+        let keepAlive: Bool
+        let connection: [String]
+    }
+
+    /// Where the body of a response ends.
+    enum Framing: Equatable {
+        case none
+        case length(Int)
+        case chunked
+        /// At the end of the connection.
+        case close
+    }
+
+    enum ResponseParse {
+        case incomplete
+        case invalid(String)
+        case head(ResponseHead)
+    }
+
+    /// Reads a response head at the start of `bytes` (the answer to a GET).
+    static func response(_ bytes: UnsafeRawBufferPointer) -> ResponseParse {
+        guard let end = headEnd(bytes, limit: responseHeadLimit) else {
+            return bytes.count > responseHeadLimit ? .invalid("response head longer than \(responseHeadLimit) bytes") : .incomplete
+        }
+        // Status line: HTTP/1.x SP 3DIGIT SP reason CRLF (the reason may be empty, its SP too).
+        let prefix: [UInt8] = Array("HTTP/1.".utf8)
+        guard end >= 14, prefix.indices.allSatisfy({ bytes[$0] == prefix[$0] }), bytes[7] == UInt8(ascii: "0") || bytes[7] == UInt8(ascii: "1"),
+            bytes[8] == UInt8(ascii: " "), (9...11).allSatisfy({ (0x30...0x39).contains(bytes[$0]) })
+        else { return .invalid("malformed status line") }
+        let minor = bytes[7] == UInt8(ascii: "1") ? 1 : 0
+        let status = (9...11).reduce(0) { $0 * 10 + Int(bytes[$1] - 0x30) }
+        var index = 12
+        if bytes[index] == UInt8(ascii: " ") { index += 1 }
+        let reasonStart = index
+        while bytes[index] != UInt8(ascii: "\r") {
+            guard bytes[index] == 0x09 || bytes[index] >= 0x20, bytes[index] != 0x7F else { return .invalid("malformed status line") }
+            index += 1
+        }
+        guard bytes[index + 1] == UInt8(ascii: "\n"), status >= 100 else { return .invalid("malformed status line") }
+        let reason = reasonStart..<index
+        guard let lines = headerLines(bytes, from: index + 2, end: end, allowsObsText: true) else { return .invalid("malformed header line") }
+        var length: Int?
+        var chunked = false
+        var codings = false
+        var connection: [String] = []
+        for line in lines {
+            let value = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self)
+            switch line.name {
+            case "content-length":
+                guard !value.isEmpty, value.utf8.count <= 18, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let parsed = Int(value),
+                    length == nil || length == parsed
+                else { return .invalid("bad Content-Length") }
+                length = parsed
+            case "transfer-encoding":
+                codings = true
+                chunked = value.split(separator: ",").last.map { $0.trimmingBlanks.lowercased() == "chunked" } ?? false
+            case "connection":
+                connection.append(value)
+            default:
+                break
+            }
+        }
+        if codings, length != nil { return .invalid("both Transfer-Encoding and Content-Length") }
+        let closes = connection.contains { value in value.split(separator: ",").contains { $0.trimmingBlanks.lowercased() == "close" } }
+        let framing: Framing
+        if status < 200 || status == 204 || status == 304 {
+            framing = .none
+        } else if codings {
+            framing = chunked ? .chunked : .close
+        } else if let length {
+            framing = .length(length)
+        } else {
+            framing = .close
+        }
+        let keepAlive = minor == 1 && !closes && framing != .close
+        return .head(ResponseHead(length: end, status: status, reason: reason, lines: lines, framing: framing, keepAlive: keepAlive, connection: connection))
+    }
+
+    /// The length of the head (through its CRLF CRLF), nil when it has not all come.
+    private static func headEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> Int? {
+        let searched = min(bytes.count, limit)
+        var index = 3
+        while index < searched {
+            // Steps of up to four: a byte that is not LF cannot end CRLF CRLF, nor can the three before it.
+            if bytes[index] != UInt8(ascii: "\n") {
+                index += bytes[index] == UInt8(ascii: "\r") ? 1 : 2
+                continue
+            }
+            if bytes[index - 1] == UInt8(ascii: "\r"), bytes[index - 2] == UInt8(ascii: "\n"), bytes[index - 3] == UInt8(ascii: "\r") { return index + 1 }
+            index += 1
+        }
+        return nil
+    }
+
+    /// The header lines from `start` to the head's end (`end`, after CRLF CRLF); nil for anything outside the subset:
+    /// a line not ending in CRLF, a folded line, a name that is not a token, a control character in a value
+    /// (bytes above 0x7F only where `allowsObsText`), too many lines.
+    private static func headerLines(_ bytes: UnsafeRawBufferPointer, from start: Int, end: Int, allowsObsText: Bool) -> [Line]? {
+        var lines: [Line] = []
+        var index = start
+        while index < end - 2 {
+            let lineStart = index
+            while index < end, isTokenByte(bytes[index]) { index += 1 }
+            guard index > lineStart, index < end, bytes[index] == UInt8(ascii: ":") else { return nil }
+            let name = String(unsafeUninitializedCapacity: index - lineStart) { out in
+                for offset in 0..<(index - lineStart) {
+                    let byte = bytes[lineStart + offset]
+                    out[offset] = (0x41...0x5A).contains(byte) ? byte + 0x20 : byte
+                }
+                return index - lineStart
+            }
+            index += 1
+            while bytes[index] == UInt8(ascii: " ") || bytes[index] == 0x09 { index += 1 }
+            let valueStart = index
+            var valueEnd = index
+            while bytes[index] != UInt8(ascii: "\r") {
+                let byte = bytes[index]
+                guard byte == 0x09 || (byte >= 0x20 && byte != 0x7F), allowsObsText || byte < 0x80 else { return nil }
+                index += 1
+                if byte != UInt8(ascii: " "), byte != 0x09 { valueEnd = index }
+            }
+            guard bytes[index + 1] == UInt8(ascii: "\n") else { return nil }
+            lines.append(Line(name: name, line: lineStart..<index, value: valueStart..<valueEnd))
+            guard lines.count <= headerCountLimit else { return nil }
+            index += 2
+        }
+        return index == end - 2 ? lines : nil
+    }
+
+    /// RFC 9110 tchar.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "*"),
+            UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"),
+            UInt8(ascii: "~"):
+            true
+        default: false
+        }
+    }
+}
+
+/// Where a chunked body ends, read as it passes (the bytes themselves are relayed as they are, trailers included).
+struct ChunkedFraming {
+    private enum State {
+        case size, sizeExtension, sizeLF, data, dataCR, dataLF, trailerStart, trailerLine, trailerLF, finalLF, done
+    }
+
+    private var state = State.size
+    private var size = 0
+    private var sawDigit = false
+
+    enum Progress: Equatable {
+        /// All of it belongs to the body, which goes on.
+        case more
+        /// The body ends after this many bytes.
+        case ended(Int)
+        case invalid
+    }
+
+    mutating func consume(_ bytes: UnsafeRawBufferPointer) -> Progress {
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch state {
+            case .size:
+                if let digit = Self.hexValue(byte) {
+                    guard size < 1 << 40 else { return .invalid }
+                    size = size * 16 + digit
+                    sawDigit = true
+                } else if byte == UInt8(ascii: ";") || byte == UInt8(ascii: " ") || byte == 0x09 {
+                    guard sawDigit else { return .invalid }
+                    state = .sizeExtension
+                } else if byte == UInt8(ascii: "\r") {
+                    guard sawDigit else { return .invalid }
+                    state = .sizeLF
+                } else {
+                    return .invalid
+                }
+            case .sizeExtension:
+                if byte == UInt8(ascii: "\r") {
+                    state = .sizeLF
+                } else if byte == UInt8(ascii: "\n") || (byte < 0x20 && byte != 0x09) {
+                    return .invalid
+                }
+            case .sizeLF:
+                guard byte == UInt8(ascii: "\n") else { return .invalid }
+                state = size == 0 ? .trailerStart : .data
+                sawDigit = false
+            case .data:
+                let taken = min(size, bytes.count - index)
+                size -= taken
+                index += taken
+                if size == 0 { state = .dataCR }
+                continue
+            case .dataCR:
+                guard byte == UInt8(ascii: "\r") else { return .invalid }
+                state = .dataLF
+            case .dataLF:
+                guard byte == UInt8(ascii: "\n") else { return .invalid }
+                state = .size
+            case .trailerStart:
+                if byte == UInt8(ascii: "\r") {
+                    state = .finalLF
+                } else {
+                    guard byte != UInt8(ascii: "\n") else { return .invalid }
+                    state = .trailerLine
+                }
+            case .trailerLine:
+                if byte == UInt8(ascii: "\r") {
+                    state = .trailerLF
+                } else if byte == UInt8(ascii: "\n") {
+                    return .invalid
+                }
+            case .trailerLF:
+                guard byte == UInt8(ascii: "\n") else { return .invalid }
+                state = .trailerStart
+            case .finalLF:
+                guard byte == UInt8(ascii: "\n") else { return .invalid }
+                state = .done
+                return .ended(index + 1)
+            case .done:
+                return .ended(index)
+            }
+            index += 1
+        }
+        return .more
+    }
+
+    private static func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): Int(byte - UInt8(ascii: "a")) + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): Int(byte - UInt8(ascii: "A")) + 10
+        default: nil
+        }
+    }
+}
