@@ -61,11 +61,10 @@ struct UpstreamProxyTests {
         }
     }
 
-    /// `siwa_front_fast_path_total{request="upstream"}` from `/metrics`: the requests passed on from the event loop.
+    /// `siwa_front_fast_path_total{request="upstream"}` and `{request="upstream_bytes"}` from `/metrics`: the requests
+    /// passed on from the event loop, through the codecs or below them (`BytePathTests` tells the two apart).
     static func fastPathCount(_ site: LocalSite, _ visit: Visit) async throws -> Int {
-        let prefix = "siwa_front_fast_path_total{request=\"upstream\"} "
-        let line = try await visit.send(site.url("/metrics")).text.split(separator: "\n").first { $0.hasPrefix(prefix) }
-        return Int(try #require(line).dropFirst(prefix.count)) ?? -1
+        try await BytePathTests.counted("upstream", site, visit) + BytePathTests.counted("upstream_bytes", site, visit)
     }
 
     @Test("a GET from a session in memory goes to the upstream from the event loop, and both ways it is what the handlers pass: the same headers reach the upstream, the same answer the client; a sign-out is seen at once")

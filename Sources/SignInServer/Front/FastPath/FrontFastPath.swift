@@ -151,9 +151,10 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         }
     }
 
-    /// As Hummingbird's handlers read it: the connection ends after the answer to a request with `Connection: close`.
+    /// As NIO reads it for Hummingbird's handlers: the connection ends after the answer to a request whose
+    /// `Connection` lists `close` (among other tokens, in any case).
     private static func asksToClose(_ head: HTTPRequest) -> Bool {
-        head.headerFields[.connection] == "close"
+        RawHTTP.listsClose(head.headerFields[values: .connection])
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

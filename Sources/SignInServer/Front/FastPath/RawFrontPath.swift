@@ -175,7 +175,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                 warmed = false
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
                 pending = buffer.readableBytes > 0 ? buffer : nil
-                let closeClient = head.connection.contains { $0.lowercased().split(separator: ",").contains { $0.trimmingBlanks == "close" } }
+                let closeClient = RawHTTP.listsClose(head.connection)
                 exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: closeClient)
                 answers.metrics.fastProxiedBytes.increment()
                 connect(fresh: false)

@@ -51,8 +51,11 @@ enum RawHTTP {
         let method: [UInt8] = Array("GET /".utf8)
         // Anything but a GET is known at its first bytes.
         for index in 0..<min(bytes.count, method.count) where bytes[index] != method[index] { return .notTaken }
-        guard let end = headEnd(bytes, limit: requestHeadLimit) else {
-            return bytes.count > requestHeadLimit ? .notTaken : .incomplete
+        let end: Int
+        switch headEnd(bytes, limit: requestHeadLimit) {
+        case .at(let found): end = found
+        case .malformed: return .notTaken
+        case .notYet: return bytes.count > requestHeadLimit ? .notTaken : .incomplete
         }
         // Request line: GET SP target SP HTTP/1.1 CRLF.
         var index = 4
@@ -120,8 +123,11 @@ enum RawHTTP {
 
     /// Reads a response head at the start of `bytes` (the answer to a GET).
     static func response(_ bytes: UnsafeRawBufferPointer) -> ResponseParse {
-        guard let end = headEnd(bytes, limit: responseHeadLimit) else {
-            return bytes.count > responseHeadLimit ? .invalid("response head longer than \(responseHeadLimit) bytes") : .incomplete
+        let end: Int
+        switch headEnd(bytes, limit: responseHeadLimit) {
+        case .at(let found): end = found
+        case .malformed: return .invalid("a line not ending in CRLF")
+        case .notYet: return bytes.count > responseHeadLimit ? .invalid("response head longer than \(responseHeadLimit) bytes") : .incomplete
         }
         // Status line: HTTP/1.x SP 3DIGIT SP reason CRLF (the reason may be empty, its SP too).
         let prefix: [UInt8] = Array("HTTP/1.".utf8)
@@ -162,7 +168,7 @@ enum RawHTTP {
             }
         }
         if codings, length != nil { return .invalid("both Transfer-Encoding and Content-Length") }
-        let closes = connection.contains { value in value.split(separator: ",").contains { $0.trimmingBlanks.lowercased() == "close" } }
+        let closes = listsClose(connection)
         let framing: Framing
         if status < 200 || status == 204 || status == 304 {
             framing = .none
@@ -177,20 +183,37 @@ enum RawHTTP {
         return .head(ResponseHead(length: end, status: status, reason: reason, lines: lines, framing: framing, keepAlive: keepAlive, connection: connection))
     }
 
-    /// The length of the head (through its CRLF CRLF), nil when it has not all come.
-    private static func headEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> Int? {
+    /// Whether `Connection` values list the token `close`.
+    static func listsClose(_ connection: [String]) -> Bool {
+        connection.contains { value in value.split(separator: ",").contains { $0.trimmingBlanks.lowercased() == "close" } }
+    }
+
+    /// Where the head ends.
+    private enum HeadEnd {
+        /// After this many bytes (its CRLF CRLF included).
+        case at(Int)
+        /// Not within the bytes so far.
+        case notYet
+        /// A line ends in a bare LF or a CR stands alone: not the subset, whatever follows.
+        case malformed
+    }
+
+    private static func headEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> HeadEnd {
         let searched = min(bytes.count, limit)
-        var index = 3
+        var index = 0
         while index < searched {
-            // Steps of up to four: a byte that is not LF cannot end CRLF CRLF, nor can the three before it.
-            if bytes[index] != UInt8(ascii: "\n") {
-                index += bytes[index] == UInt8(ascii: "\r") ? 1 : 2
-                continue
+            switch bytes[index] {
+            case UInt8(ascii: "\n"):
+                guard index > 0, bytes[index - 1] == UInt8(ascii: "\r") else { return .malformed }
+                if index >= 3, bytes[index - 2] == UInt8(ascii: "\n") { return .at(index + 1) }
+            case UInt8(ascii: "\r"):
+                if index + 1 < bytes.count, bytes[index + 1] != UInt8(ascii: "\n") { return .malformed }
+            default:
+                break
             }
-            if bytes[index - 1] == UInt8(ascii: "\r"), bytes[index - 2] == UInt8(ascii: "\n"), bytes[index - 3] == UInt8(ascii: "\r") { return index + 1 }
             index += 1
         }
-        return nil
+        return .notYet
     }
 
     /// The header lines from `start` to the head's end (`end`, after CRLF CRLF); nil for anything outside the subset:

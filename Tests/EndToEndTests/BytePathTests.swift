@@ -1,0 +1,276 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+import Testing
+import TestSupport
+
+/// The byte-level path of `siwa serve --upstream` (`RawFrontPath`): GETs passed to the upstream from memory below
+/// NIO's HTTP codecs, over real sockets, against the echo upstream and an upstream whose answers are written byte
+/// for byte (`ScriptedUpstream`): every framing an upstream may use, and the ways it may break.
+@Suite("The built-in proxy's byte-level path", .serialized)
+struct BytePathTests {
+    /// `siwa_front_fast_path_total{request=…}` from `/metrics`.
+    static func counted(_ request: String, _ site: LocalSite, _ visit: Visit) async throws -> Int {
+        let prefix = "siwa_front_fast_path_total{request=\"\(request)\"} "
+        let line = try await visit.send(site.url("/metrics")).text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+        return Int(try #require(line).dropFirst(prefix.count)) ?? -1
+    }
+
+    @Test("the same request reaches the upstream, and the same answer the client, whether the handlers, the codec path or the byte path passes it; a sign-out is seen at once")
+    func threePathsAgree() async throws {
+        try await UpstreamProxyTests.withEchoSite { site, visit in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            let lines = [
+                "Accept: text/html", "X-Auth-Request-User: forged-sub", "X_Auth_Request_User: forged-sub", "X-Siwa-Assertion: forged.jwt.value",
+                "X-Forwarded-For: 6.6.6.6", "X-Forwarded-Host: evil.example", "Forwarded: for=6.6.6.6", "Connection: X-Custom, close", "X-Custom: 1",
+                "Keep-Alive: timeout=5", "TE: trailers", "X-Kept: yes", "Cookie: theme=dark; siwa_session=\(session); __Host-siwa_session=old",
+            ]
+            // Content-Length: 0 is outside the byte path's subset: the connection goes to the codecs, which pass the
+            // first request to the handlers (no assertion signed yet) and the next from memory.
+            let byHandlers = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines + ["Content-Length: 0"])
+            #expect(try await Self.counted("upstream", site, visit) == 0)
+            #expect(try await Self.counted("upstream_bytes", site, visit) == 0)
+            let byBytes = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines)
+            #expect(try await Self.counted("upstream_bytes", site, visit) == 1)
+            let byCodecs = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines + ["Content-Length: 0"])
+            #expect(try await Self.counted("upstream", site, visit) == 1)
+            #expect(try await Self.counted("upstream_bytes", site, visit) == 1)
+
+            for answer in [byHandlers, byBytes, byCodecs] { #expect(answer.status == 200, "\(answer.head)") }
+            let seen = try [byHandlers, byBytes, byCodecs].map { try EchoedRequest(json: ByteBuffer(string: $0.body)) }
+            #expect(seen[1] == seen[0], "the byte path sent another request than the handlers")
+            #expect(seen[2] == seen[0], "the codec path sent another request than the handlers")
+            let echoed = seen[1]
+            #expect(echoed.values("x-auth-request-user") == [ada.sub])
+            #expect(echoed.values("x-forwarded-for") == ["127.0.0.1"] && echoed.values("x-forwarded-host") == ["127.0.0.1:\(site.port)"])
+            #expect(echoed.values("cookie") == ["theme=dark"])
+            #expect(echoed.values("x-custom").isEmpty && echoed.values("forwarded").isEmpty && echoed.values("keep-alive").isEmpty && echoed.values("te").isEmpty)
+            #expect(echoed.values("x-kept") == ["yes"] && echoed.values("accept") == ["text/html"])
+            #expect(echoed.values("x-siwa-assertion").count == 1 && !echoed.values("x-siwa-assertion").contains("forged.jwt.value"))
+            #expect(echoed.values("host").count == 1 && echoed.values("host") != ["127.0.0.1:\(site.port)"], "the upstream's own Host")
+            #expect(byBytes.fields == byHandlers.fields, "the client got other headers from the byte path")
+            #expect(byCodecs.fields == byHandlers.fields, "the client got other headers from the codec path")
+            #expect(byBytes.head.hasPrefix("HTTP/1.1 200 OK\r\n"))
+
+            // Signed out: the byte path does not pass the next request (it asks the store, which knows).
+            let signOut = try await visit.send(site.url("/auth/sign-out"), cookies: ["siwa_session": session])
+            let token = try #require(signOut.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/)?.1)
+            let done = try await visit.send(
+                site.url("/auth/sign-out"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                cookies: ["siwa_session": session], body: "csrf_token=\(token)"
+            )
+            #expect(done.status == 303 || done.status == 302)
+            let after = try await RawSocket.send(port: site.port, path: "/reports/2026", lines: ["Accept: application/json", "Cookie: siwa_session=\(session)"])
+            #expect(after.status == 401)
+            #expect(try await Self.counted("upstream_bytes", site, visit) == 1)
+        }
+    }
+
+    @Test("a first request whose session is not in memory yet waits for the store and is passed by the byte path; so are the next ones on the connection, in order")
+    func sessionLookedUpThenPassed() async throws {
+        try await UpstreamProxyTests.withEchoSite { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let requests = (1...3).map { "GET /page/\($0) HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: siwa_session=\(session)\r\n\($0 == 3 ? "Connection: close\r\n" : "")\r\n" }
+            let text = try await RawSocket.exchange(port: site.port, requests.joined())
+            let paths = text.matches(of: /"path":"\\\/page\\\/(\d)"/).map { String($0.1) }
+            #expect(paths == ["1", "2", "3"], "\(text)")
+            #expect(text.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 4)
+            #expect(text.contains("Connection: close\r\n"), "the answer to a request that closes says so")
+            #expect(try await Self.counted("upstream_bytes", site, visit) == 3)
+        }
+    }
+
+    @Test("every framing an upstream may answer with reaches the client whole, on kept-alive connections both ways: Content-Length, chunked with trailers, 204, an interim 103 dropped, a body ending with the connection re-chunked")
+    func framings() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                for round in 0..<2 {
+                    let chunked = try await visit.send(site.url("/chunked"))
+                    #expect(chunked.status == 200 && chunked.text == "hello world", "round \(round)")
+                    #expect(chunked.headers["content-type"] == ["text/plain"])
+                    let interim = try await visit.send(site.url("/interim"))
+                    #expect(interim.status == 200 && interim.text == "ok" && interim.headers["link"].isEmpty)
+                    let empty = try await visit.send(site.url("/no-content"))
+                    #expect(empty.status == 204 && empty.body.readableBytes == 0)
+                    let length = try await visit.send(site.url("/length"))
+                    #expect(length.status == 200 && length.text == "twelve bytes")
+                }
+                #expect(upstream.connections.value == 1, "the upstream's connection was not kept alive: \(upstream.connections.value)")
+                let untilClose = try await visit.send(site.url("/until-close"))
+                #expect(untilClose.status == 200 && untilClose.text == "all of this, then the end")
+                #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "the client's connection goes on")
+                #expect(upstream.connections.value == 2, "a new upstream connection after one that ended with its answer")
+                #expect(try await Self.counted("upstream_bytes", site, visit) == 10)
+            }
+        }
+    }
+
+    @Test("what the upstream must not hand on stops at siwa on the byte path too; bytes after an answer's end are not taken for the next answer")
+    func overreachAndExtraBytes() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                let answer = try await visit.send(site.url("/overreach"))
+                #expect(answer.status == 200 && answer.text == "ok")
+                #expect(answer.headers["set-cookie"] == ["upstream=1"])
+                #expect(answer.headers["x-upstream-hop"].isEmpty && answer.headers["keep-alive"].isEmpty)
+                #expect(answer.headers["server"] == ["siwa"] && answer.headers["date"].count == 1)
+                let extra = try await visit.send(site.url("/extra"))
+                #expect(extra.status == 200 && extra.text == "ok")
+                let next = try await visit.send(site.url("/length"))
+                #expect(next.text == "twelve bytes", "the bytes after /extra's answer were taken for this one")
+                #expect(upstream.connections.value == 2, "the connection that sent bytes after its answer was used again")
+                #expect(try await Self.counted("upstream_bytes", site, visit) == 3)
+            }
+        }
+    }
+
+    @Test("an upstream that answers with something that is not HTTP gets the 502 page; one that breaks off a body ends the client's connection, not another answer")
+    func brokenUpstreams() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                let garbage = try await RawSocket.send(port: site.port, path: "/garbage", lines: ["Accept: text/html"])
+                #expect(garbage.status == 502, "\(garbage.head)")
+                #expect(garbage.body.contains("<html"), "siwa's page")
+                let problem = try await RawSocket.send(port: site.port, path: "/garbage", lines: ["Accept: application/json"])
+                #expect(problem.status == 502 && problem.body.contains("\"status\":502"), "\(problem.body)")
+                let broken = try await RawSocket.exchange(port: site.port, "GET /broken HTTP/1.1\r\nHost: a\r\n\r\nGET /length HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(broken.hasPrefix("HTTP/1.1 200 OK\r\n") && broken.hasSuffix("only part"), "\(broken)")
+                #expect(!broken.contains("twelve bytes"), "an answer after a body that broke off")
+                #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "a new connection works")
+            }
+        }
+    }
+
+    @Test("an upstream that accepts and stays silent: the 504 page from the byte path, after upstream_timeout_ms")
+    func silentUpstream() async throws {
+        try await SilentListener.run { port in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", ["skip_auth_routes": "^/", "upstream_timeout_ms": "400"]) { site, visit in
+                let started = ContinuousClock.now
+                let answer = try await RawSocket.send(port: site.port, path: "/slow", lines: ["Accept: text/html"])
+                #expect(answer.status == 504, "\(answer.head)")
+                #expect(ContinuousClock.now - started >= .milliseconds(400))
+                #expect(try await Self.counted("upstream_bytes", site, visit) == 1)
+            }
+        }
+    }
+}
+
+/// One request written on a connection of its own, and the answer read until siwa closes it.
+enum RawSocket {
+    struct Answer {
+        let head: String
+        let body: String
+        var status: Int { Int(head.dropFirst(9).prefix(3)) ?? 0 }
+        /// The header lines, lowercased names, without `Date` and `Connection`, sorted.
+        var fields: [String] {
+            head.split(separator: "\r\n").dropFirst().map { line in
+                let name = line.prefix { $0 != ":" }.lowercased()
+                return name + ":" + line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.hasPrefix("date:") && !$0.hasPrefix("connection:") }.sorted()
+        }
+    }
+
+    /// `GET path` with `lines` and `Connection: close` (unless `lines` say `Connection`, then with `close` in it); the
+    /// answer must carry `Content-Length` (siwa's and the echo's do).
+    static func send(port: Int, path: String, lines: [String]) async throws -> Answer {
+        let close = lines.contains { $0.lowercased().hasPrefix("connection:") } ? "" : "Connection: close\r\n"
+        let text = try await exchange(port: port, "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n" + lines.map { $0 + "\r\n" }.joined() + close + "\r\n") { received in
+            // Read to the end of the body (Hummingbird's handlers keep a connection whose Connection header lists
+            // close among other tokens).
+            guard let end = received.range(of: "\r\n\r\n"),
+                let length = received[..<end.lowerBound].firstMatch(of: /(?i)\r\ncontent-length: *(\d+)/).flatMap({ Int($0.1) })
+            else { return false }
+            return received[end.upperBound...].utf8.count >= length
+        }
+        guard let end = text.range(of: "\r\n\r\n") else { throw EndToEndError("no answer head: \(text)") }
+        return Answer(head: String(text[..<end.lowerBound]), body: String(text[end.upperBound...]))
+    }
+
+    /// Writes `text` at once and reads until the connection ends or `complete` says the answer has all come (within
+    /// 20 s: what came by then is the error).
+    static func exchange(port: Int, _ text: String, complete: @escaping @Sendable (String) -> Bool = { _ in false }) async throws -> String {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+        }
+        let received = Collected("")
+        let timedOut = Collected(false)
+        let closer = channel.channel
+        let deadline = Task {
+            try await Task.sleep(for: .seconds(20))
+            timedOut.withLock { $0 = true }
+            try? await closer.close()
+        }
+        defer { deadline.cancel() }
+        try? await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(string: text))
+            for try await buffer in inbound {
+                received.withLock { $0 += String(buffer: buffer) }
+                if complete(received.value) { break }
+            }
+        }
+        if timedOut.value { throw EndToEndError("siwa did not end the connection within 20 s; received: \(received.value)") }
+        return received.value
+    }
+}
+
+/// An upstream on 127.0.0.1 that answers each request with bytes written as they are, by path: framings a
+/// proxy must read right, and answers it must not pass on. Counts the connections it accepted.
+struct ScriptedUpstream {
+    let port: Int
+    let connections: Collected<Int>
+
+    static let answers: [String: (bytes: String, close: Bool)] = [
+        "/length": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\ntwelve bytes", false),
+        "/chunked": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n", false),
+        "/interim": ("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
+        "/no-content": ("HTTP/1.1 204 No Content\r\n\r\n", false),
+        "/until-close": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of this, then the end", true),
+        "/overreach": (
+            "HTTP/1.1 200 OK\r\nConnection: X-Upstream-Hop\r\nX-Upstream-Hop: 1\r\nKeep-Alive: timeout=5\r\nServer: upstream\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+                + "Set-Cookie: siwa_session=planted; Path=/\r\nSet-Cookie: __Host-siwa_session=planted; Path=/\r\nSet-Cookie: upstream=1\r\nContent-Length: 2\r\n\r\nok",
+            false
+        ),
+        "/extra": ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nnot this one", false),
+        "/garbage": ("SSH-2.0-OpenSSH_9.2\r\n\r\n", false),
+        "/broken": ("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part", true),
+    ]
+
+    static func run<T>(_ body: (ScriptedUpstream) async throws -> T) async throws -> T {
+        let connections = Collected(0)
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                connections.withLock { $0 += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    // Only the request decoder: the answers are written as bytes, past no encoder.
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(Handler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        do {
+            let result = try await body(ScriptedUpstream(port: server.localAddress?.port ?? 0, connections: connections))
+            try await server.close()
+            return result
+        } catch {
+            try? await server.close()
+            throw error
+        }
+    }
+
+    private final class Handler: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = ByteBuffer
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .head(let head) = unwrapInboundIn(data) else { return }
+            let path = String(head.uri.prefix { $0 != "?" })
+            let answer = ScriptedUpstream.answers[path] ?? ("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false)
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer.bytes)), promise: nil)
+            if answer.close { context.close(promise: nil) }
+        }
+    }
+}
