@@ -84,6 +84,28 @@ struct BytePathTests {
         }
     }
 
+    @Test("after a request the codecs answered (siwa's own page, a POST whose body comes in two writes) the byte path takes the connection's next GETs again, all answered in order")
+    func bytePathResumes() async throws {
+        try await UpstreamProxyTests.withEchoSite { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let cookie = "Cookie: siwa_session=\(session)\r\n"
+            func get(_ path: String, close: Bool = false) -> String {
+                "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(cookie)\(close ? "Connection: close\r\n" : "")\r\n"
+            }
+            let post = "POST /form HTTP/1.1\r\nHost: 127.0.0.1\r\n\(cookie)Content-Type: text/plain\r\nContent-Length: 11\r\n\r\nhello"
+            let text = try await RawSocket.exchange(port: site.port, get("/one") + get("/healthz") + post, then: [" world" + get("/two") + get("/three", close: true)])
+            let answers = text.components(separatedBy: "HTTP/1.1 ").dropFirst()
+            #expect(answers.count == 5, "\(text)")
+            let marks = ["\"path\":\"\\/one\"", "\r\n\r\nok\n", "\"method\":\"POST\"", "\"path\":\"\\/two\"", "\"path\":\"\\/three\""]
+            let positions = marks.map { text.range(of: $0)?.lowerBound }
+            #expect(positions.allSatisfy { $0 != nil }, "\(text)")
+            let found = positions.compactMap { $0 }
+            #expect(found == found.sorted(), "answers out of order: \(text)")
+            #expect(text.contains("\"bodyBytes\":11"), "the POST's body reached the upstream whole")
+            #expect(try await Self.counted("upstream_bytes", site, visit) == 3)
+        }
+    }
+
     @Test("every framing an upstream may answer with reaches the client whole, on kept-alive connections both ways: Content-Length, chunked with trailers, 204, an interim 103 dropped, a body ending with the connection re-chunked")
     func framings() async throws {
         try await ScriptedUpstream.run { upstream in
@@ -190,9 +212,11 @@ enum RawSocket {
         return Answer(head: String(text[..<end.lowerBound]), body: String(text[end.upperBound...]))
     }
 
-    /// Writes `text` at once and reads until the connection ends or `complete` says the answer has all come (within
-    /// 20 s: what came by then is the error).
-    static func exchange(port: Int, _ text: String, complete: @escaping @Sendable (String) -> Bool = { _ in false }) async throws -> String {
+    /// Writes `text` at once (then each of `more`, 200 ms apart) and reads until the connection ends or `complete`
+    /// says the answer has all come (within 20 s: what came by then is the error).
+    static func exchange(
+        port: Int, _ text: String, then more: [String] = [], complete: @escaping @Sendable (String) -> Bool = { _ in false }
+    ) async throws -> String {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port) { channel in
             channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
         }
@@ -207,6 +231,10 @@ enum RawSocket {
         defer { deadline.cancel() }
         try? await channel.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(string: text))
+            for part in more {
+                try await Task.sleep(for: .milliseconds(200))
+                try await outbound.write(ByteBuffer(string: part))
+            }
             for try await buffer in inbound {
                 received.withLock { $0 += String(buffer: buffer) }
                 if complete(received.value) { break }

@@ -61,6 +61,11 @@ struct UpstreamProxyTests {
         }
     }
 
+    /// A header outside the byte path's subset (a value that is not ASCII): the request carrying it, and the rest of
+    /// its connection, go through NIO's codecs, to the handlers or `FrontFastPath`, which these tests compare;
+    /// `BytePathTests` compares the byte path with both.
+    static let throughTheCodecs = ("X-Note", "caf\u{e9}")
+
     /// `siwa_front_fast_path_total{request="upstream"}` and `{request="upstream_bytes"}` from `/metrics`: the requests
     /// passed on from the event loop, through the codecs or below them (`BytePathTests` tells the two apart).
     static func fastPathCount(_ site: LocalSite, _ visit: Visit) async throws -> Int {
@@ -73,7 +78,7 @@ struct UpstreamProxyTests {
             let ada = site.user("Ada")
             let session = try await visit.signIn(site, user: ada).session
             let headers = [
-                ("Accept", "text/html"), ("X-Auth-Request-User", "forged-sub"), ("X_Auth_Request_User", "forged-sub"), ("X-Siwa-Assertion", "forged.jwt.value"),
+                Self.throughTheCodecs, ("Accept", "text/html"), ("X-Auth-Request-User", "forged-sub"), ("X_Auth_Request_User", "forged-sub"), ("X-Siwa-Assertion", "forged.jwt.value"),
                 ("X-Forwarded-For", "6.6.6.6"), ("Forwarded", "for=6.6.6.6"), ("Connection", "keep-alive, X-Custom"), ("X-Custom", "1"), ("X-Kept", "yes"),
             ]
             let cookies = ["siwa_session": session, "theme": "dark"]
@@ -114,12 +119,18 @@ struct UpstreamProxyTests {
         try await Self.withEchoSite { site, visit in
             let lilei = site.user("李")
             let session = try await visit.signIn(site, user: lilei).session
-            for index in 0..<2 {
-                let echoed = try await visit.send(site.url("/page"), cookies: ["siwa_session": session]).echoed()
+            // The handlers, then the codec path, then the byte path.
+            for index in 0..<3 {
+                let echoed = if index < 2 {
+                    try await visit.send(site.url("/page"), headers: [Self.throughTheCodecs], cookies: ["siwa_session": session]).echoed()
+                } else {
+                    try EchoedRequest(json: ByteBuffer(string: try await RawSocket.send(port: site.port, path: "/page", lines: ["Cookie: siwa_session=\(session)"]).body))
+                }
                 #expect(echoed.values("x-auth-request-preferred-username") == ["%E6%9D%8E %E9%9B%B7"], "request \(index)")
                 #expect(echoed.values("x-auth-request-user") == [lilei.sub])
             }
-            #expect(try await Self.fastPathCount(site, visit) == 1)
+            #expect(try await BytePathTests.counted("upstream", site, visit) == 1)
+            #expect(try await BytePathTests.counted("upstream_bytes", site, visit) == 1)
         }
     }
 
@@ -127,9 +138,10 @@ struct UpstreamProxyTests {
     func upstreamOverreachStops() async throws {
         try await Self.withEchoSite { site, visit in
             let session = try await visit.signIn(site, user: site.user("Ada")).session
-            // The first answer is the handlers' (the assertion is signed there), the second the event loop's.
+            // The first answer is the handlers' (the assertion is signed there), the second the event loop's
+            // (`BytePathTests.overreachAndExtraBytes` has the byte path's).
             for index in 0..<2 {
-                let answer = try await visit.send(site.url("/overreach/page"), cookies: ["siwa_session": session])
+                let answer = try await visit.send(site.url("/overreach/page"), headers: [Self.throughTheCodecs], cookies: ["siwa_session": session])
                 #expect(answer.status == 200)
                 #expect(answer.headers["set-cookie"] == ["upstream=1"], "answer \(index)")
                 #expect(answer.headers["x-upstream-hop"].isEmpty, "answer \(index)")
@@ -350,16 +362,21 @@ struct UpstreamProxyTests {
         try await withClosedLoopbackPort { port in
             try await Self.withSite(upstream: "http://127.0.0.1:\(port)") { site, visit in
                 let session = try await visit.signIn(site, user: site.user("Ada")).session
-                let page = try await visit.send(site.url("/dashboard"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                let page = try await visit.send(site.url("/dashboard"), headers: [("Accept", "text/html"), Self.throughTheCodecs], cookies: ["siwa_session": session])
                 #expect(page.status == 502)
                 #expect(page.text.contains("The site could not be reached"))
                 #expect(page.headers.first(name: "content-security-policy") != nil)
                 // Again, now from the event loop (the session and assertion are in memory): the same page.
-                let again = try await visit.send(site.url("/dashboard"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
-                #expect(try await Self.fastPathCount(site, visit) == 1)
+                let again = try await visit.send(site.url("/dashboard"), headers: [("Accept", "text/html"), Self.throughTheCodecs], cookies: ["siwa_session": session])
+                #expect(try await BytePathTests.counted("upstream", site, visit) == 1)
                 #expect(again.status == 502)
                 #expect(again.text == page.text)
                 #expect(again.headers.first(name: "content-security-policy") == page.headers.first(name: "content-security-policy"))
+                // And from the byte path.
+                let bytes = try await RawSocket.send(port: site.port, path: "/dashboard", lines: ["Accept: text/html", "Cookie: siwa_session=\(session)"])
+                #expect(try await BytePathTests.counted("upstream_bytes", site, visit) == 1)
+                #expect(bytes.status == 502 && bytes.body == page.text)
+                #expect(bytes.fields.contains("content-security-policy:" + (page.headers.first(name: "content-security-policy") ?? "")))
                 let json = try await visit.send(site.url("/dashboard"), headers: [("Accept", "application/json")], cookies: ["siwa_session": session])
                 #expect(json.status == 502)
                 #expect(json.headers.first(name: "content-type") == "application/problem+json")
@@ -373,16 +390,16 @@ struct UpstreamProxyTests {
             try await Self.withSite(upstream: "http://127.0.0.1:\(port)", ["upstream_timeout_ms": "500"]) { site, visit in
                 let session = try await visit.signIn(site, user: site.user("Ada")).session
                 let started = ContinuousClock.now
-                let page = try await visit.send(site.url("/slow"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                let page = try await visit.send(site.url("/slow"), headers: [("Accept", "text/html"), Self.throughTheCodecs], cookies: ["siwa_session": session])
                 let waited = ContinuousClock.now - started
                 #expect(page.status == 504)
                 #expect(page.text.contains("The site took too long to answer"))
                 #expect(waited >= .milliseconds(450) && waited < .seconds(10), "answered after \(waited)")
                 // Again, now from the event loop: the same page after the same wait.
                 let restarted = ContinuousClock.now
-                let again = try await visit.send(site.url("/slow"), headers: [("Accept", "text/html")], cookies: ["siwa_session": session])
+                let again = try await visit.send(site.url("/slow"), headers: [("Accept", "text/html"), Self.throughTheCodecs], cookies: ["siwa_session": session])
                 let waitedAgain = ContinuousClock.now - restarted
-                #expect(try await Self.fastPathCount(site, visit) == 1)
+                #expect(try await BytePathTests.counted("upstream", site, visit) == 1)
                 #expect(again.status == 504)
                 #expect(again.text == page.text)
                 #expect(waitedAgain >= .milliseconds(450) && waitedAgain < .seconds(10), "answered after \(waitedAgain)")

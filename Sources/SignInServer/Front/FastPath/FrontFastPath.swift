@@ -31,6 +31,8 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     /// HTTP/1 form, is written from there, so it is not converted to HTTP types and back.
     private var http1: ChannelHandlerContext?
     private var peer: String?
+    /// The byte path ahead of the codecs (with `--upstream`), told when an answer has ended.
+    private weak var raw: RawFrontPath?
 
     /// Requests handed to the handlers whose answer has not been written to its end.
     private var handedOn = 0
@@ -79,6 +81,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         http1 = try? context.pipeline.syncOperations.context(handlerType: HTTP1ToHTTPServerCodec.self)
+        raw = try? context.pipeline.syncOperations.handler(type: RawFrontPath.self)
         peer = context.channel.remoteAddress?.ipAddress
     }
 
@@ -128,7 +131,11 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
                     readingTaken = true
                     context.write(wrapOutboundOut(.head(response)), promise: nil)
                     context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-                    if Self.asksToClose(head) { context.close(promise: nil) }
+                    if Self.asksToClose(head) {
+                        context.close(promise: nil)
+                    } else {
+                        raw?.codecAnswered()
+                    }
                     return
                 case .proxy(let upstreamHead) where http1 != nil:
                     readingTaken = true
@@ -209,6 +216,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
             }
         }
         context.write(data, promise: promise)
+        if answerEnded, !closingAfterAnswer { raw?.codecAnswered() }
         // The handlers' answer is over: what waited for it is taken up, once this write has gone its way.
         if answerEnded, handedOn == 0, exchange == nil, !held.isEmpty {
             context.eventLoop.assumeIsolated().execute { self.takeHeld() }
@@ -339,6 +347,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
             context.close(promise: nil)
             return
         }
+        raw?.codecAnswered()
         takeHeld()
     }
 

@@ -17,10 +17,12 @@ import NIOCore
 /// `Server`, the body as sent (a chunked one relayed chunk by chunk, one that ends with the connection re-chunked).
 ///
 /// A `GET` whose session is not in memory (the cache holds one for `check_cache_seconds`) waits while the store is
-/// asked and an assertion signed, as the handlers would, off the event loop; then it is decided again. The first
-/// request it does not take (any other method, a body, a page of siwa's, no session or a person turned away, a head
-/// outside the subset) is handed with everything after it to NIO's parser, and this handler leaves the pipeline:
-/// from then on the connection is Hummingbird's, with `FrontFastPath`, as if this path did not exist.
+/// asked and an assertion signed, as the handlers would, off the event loop; then it is decided again. A request it
+/// does not take but can frame (another method, a body with `Content-Length`, a page of siwa's, no session or a
+/// person turned away) is handed alone to NIO's parser, and the next waits until its answer has ended
+/// (`FrontFastPath` says so, `codecAnswered`) and its body has passed: then the byte path goes on. A head outside
+/// the subset is handed with everything after it to NIO's parser, and this handler leaves the pipeline: from then on
+/// the connection is Hummingbird's, with `FrontFastPath`, as if this path did not exist.
 final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpstreamDelegate {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -38,6 +40,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     private var exchange: Exchange?
     /// A read asked for during an exchange with much already pending, issued once it is over.
     private var readHeld = false
+    /// Requests handed to the codecs whose answer has not ended.
+    private var codecOwes = 0
+    /// Body bytes of the request handed to the codecs still to come from the client: they go on to the codecs.
+    private var bodyToCodecs = 0
     /// The store is being asked for the session of the request at the front of `pending` (`warm`).
     private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
@@ -114,17 +120,44 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
+        if bodyToCodecs > 0 {
+            // The body of the request the codecs are reading goes to them as it comes.
+            let passed = min(bodyToCodecs, buffer.readableBytes)
+            bodyToCodecs -= passed
+            if let body = buffer.readSlice(length: passed) { context.fireChannelRead(wrapInboundOut(body)) }
+            guard buffer.readableBytes > 0 else { return }
+        }
         if pending == nil {
             pending = buffer
         } else {
             pending?.writeBuffer(&buffer)
         }
-        if exchange == nil, !warming { takePending(context) }
+        if isIdle { takePending(context) }
+    }
+
+    /// Nothing is in progress: no exchange, no store lookup, no request with the codecs.
+    private var isIdle: Bool {
+        exchange == nil && !warming && codecOwes == 0 && bodyToCodecs == 0
+    }
+
+    /// The codecs' answer to a request handed to them has ended (`FrontFastPath` calls this once per answer). Called
+    /// from within their write: what waits is taken up after it.
+    func codecAnswered() {
+        codecOwes = max(0, codecOwes - 1)
+        guard let context, isIdle else { return }
+        context.eventLoop.assumeIsolated().execute {
+            guard self.isIdle, let context = self.context else { return }
+            if self.readHeld {
+                self.readHeld = false
+                context.read()
+            }
+            self.takePending(context)
+        }
     }
 
     func read(context: ChannelHandlerContext) {
-        // During an exchange the client may send its next requests; past a limit it is no longer read.
-        if exchange != nil || warming, (pending?.readableBytes ?? 0) >= RawHTTP.requestHeadLimit {
+        // While something is in progress the client may send its next requests; past a limit it is no longer read.
+        if !isIdle, bodyToCodecs == 0, (pending?.readableBytes ?? 0) >= RawHTTP.requestHeadLimit {
             readHeld = true
             return
         }
@@ -135,7 +168,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         // Shutting down: Hummingbird's connection handler would close a connection it sees as idle at once, under an
         // exchange in progress here. This path ends its connection itself once it is idle.
         if event is ChannelShouldQuiesceEvent {
-            if exchange == nil, !warming, pending == nil {
+            if codecOwes > 0 || bodyToCodecs > 0 {
+                // Hummingbird ends the connection after the answer it owes; nothing after it is taken.
+                pending = nil
+                closeWhenIdle = true
+                context.fireUserInboundEventTriggered(event)
+            } else if isIdle, pending == nil {
                 context.close(promise: nil)
             } else {
                 closeWhenIdle = true
@@ -154,7 +192,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     /// Takes the requests waiting, one at a time, until one goes to the upstream or to the handlers.
     private func takePending(_ context: ChannelHandlerContext) {
-        while exchange == nil, !warming, var buffer = pending {
+        while isIdle, !closeWhenIdle, var buffer = pending {
             guard buffer.readableBytes > 0 else {
                 pending = nil
                 break
@@ -166,11 +204,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             case .notTaken:
                 return handOn(context)
             case .head(let head):
-                guard let request = upstreamRequest(head, from: buffer) else {
-                    if !warmed, let hash = sessionHash(head.cookie), upstream?.owned.contains(Self.path(of: head.target)) == false {
+                guard head.isBodilessGET, let request = upstreamRequest(head, from: buffer) else {
+                    if head.isBodilessGET, !warmed, let hash = sessionHash(head.cookie), upstream?.owned.contains(Self.path(of: head.target)) == false {
                         return warm(sessionHash: hash, context: context)
                     }
-                    return handOn(context)
+                    warmed = false
+                    handToCodecs(head, from: &buffer, context: context)
+                    continue
                 }
                 warmed = false
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
@@ -181,7 +221,20 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                 connect(fresh: false)
             }
         }
-        if exchange == nil, !warming, closeWhenIdle { context.close(promise: nil) }
+        if isIdle, closeWhenIdle { context.close(promise: nil) }
+    }
+
+    /// Hands the request at the front of `buffer` (its head, and as much of its body as has come) to NIO's parser;
+    /// the rest of its body follows as it comes, and the next request waits for the codecs' answer.
+    private func handToCodecs(_ head: RawHTTP.RequestHead, from buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+        let body = head.contentLength ?? 0
+        let passed = min(buffer.readableBytes, head.length + body)
+        guard let request = buffer.readSlice(length: passed) else { return }
+        pending = buffer.readableBytes > 0 ? buffer : nil
+        codecOwes += 1
+        bodyToCodecs = head.length + body - passed
+        context.fireChannelRead(wrapInboundOut(request))
+        context.fireChannelReadComplete()
     }
 
     /// Asks the store for the session (and has an assertion signed) off the event loop, then decides the request at

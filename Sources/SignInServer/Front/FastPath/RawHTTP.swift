@@ -2,12 +2,14 @@ import Foundation
 import NIOCore
 
 /// The HTTP/1.1 the byte-level proxy path (`RawFrontPath`) reads itself: a strict subset, so that whatever it
-/// accepts means one thing to siwa, to NIO's parser and to the upstream. A request head is taken only when it is a
-/// `GET` of an origin-form target over HTTP/1.1, with exactly one `Host`, at most one `Cookie`, no body (no
-/// `Content-Length`, `Transfer-Encoding` or `Expect`), no `Upgrade`, every line ending in CRLF, names of token
-/// characters and values of visible ASCII; anything else is left to NIO's parser and Hummingbird's handlers, which
-/// answer it as before. A response head is read with its framing (`Content-Length`, chunked, or to the end of the
-/// connection); one that is not well-formed is a broken upstream (502), never guessed at.
+/// accepts means one thing to siwa, to NIO's parser and to the upstream. A request head is read only when its
+/// method is upper-case letters, its target origin-form, its version HTTP/1.1, with exactly one `Host`, at most one
+/// `Cookie`, at most one `Content-Length` (digits) and no `Transfer-Encoding`, `Expect` or `Upgrade`, every line
+/// ending in CRLF, names of token characters and values of visible ASCII; so where it ends, body included, is
+/// known. Of those, a `GET` without a body may go to the upstream from here; the others are handed to NIO's parser
+/// one at a time, and anything outside the subset with the rest of the connection. A response head is read with
+/// its framing (`Content-Length`, chunked, or to the end of the connection); one that is not well-formed is a
+/// broken upstream (502), never guessed at.
 enum RawHTTP {
     /// The longest request head taken here; a longer one goes to NIO's parser, with its own limits.
     static let requestHeadLimit = 16 * 1024
@@ -25,8 +27,11 @@ enum RawHTTP {
 
     /// A request head taken whole.
     struct RequestHead {
+        let method: String
         /// Bytes of the head, CRLF CRLF included.
         let length: Int
+        /// The body's length (`Content-Length`); nil without one.
+        let contentLength: Int?
         /// As sent: `/path?query`.
         let target: String
         let lines: [Line]
@@ -36,6 +41,9 @@ enum RawHTTP {
         let connection: [String]
         /// The `X-Forwarded-*` fields, as the handlers read them from a trusted proxy (otherwise ignored).
         let forwarded: [(name: String, value: String)]
+
+        /// A `GET` without a body: what may pass to the upstream from here.
+        var isBodilessGET: Bool { method == "GET" && contentLength == nil }
     }
 
     enum RequestParse {
@@ -48,35 +56,48 @@ enum RawHTTP {
 
     /// Reads a request head at the start of `bytes`.
     static func request(_ bytes: UnsafeRawBufferPointer) -> RequestParse {
-        let method: [UInt8] = Array("GET /".utf8)
-        // Anything but a GET is known at its first bytes.
-        for index in 0..<min(bytes.count, method.count) where bytes[index] != method[index] { return .notTaken }
+        // The method: upper-case letters, then SP and the target's slash (known at the first bytes).
+        var index = 0
+        while index < bytes.count, (0x41...0x5A).contains(bytes[index]) { index += 1 }
+        guard index <= 20 else { return .notTaken }
+        if index == bytes.count { return .incomplete }
+        guard index > 0, bytes[index] == UInt8(ascii: " ") else { return .notTaken }
+        let methodEnd = index
+        if index + 1 < bytes.count, bytes[index + 1] != UInt8(ascii: "/") { return .notTaken }
         let end: Int
         switch headEnd(bytes, limit: requestHeadLimit) {
         case .at(let found): end = found
         case .malformed: return .notTaken
         case .notYet: return bytes.count > requestHeadLimit ? .notTaken : .incomplete
         }
-        // Request line: GET SP target SP HTTP/1.1 CRLF.
-        var index = 4
+        // Request line: method SP target SP HTTP/1.1 CRLF.
+        let method = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<methodEnd]), as: UTF8.self)
+        let targetStart = methodEnd + 1
+        index = targetStart
         while index < end, bytes[index] != UInt8(ascii: " ") {
             guard (0x21...0x7E).contains(bytes[index]) else { return .notTaken }
             index += 1
         }
-        let target = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[4..<index]), as: UTF8.self)
+        guard index > targetStart, bytes[targetStart] == UInt8(ascii: "/") else { return .notTaken }
+        let target = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<index]), as: UTF8.self)
         let version: [UInt8] = Array(" HTTP/1.1\r\n".utf8)
         guard index + version.count <= end, version.indices.allSatisfy({ bytes[index + $0] == version[$0] }) else { return .notTaken }
         index += version.count
         guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false) else { return .notTaken }
         var host: String?
         var cookie: String?
+        var contentLength: Int?
         var connection: [String] = []
         var forwarded: [(name: String, value: String)] = []
         for line in lines {
             let value = { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self) }
             switch line.name {
-            case "content-length", "transfer-encoding", "upgrade", "expect":
+            case "transfer-encoding", "upgrade", "expect":
                 return .notTaken
+            case "content-length":
+                let digits = bytes[line.value]
+                guard contentLength == nil, (1...18).contains(digits.count), digits.allSatisfy({ (0x30...0x39).contains($0) }) else { return .notTaken }
+                contentLength = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
             case "host":
                 guard host == nil else { return .notTaken }
                 host = value()
@@ -90,7 +111,12 @@ enum RawHTTP {
             }
         }
         guard let host, !host.isEmpty else { return .notTaken }
-        return .head(RequestHead(length: end, target: target, lines: lines, host: host, cookie: cookie, connection: connection, forwarded: forwarded))
+        return .head(
+            RequestHead(
+                method: method, length: end, contentLength: contentLength, target: target, lines: lines, host: host, cookie: cookie,
+                connection: connection, forwarded: forwarded
+            )
+        )
     }
 
     /// A response head read whole, with the framing of the body that follows.
