@@ -122,11 +122,15 @@ struct BytePathTests {
                     #expect(length.status == 200 && length.text == "twelve bytes")
                 }
                 #expect(upstream.connections.value == 1, "the upstream's connection was not kept alive: \(upstream.connections.value)")
+                // On the wire: chunked by siwa, without the upstream's extensions and trailers.
+                let wire = try await RawSocket.exchange(port: site.port, "GET /chunked HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                #expect(wire.hasSuffix("\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "\(wire)")
+                #expect(!wire.contains("planted") && !wire.contains("X-Trailer") && !wire.contains("ext=1"))
                 let untilClose = try await visit.send(site.url("/until-close"))
                 #expect(untilClose.status == 200 && untilClose.text == "all of this, then the end")
                 #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "the client's connection goes on")
                 #expect(upstream.connections.value == 2, "a new upstream connection after one that ended with its answer")
-                #expect(try await Self.counted("upstream_bytes", site, visit) == 10)
+                #expect(try await Self.counted("upstream_bytes", site, visit) == 11)
             }
         }
     }
@@ -163,6 +167,24 @@ struct BytePathTests {
                 #expect(broken.hasPrefix("HTTP/1.1 200 OK\r\n") && broken.hasSuffix("only part"), "\(broken)")
                 #expect(!broken.contains("twelve bytes"), "an answer after a body that broke off")
                 #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "a new connection works")
+                let reset = try await RawSocket.exchange(port: site.port, "GET /reset-midway HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(reset.contains("partial-body") && !reset.hasSuffix("0\r\n\r\n"), "a body cut by a reset looked whole: \(reset)")
+            }
+        }
+    }
+
+    @Test("a client that half-closes after its requests gets every answer, then the connection ends")
+    func halfCloseIsAnswered() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                let one = try await RawSocket.exchange(port: site.port, "GET /length HTTP/1.1\r\nHost: a\r\n\r\n", halfClose: true)
+                #expect(one.hasSuffix("\r\n\r\ntwelve bytes"), "\(one)")
+                let two = try await RawSocket.exchange(
+                    port: site.port, "GET /length HTTP/1.1\r\nHost: a\r\n\r\nPOST /length HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET /chunked HTTP/1.1\r\nHost: a\r\n\r\n",
+                    halfClose: true
+                )
+                #expect(two.components(separatedBy: "HTTP/1.1 200 OK").count == 4, "\(two)")
+                #expect(two.hasSuffix("0\r\n\r\n"))
             }
         }
     }
@@ -212,13 +234,16 @@ enum RawSocket {
         return Answer(head: String(text[..<end.lowerBound]), body: String(text[end.upperBound...]))
     }
 
-    /// Writes `text` at once (then each of `more`, 200 ms apart) and reads until the connection ends or `complete`
-    /// says the answer has all come (within 20 s: what came by then is the error).
+    /// Writes `text` at once (then each of `more`, 200 ms apart; then, `halfClose`, shuts its side down) and reads
+    /// until the connection ends or `complete` says the answer has all come (within 20 s: what came by then is the
+    /// error).
     static func exchange(
-        port: Int, _ text: String, then more: [String] = [], complete: @escaping @Sendable (String) -> Bool = { _ in false }
+        port: Int, _ text: String, then more: [String] = [], halfClose: Bool = false, complete: @escaping @Sendable (String) -> Bool = { _ in false }
     ) async throws -> String {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port) { channel in
-            channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            channel.eventLoop.makeCompletedFuture {
+                try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+            }
         }
         let received = Collected("")
         let timedOut = Collected(false)
@@ -235,6 +260,7 @@ enum RawSocket {
                 try await Task.sleep(for: .milliseconds(200))
                 try await outbound.write(ByteBuffer(string: part))
             }
+            if halfClose { outbound.finish() }
             for try await buffer in inbound {
                 received.withLock { $0 += String(buffer: buffer) }
                 if complete(received.value) { break }
@@ -253,7 +279,12 @@ struct ScriptedUpstream {
 
     static let answers: [String: (bytes: String, close: Bool)] = [
         "/length": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\ntwelve bytes", false),
-        "/chunked": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n", false),
+        "/chunked": (
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n"
+                + "X-Trailer: 1\r\nSet-Cookie: siwa_session=planted-in-a-trailer\r\n\r\n",
+            false
+        ),
+        "/reset-midway": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npartial-body", true),
         "/interim": ("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
         "/no-content": ("HTTP/1.1 204 No Content\r\n\r\n", false),
         "/until-close": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of this, then the end", true),
@@ -298,6 +329,12 @@ struct ScriptedUpstream {
             let path = String(head.uri.prefix { $0 != "?" })
             let answer = ScriptedUpstream.answers[path] ?? ("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false)
             context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer.bytes)), promise: nil)
+            if path == "/reset-midway" {
+                // A reset, not a close: the body's end cannot be told from it.
+                let channel = context.channel
+                _ = (channel as? any SocketOptionProvider)?.setSoLinger(linger(l_onoff: 1, l_linger: 0)).always { _ in channel.close(promise: nil) }
+                return
+            }
             if answer.close { context.close(promise: nil) }
         }
     }

@@ -48,6 +48,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
     private var warmed = false
+    /// The client half-closed while something was in progress or waiting: the connection ends once it is answered.
+    private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
     private var closeWhenIdle = false
     /// The last `Cookie` header seen on this connection, the SHA-256 of its session cookie and the header as the
@@ -173,11 +175,18 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                 pending = nil
                 closeWhenIdle = true
                 context.fireUserInboundEventTriggered(event)
-            } else if isIdle, pending == nil {
+            } else if isIdle {
+                // Nothing in progress (what is pending is a head not yet whole).
                 context.close(promise: nil)
             } else {
                 closeWhenIdle = true
             }
+            return
+        }
+        // The client has sent all it will (a half-close): what it sent before is answered first, then the
+        // connection ends. Without anything of this path's in progress or waiting, the codecs decide, as ever.
+        if event as? ChannelEvent == .inputClosed, exchange != nil || warming || pending != nil {
+            inputClosed = true
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -192,7 +201,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     /// Takes the requests waiting, one at a time, until one goes to the upstream or to the handlers.
     private func takePending(_ context: ChannelHandlerContext) {
-        while isIdle, !closeWhenIdle, var buffer = pending {
+        taking: while isIdle, !closeWhenIdle, var buffer = pending {
             guard buffer.readableBytes > 0 else {
                 pending = nil
                 break
@@ -200,7 +209,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             let parse = buffer.withUnsafeReadableBytes { RawHTTP.request($0) }
             switch parse {
             case .incomplete:
-                return
+                break taking
             case .notTaken:
                 return handOn(context)
             case .head(let head):
@@ -221,7 +230,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                 connect(fresh: false)
             }
         }
-        if isIdle, closeWhenIdle { context.close(promise: nil) }
+        // Shutting down, or the client will send nothing more: what is left is at most a head that will not be whole.
+        if isIdle, closeWhenIdle || inputClosed { context.close(promise: nil) }
     }
 
     /// Hands the request at the front of `buffer` (its head, and as much of its body as has come) to NIO's parser;
@@ -532,7 +542,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         if let reason = answer.viewBytes(at: start + head.reason.lowerBound, length: head.reason.count) { out.writeBytes(reason) }
         out.writeString("\r\n")
         let named = UpstreamForwarder.connectionNamed(head.connection)
+        var lengthWritten = false
         for line in head.lines where line.name != "date" && line.name != "server" {
+            // Equal lengths repeated are one length (the head was refused if they differed).
+            if line.name == "content-length" {
+                if lengthWritten { continue }
+                lengthWritten = true
+            }
             let dropped = UpstreamForwarder.dropsFromClient(line.name, named: named) {
                 answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? ""
             }
@@ -572,28 +588,43 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             if let slice = buffer.readSlice(length: taken) { context.write(wrapOutboundOut(slice), promise: nil) }
             return taken == remaining ? .ended(reusable: true) : .length(remaining: remaining - taken)
         case .chunked(var framing):
+            // Chunked again by siwa, its data as it came: the upstream's chunk extensions and trailers (which could
+            // set a cookie of siwa's) stay behind, as they do on the codec path.
             guard buffer.readableBytes > 0 else { return body }
-            let progress = buffer.withUnsafeReadableBytes { framing.consume($0) }
-            switch progress {
-            case .more:
-                if let slice = buffer.readSlice(length: buffer.readableBytes) { context.write(wrapOutboundOut(slice), promise: nil) }
-                return .chunked(framing)
-            case .ended(let length):
-                if let slice = buffer.readSlice(length: length) { context.write(wrapOutboundOut(slice), promise: nil) }
-                return .ended(reusable: true)
-            case .invalid:
+            var data: [Range<Int>] = []
+            let progress = buffer.withUnsafeReadableBytes { framing.consume($0) { data.append($0) } }
+            if progress == .invalid {
                 upstreamBrokeMidway("upstream sent a malformed chunked body")
                 return nil
             }
+            let start = buffer.readerIndex
+            for range in data {
+                if let slice = buffer.getSlice(at: start + range.lowerBound, length: range.count) { writeChunk(slice, context: context) }
+            }
+            switch progress {
+            case .ended(let length):
+                buffer.moveReaderIndex(forwardBy: length)
+                context.write(wrapOutboundOut(ByteBuffer(string: "0\r\n\r\n")), promise: nil)
+                return .ended(reusable: true)
+            case .more, .invalid:
+                buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+                return .chunked(framing)
+            }
         case .untilClose:
-            guard buffer.readableBytes > 0 else { return body }
-            var framed = context.channel.allocator.buffer(capacity: 16)
-            framed.writeString(String(buffer.readableBytes, radix: 16) + "\r\n")
-            context.write(wrapOutboundOut(framed), promise: nil)
-            if let slice = buffer.readSlice(length: buffer.readableBytes) { context.write(wrapOutboundOut(slice), promise: nil) }
-            context.write(wrapOutboundOut(ByteBuffer(string: "\r\n")), promise: nil)
+            guard buffer.readableBytes > 0, let slice = buffer.readSlice(length: buffer.readableBytes) else { return body }
+            writeChunk(slice, context: context)
             return body
         }
+    }
+
+    /// Writes `data` to the client as one chunk.
+    private func writeChunk(_ data: ByteBuffer, context: ChannelHandlerContext) {
+        guard data.readableBytes > 0 else { return }
+        var size = context.channel.allocator.buffer(capacity: 16)
+        size.writeString(String(data.readableBytes, radix: 16) + "\r\n")
+        context.write(wrapOutboundOut(size), promise: nil)
+        context.write(wrapOutboundOut(data), promise: nil)
+        context.write(wrapOutboundOut(ByteBuffer(string: "\r\n")), promise: nil)
     }
 
     func upstreamReadComplete() {
@@ -608,6 +639,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         case nil:
             failed(.unreachable(error ?? UpstreamClosed()), connectError: nil)
         case .untilClose?:
+            guard error == nil else {
+                // Reset, or TLS ended without its close: the body may be cut, and must not look whole.
+                return upstreamBrokeMidway("upstream connection failed before its answer was over: \(error.map { "\($0)" } ?? "")")
+            }
             // The end of the body, as the upstream framed it.
             context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "0\r\n\r\n")), promise: nil)
             finish(reusable: false)

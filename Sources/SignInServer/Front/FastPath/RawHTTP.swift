@@ -15,7 +15,10 @@ enum RawHTTP {
     static let requestHeadLimit = 16 * 1024
     /// The longest response head read (a longer one is a broken upstream).
     static let responseHeadLimit = 64 * 1024
+    /// The most header lines of a request head taken here (a response's are limited by its length only).
     static let headerCountLimit = 100
+    /// The methods taken (NIO's parser knows them all; `CONNECT` and unknown ones are left to it whole).
+    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
     /// One header line of a head: its name lowercased, where the line is (from the head's first byte, CRLF
     /// excluded) and where its value is (blanks around it excluded).
@@ -72,6 +75,7 @@ enum RawHTTP {
         }
         // Request line: method SP target SP HTTP/1.1 CRLF.
         let method = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<methodEnd]), as: UTF8.self)
+        guard methods.contains(method) else { return .notTaken }
         let targetStart = methodEnd + 1
         index = targetStart
         while index < end, bytes[index] != UInt8(ascii: " ") {
@@ -83,7 +87,7 @@ enum RawHTTP {
         let version: [UInt8] = Array(" HTTP/1.1\r\n".utf8)
         guard index + version.count <= end, version.indices.allSatisfy({ bytes[index + $0] == version[$0] }) else { return .notTaken }
         index += version.count
-        guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false) else { return .notTaken }
+        guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false, limit: headerCountLimit) else { return .notTaken }
         var host: String?
         var cookie: String?
         var contentLength: Int?
@@ -171,7 +175,7 @@ enum RawHTTP {
         }
         guard bytes[index + 1] == UInt8(ascii: "\n"), status >= 100 else { return .invalid("malformed status line") }
         let reason = reasonStart..<index
-        guard let lines = headerLines(bytes, from: index + 2, end: end, allowsObsText: true) else { return .invalid("malformed header line") }
+        guard let lines = headerLines(bytes, from: index + 2, end: end, allowsObsText: true, limit: .max) else { return .invalid("malformed header line") }
         var length: Int?
         var chunked = false
         var codings = false
@@ -245,7 +249,7 @@ enum RawHTTP {
     /// The header lines from `start` to the head's end (`end`, after CRLF CRLF); nil for anything outside the subset:
     /// a line not ending in CRLF, a folded line, a name that is not a token, a control character in a value
     /// (bytes above 0x7F only where `allowsObsText`), too many lines.
-    private static func headerLines(_ bytes: UnsafeRawBufferPointer, from start: Int, end: Int, allowsObsText: Bool) -> [Line]? {
+    private static func headerLines(_ bytes: UnsafeRawBufferPointer, from start: Int, end: Int, allowsObsText: Bool, limit: Int) -> [Line]? {
         var lines: [Line] = []
         var index = start
         while index < end - 2 {
@@ -271,7 +275,7 @@ enum RawHTTP {
             }
             guard bytes[index + 1] == UInt8(ascii: "\n") else { return nil }
             lines.append(Line(name: name, line: lineStart..<index, value: valueStart..<valueEnd))
-            guard lines.count <= headerCountLimit else { return nil }
+            guard lines.count <= limit else { return nil }
             index += 2
         }
         return index == end - 2 ? lines : nil
@@ -290,7 +294,7 @@ enum RawHTTP {
     }
 }
 
-/// Where a chunked body ends, read as it passes (the bytes themselves are relayed as they are, trailers included).
+/// A chunked body read as it passes: where its data is, and where it ends (after its trailers).
 struct ChunkedFraming {
     private enum State {
         case size, sizeExtension, sizeLF, data, dataCR, dataLF, trailerStart, trailerLine, trailerLF, finalLF, done
@@ -308,7 +312,8 @@ struct ChunkedFraming {
         case invalid
     }
 
-    mutating func consume(_ bytes: UnsafeRawBufferPointer) -> Progress {
+    /// Reads `bytes`, the body's next; `data` is given the ranges of `bytes` that are chunk data, in order.
+    mutating func consume(_ bytes: UnsafeRawBufferPointer, data: (Range<Int>) -> Void = { _ in }) -> Progress {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
@@ -339,6 +344,7 @@ struct ChunkedFraming {
                 sawDigit = false
             case .data:
                 let taken = min(size, bytes.count - index)
+                data(index..<(index + taken))
                 size -= taken
                 index += taken
                 if size == 0 { state = .dataCR }
