@@ -173,6 +173,18 @@ struct BytePathTests {
         }
     }
 
+    @Test("a method NIO does not know, first on a connection or after byte-path requests: 400 and the connection ends, never silence")
+    func unknownMethod() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, _ in
+                let first = try await RawSocket.exchange(port: site.port, "FOO /length HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(first.hasPrefix("HTTP/1.1 400"), "\(first)")
+                let after = try await RawSocket.exchange(port: site.port, "GET /length HTTP/1.1\r\nHost: a\r\n\r\nFOO /length HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(after.hasPrefix("HTTP/1.1 200 OK") && after.contains("twelve bytesHTTP/1.1 400"), "\(after)")
+            }
+        }
+    }
+
     @Test("a client that half-closes after its requests gets every answer, then the connection ends")
     func halfCloseIsAnswered() async throws {
         try await ScriptedUpstream.run { upstream in

@@ -55,12 +55,15 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             // Ahead of NIO's HTTP codecs: the requests passed to the upstream from memory, as bytes (`RawFrontPath`).
             try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
             var pipeline = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
-            // As Hummingbird's own HTTP/1 channel: requests are taken one at a time by the async channel, errors and
-            // header validation are Hummingbird's.
+            // As Hummingbird's own HTTP/1 channel: requests are taken one at a time by the async channel, header
+            // validation is Hummingbird's.
             pipeline.enablePipelining = false
-            pipeline.enableErrorHandling = false
+            // NIO's handler answers a request it cannot parse with 400 and ends the connection; without it, a first
+            // request NIO could not read (an unknown method, say) was never answered, the connection left open.
+            pipeline.enableErrorHandling = true
             pipeline.enableResponseHeaderValidation = false
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            try channel.pipeline.syncOperations.addHandler(ClosesOnParserError())
             return Value(outcome: outcome, handoff: handoff, channel: channel)
         }
     }
@@ -73,6 +76,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             // The client left between siwa's 101 and the switch: the upstream's side is closed unused.
             try? await value.handoff.takeUpstream()?.connection.channel.close()
             logger.debug("WebSocket upgrade not completed", metadata: ["error": "\(error)"])
+            try? await value.channel.close()
             return
         }
         switch outcome {
@@ -237,5 +241,18 @@ extension Request {
     var isWebSocketUpgrade: Bool {
         headers[values: .upgrade].contains { $0.lowercased().contains("websocket") }
             && UpstreamForwarder.connectionNamed(headers[values: .connection]).contains("upgrade")
+    }
+}
+
+/// Ends a connection whose request NIO could not parse, once NIO's error handler has answered it 400 with
+/// `Connection: close` (NIO leaves the closing to the pipeline; before the first request is read, nothing else would).
+private final class ClosesOnParserError: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError {
+            context.close(promise: nil)
+        }
+        context.fireErrorCaught(error)
     }
 }
