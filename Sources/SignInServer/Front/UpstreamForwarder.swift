@@ -175,13 +175,15 @@ struct UpstreamForwarder: Sendable {
     /// RFC 9110 7.6.1: the headers of one connection, never forwarded.
     static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
 
-    /// The lowercased header names that `Connection` values list.
+    /// The lowercased header names that `Connection` values list (`close` and `keep-alive`, the options nearly every
+    /// `Connection` carries, name no header and are skipped without building a set).
     static func connectionNamed(_ values: [String]) -> Set<String> {
         var names = Set<String>()
         for value in values {
             for token in value.split(separator: ",") {
                 let name = token.trimmingBlanks
-                if !name.isEmpty { names.insert(name.lowercased()) }
+                if name.isEmpty || RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { continue }
+                names.insert(name.lowercased())
             }
         }
         return names

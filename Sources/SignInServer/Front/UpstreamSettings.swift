@@ -33,12 +33,11 @@ public struct UpstreamSettings: Sendable {
         basePath = components.percentEncodedPath.hasSuffix("/") ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
         self.timeoutMS = timeoutMS
         self.skipAuthRoutes = skipAuthRoutes
+        authority = String(origin.drop { $0 != "/" }.dropFirst(2))
     }
 
-    /// `host[:port]` of the upstream, as its `Host` header says it.
-    var authority: String {
-        String(origin.drop { $0 != "/" }.dropFirst(2))
-    }
+    /// `host[:port]` of the upstream, as its `Host` header says it (made once: every proxied request sends it).
+    let authority: String
 
     /// The skip-auth route `method` and `path` fall under, if any.
     func skipsAuth(method: HTTPRequest.Method, path: String) -> Bool {

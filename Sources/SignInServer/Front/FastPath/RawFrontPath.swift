@@ -48,6 +48,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
     private var warmed = false
+    /// The one timer of the connection, armed for the exchange's deadline (scheduling and cancelling one per request
+    /// showed in profiles): when it fires early, for an exchange that has ended, it is armed again for the next one.
+    private var timer: Scheduled<Void>?
     /// The client half-closed while something was in progress or waiting: the connection ends once it is answered.
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
@@ -58,13 +61,14 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     /// The last identity sent on this connection, as header lines.
     private var lastIdentity: (user: UserRecord, assertion: String, lines: ByteBuffer)?
 
-    /// One request on its way to the upstream and back.
-    private struct Exchange {
+    /// One request on its way to the upstream and back (a class: it is read and changed on every event of the
+    /// exchange, and a reference costs less to pass around than its fields).
+    private final class Exchange {
         /// The client's request head (for siwa's 502 and 504 pages).
-        var head: RawHTTP.RequestHead
-        var headBytes: ByteBuffer
+        let head: RawHTTP.RequestHead
+        let headBytes: ByteBuffer
         /// The request as the upstream gets it.
-        var request: ByteBuffer
+        let request: ByteBuffer
         var connection: UpstreamConnection<RawUpstreamHandler>?
         var reused = false
         var retried = false
@@ -73,8 +77,16 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         var body: Body?
         /// The upstream keeps its connection open after this answer.
         var keepAlive = false
-        var closeClient: Bool
-        var timeout: Scheduled<Void>?
+        let closeClient: Bool
+        /// When the upstream's response head is due (`upstream_timeout_ms` after the request was sent); nil once it came.
+        var deadline: NIODeadline?
+
+        init(head: RawHTTP.RequestHead, headBytes: ByteBuffer, request: ByteBuffer, closeClient: Bool) {
+            self.head = head
+            self.headBytes = headBytes
+            self.request = request
+            self.closeClient = closeClient
+        }
     }
 
     /// Where the upstream's body stands once its head has been passed on.
@@ -99,6 +111,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     func handlerRemoved(context: ChannelHandlerContext) {
         abandonExchange()
+        timer?.cancel()
+        timer = nil
         self.context = nil
     }
 
@@ -114,6 +128,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     func channelInactive(context: ChannelHandlerContext) {
         abandonExchange()
+        timer?.cancel()
+        timer = nil
         pending = nil
         context.fireChannelInactive()
     }
@@ -317,7 +333,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         }
         // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
         let resolver = answers.resolver
-        if peerTrusted {
+        if peerTrusted, !head.forwarded.isEmpty {
             var fields = HTTPFields()
             for (name, value) in head.forwarded {
                 if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
@@ -326,6 +342,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             Self.writeField(&out, "X-Forwarded-Proto", resolver.scheme(fields, peer: peer))
             Self.writeField(&out, "X-Forwarded-Host", resolver.host(fields, authority: head.host, peer: peer) ?? head.host)
         } else {
+            // From a client, or a trusted proxy that said nothing: what the resolver answers then.
             Self.writeField(&out, "X-Forwarded-For", peer ?? "unknown")
             Self.writeField(&out, "X-Forwarded-Proto", "http")
             Self.writeField(&out, "X-Forwarded-Host", head.host)
@@ -398,7 +415,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     }
 
     private func connected(_ connection: UpstreamConnection<RawUpstreamHandler>, reused: Bool) {
-        guard var exchange, let context else {
+        guard let exchange, let context else {
             upstream?.rawPool.release(connection)
             return
         }
@@ -407,9 +424,22 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         exchange.connection = connection
         exchange.reused = reused
         let timeoutMS = Int64(upstream?.rawPool.settings.timeoutMS ?? 30_000)
-        exchange.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(timeoutMS)) { self.timedOut() }
-        self.exchange = exchange
+        exchange.deadline = .now() + .milliseconds(timeoutMS)
+        armTimer(context)
         handler.send(exchange.request)
+    }
+
+    private func armTimer(_ context: ChannelHandlerContext) {
+        guard timer == nil, let deadline = exchange?.deadline else { return }
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.timer = nil
+            guard let context = self.context, let due = self.exchange?.deadline else { return }
+            if due <= .now() {
+                self.timedOut()
+            } else {
+                self.armTimer(context)
+            }
+        }
     }
 
     private func timedOut() {
@@ -421,11 +451,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     /// No answer came: a reused connection is tried once more with a new one; otherwise siwa's 502 or 504 page.
     private func failed(_ failure: UpstreamForwarder.Failure, connectError: (any Error)?) {
-        guard var exchange, let context else { return }
-        exchange.timeout?.cancel()
-        exchange.timeout = nil
+        guard let exchange, let context else { return }
+        exchange.deadline = nil
         if case .connectTimeout(_)? = connectError as? ChannelError {
-            self.exchange = exchange
             return failed(.timedOut, connectError: nil)
         }
         if exchange.reused, !exchange.retried, case .unreachable = failure {
@@ -433,12 +461,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             exchange.reused = false
             exchange.connection = nil
             exchange.answer = nil
-            self.exchange = exchange
             connect(fresh: true)
             return
         }
         exchange.connection = nil
-        self.exchange = exchange
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         answers.failurePage(failure, for: requestForPage(exchange), on: context.eventLoop) { head, body in handler.value.answerFailure(head, body: body) }
     }
@@ -469,7 +495,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     }
 
     func upstream(read buffer: ByteBuffer) {
-        guard var exchange, let context else { return }
+        guard let exchange, let context else { return }
         var buffer = buffer
         if exchange.body == nil {
             // The head, read whole first (interim answers skipped).
@@ -484,22 +510,18 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                 switch parse {
                 case .incomplete:
                     exchange.answer = answer
-                    self.exchange = exchange
                     return
                 case .invalid(let reason):
-                    self.exchange = exchange
                     return upstreamBroke("upstream answered with something that is not HTTP/1.1: \(reason)")
                 case .head(let head):
                     if head.status < 200 {
                         guard head.status != 101 else {
-                            self.exchange = exchange
                             return upstreamBroke("upstream switched protocols for a plain GET")
                         }
                         answer.moveReaderIndex(forwardBy: head.length)
                         continue
                     }
-                    exchange.timeout?.cancel()
-                    exchange.timeout = nil
+                    exchange.deadline = nil
                     exchange.answer = nil
                     exchange.keepAlive = head.keepAlive
                     var (out, body) = answerHead(head, from: answer, closeClient: exchange.closeClient, context: context)
@@ -518,10 +540,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                 break
             }
         }
-        self.exchange = exchange
         guard let body = relay(&buffer, body: exchange.body ?? .ended(reusable: false), context: context) else { return }
         exchange.body = body
-        self.exchange = exchange
         if case .ended(let reusable) = body {
             context.flush()
             // Bytes after the answer's end answer no request: that connection is not used again.
@@ -632,9 +652,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     }
 
     func upstream(closed error: (any Error)?) {
-        guard var exchange, let context else { return }
+        guard let exchange, let context else { return }
         exchange.connection = nil
-        self.exchange = exchange
         switch exchange.body {
         case nil:
             failed(.unreachable(error ?? UpstreamClosed()), connectError: nil)
@@ -672,7 +691,6 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     /// The exchange is over: its connection goes back to the pool (or is closed), and what waited is taken up.
     private func finish(reusable: Bool) {
         guard let exchange, let context else { return }
-        exchange.timeout?.cancel()
         self.exchange = nil
         release(exchange.connection, reusable: reusable)
         if exchange.closeClient {
@@ -700,7 +718,6 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     private func abandonExchange() {
         guard let exchange else { return }
-        exchange.timeout?.cancel()
         self.exchange = nil
         release(exchange.connection, reusable: false)
     }

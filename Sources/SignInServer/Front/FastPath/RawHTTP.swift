@@ -213,9 +213,19 @@ enum RawHTTP {
         return .head(ResponseHead(length: end, status: status, reason: reason, lines: lines, framing: framing, keepAlive: keepAlive, connection: connection))
     }
 
-    /// Whether `Connection` values list the token `close`.
+    /// Whether `Connection` values list the token `close` (read by byte: an answer's `Connection: keep-alive` is read
+    /// on every proxied request).
     static func listsClose(_ connection: [String]) -> Bool {
-        connection.contains { value in value.split(separator: ",").contains { $0.trimmingBlanks.lowercased() == "close" } }
+        connection.contains { value in value.split(separator: ",").contains { equalsIgnoringCase($0.trimmingBlanks, "close") } }
+    }
+
+    /// Whether `text` is `lowercase` (ASCII, lower case) in any case.
+    static func equalsIgnoringCase(_ text: Substring, _ lowercase: StaticString) -> Bool {
+        let bytes = text.utf8
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            zip(bytes, expected).allSatisfy { byte, want in (0x61...0x7A).contains(want) ? byte | 0x20 == want : byte == want }
+        }
     }
 
     /// Where the head ends.

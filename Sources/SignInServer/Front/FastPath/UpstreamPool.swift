@@ -53,8 +53,11 @@ final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
                 }
             }
             .connect(host: settings.host, port: settings.port)
-            .flatMapThrowing { channel in
+            .flatMapThrowing { [weak self] channel in
                 let handler = try channel.pipeline.syncOperations.handler(type: Handler.self)
+                // Once, not on each return to the pool: it only acts while the connection is idle there.
+                let identity = UpstreamChannelIdentity(eventLoop: ObjectIdentifier(channel.eventLoop), channel: ObjectIdentifier(channel))
+                handler.onIdleClose = { self?.forget(identity) }
                 return UpstreamConnection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
             }
     }
@@ -63,8 +66,6 @@ final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
     /// Called on the connection's event loop.
     func release(_ connection: UpstreamConnection<Handler>) {
         let key = ObjectIdentifier(connection.channel.eventLoop)
-        let identity = UpstreamChannelIdentity(eventLoop: key, channel: ObjectIdentifier(connection.channel))
-        connection.handler.value.onIdleClose = { [weak self] in self?.forget(identity) }
         let kept = idle.withLock { idle in
             guard idle[key, default: []].count < Self.idleLimit else { return false }
             idle[key, default: []].append(connection)
