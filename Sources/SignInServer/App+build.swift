@@ -152,8 +152,9 @@ public func buildApplication(
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
-    // event loop (`FrontFastPath`), everything else by the router. In front of an upstream, WebSocket upgrades are
-    // passed through too; otherwise Hummingbird's plain HTTP/1.
+    // event loop, below NIO's codecs where they can be (`RawFrontPath`) or after them (`FrontFastPath`), everything
+    // else by the router. In front of an upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's
+    // plain HTTP/1 (`FrontHTTP1Channel`).
     let fastPath = FastPathAnswers(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
         front: settings.front, resolver: ClientAddressResolver(trustedProxies: settings.proxies), assertions: components.assertions,
@@ -162,7 +163,9 @@ public func buildApplication(
     )
     let server: HTTPServerBuilder = gate.map { gate in
         HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath) }
-    } ?? .http1(configuration: .init(additionalChannelHandlers: [FrontFastPath(answers: fastPath)]))
+    } ?? HTTPServerBuilder { responder in
+        FrontHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: .init(additionalChannelHandlers: [FrontFastPath(answers: fastPath)])), fastPath: fastPath)
+    }
     var app = Application(
         router: front,
         server: server,

@@ -122,6 +122,19 @@ struct FastPathAnswers: Sendable {
         return .proxy(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers))
     }
 
+    /// The answer to a `GET` (no body) of `/auth/check` or `/auth/forward` from memory, as `decide` gives it; nil for
+    /// any other path, or when the handlers answer (the byte path's way in, `RawFrontPath`).
+    func checkAnswer(path: String, fields: HTTPFields, peer: String?, now: Date) -> HTTPResponse? {
+        let decision: FastPathDecision
+        switch path {
+        case "/auth/check": decision = check(fields, peer: peer, now: now, status: .accepted, counter: metrics.fastChecks)
+        case "/auth/forward": decision = check(fields, peer: peer, now: now, status: .ok, counter: metrics.fastForwards)
+        default: return nil
+        }
+        if case .answer(let response) = decision { return response }
+        return nil
+    }
+
     /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in: the identity headers and the
     /// assertion addressed to the forwarded origin, when a trusted proxy names one, as `ForwardAuthController`
     /// answers them.

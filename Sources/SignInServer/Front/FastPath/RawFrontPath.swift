@@ -229,6 +229,24 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             case .notTaken:
                 return handOn(context)
             case .head(let head):
+                if head.isBodilessGET, let answer = checkAnswer(head) {
+                    // `/auth/check` or `/auth/forward` from memory: answered at once, as the codec path would.
+                    buffer.moveReaderIndex(forwardBy: head.length)
+                    pending = buffer.readableBytes > 0 ? buffer : nil
+                    warmed = false
+                    var out = context.channel.allocator.buffer(capacity: 1024)
+                    out.writeString("HTTP/1.1 \(answer.status.code) \(answer.status.reasonPhrase)\r\n")
+                    for field in answer.headerFields { Self.writeField(&out, field.name.rawName, field.value) }
+                    let close = RawHTTP.listsClose(head.connection)
+                    if close { out.writeString("Connection: close\r\n") }
+                    out.writeString("\r\n")
+                    context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+                    if close {
+                        context.close(promise: nil)
+                        return
+                    }
+                    continue
+                }
                 guard head.isBodilessGET, let request = upstreamRequest(head, from: buffer) else {
                     if head.isBodilessGET, !warmed, let hash = sessionHash(head.cookie), upstream?.owned.contains(Self.path(of: head.target)) == false {
                         return warm(sessionHash: hash, context: context)
@@ -302,6 +320,20 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         let channel = context.channel
         _ = context.pipeline.syncOperations.removeHandler(context: context)
         if askRead { channel.read() }
+    }
+
+    /// The answer to `head` when it is a check (`/auth/check`, `/auth/forward`) that memory decides.
+    private func checkAnswer(_ head: RawHTTP.RequestHead) -> HTTPResponse? {
+        let path = Self.path(of: head.target)
+        guard path == "/auth/check" || path == "/auth/forward" else { return nil }
+        var fields = HTTPFields()
+        if let cookie = head.cookie { fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8))) }
+        if peerTrusted {
+            for (name, value) in head.forwarded {
+                if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
+            }
+        }
+        return answers.checkAnswer(path: path, fields: fields, peer: peer, now: Date())
     }
 
     /// The request the upstream gets for `head` (at the front of `source`), when it passes from memory; nil when the

@@ -1,0 +1,24 @@
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+
+/// Hummingbird's own HTTP/1 channel, with the byte path (`RawFrontPath`) ahead of its codecs: siwa's connections
+/// when it stands alone or behind a proxy (`--upstream` has `UpstreamWebSocketChannel`, which does the same). Only
+/// `/auth/check` and `/auth/forward` from memory are answered there; every other request goes to the codecs as it
+/// came, one at a time.
+struct FrontHTTP1Channel: ServerChildChannel {
+    let inner: HTTP1Channel
+    let fastPath: FastPathAnswers
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
+        let fastPath = fastPath
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
+        }.flatMap { inner.setup(channel: channel, logger: logger) }
+    }
+
+    func handle(value: HTTP1Channel.Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
+    }
+}
