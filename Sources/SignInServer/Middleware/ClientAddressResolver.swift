@@ -69,7 +69,12 @@ struct ClientAddressResolver: Sendable {
     /// The first item of the first `name` field, trimmed of blanks, read by byte: this runs several times on
     /// every request the front passes (Foundation's `trimmingCharacters` was 7 % of a check's time).
     func forwarded(_ name: HTTPField.Name?, _ fields: HTTPFields, peer: String?) -> String? {
-        guard let name, trusted(peer), let field = fields.first(where: { $0.name == name }) else { return nil }
+        forwarded(name, fields, fromTrusted: trusted(peer))
+    }
+
+    /// The same, for a peer already known to be a trusted proxy or not (`fromTrusted`).
+    func forwarded(_ name: HTTPField.Name?, _ fields: HTTPFields, fromTrusted: Bool) -> String? {
+        guard let name, fromTrusted, let field = fields.first(where: { $0.name == name }) else { return nil }
         let value = field.value
         let end = value.utf8.firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
         let trimmed = value[value.startIndex..<end].trimmingBlanks
@@ -79,8 +84,14 @@ struct ClientAddressResolver: Sendable {
     /// The origin (`scheme://host`) a trusted proxy says the request was made to, from `X-Forwarded-Proto` and
     /// `-Host`; nil without a trusted forwarded host. The audience of the forward-auth answer's assertion.
     func forwardedOrigin(_ fields: HTTPFields, peer: String?) -> String? {
-        guard let host = forwarded(.xForwardedHost, fields, peer: peer) else { return nil }
-        let scheme = forwarded(.xForwardedProto, fields, peer: peer)?.lowercased() == "https" ? "https" : "http"
+        forwardedOrigin(fields, fromTrusted: trusted(peer))
+    }
+
+    /// The same, for a peer already known to be a trusted proxy or not (the byte path decides that once per
+    /// connection).
+    func forwardedOrigin(_ fields: HTTPFields, fromTrusted: Bool) -> String? {
+        guard let host = forwarded(.xForwardedHost, fields, fromTrusted: fromTrusted) else { return nil }
+        let scheme = forwarded(.xForwardedProto, fields, fromTrusted: fromTrusted)?.lowercased() == "https" ? "https" : "http"
         return scheme + "://" + host
     }
 }

@@ -107,8 +107,9 @@ struct FastPathAnswers: Sendable {
         // A body is streamed by the handlers.
         if fields[.transferEncoding] != nil || (fields[.contentLength].map { $0 != "0" } ?? false) { return .pass }
         let path = URI(target).path
-        if path == "/auth/check" { return check(fields, peer: peer, now: now, status: .accepted, counter: metrics.fastChecks) }
-        if path == "/auth/forward" { return check(fields, peer: peer, now: now, status: .ok, counter: metrics.fastForwards) }
+        if path == "/auth/check" || path == "/auth/forward" {
+            return check(path: path, fields, fromTrusted: resolver.trusted(peer), idHash: sessionHash(fields), now: now)
+        }
         guard let upstream, fields[.upgrade] == nil,
             let pass = upstreamPass(path: path, sessionHash: { sessionHash(fields) }, now: now)
         else { return .pass }
@@ -124,24 +125,21 @@ struct FastPathAnswers: Sendable {
 
     /// The answer to a `GET` (no body) of `/auth/check` or `/auth/forward` from memory, as `decide` gives it; nil for
     /// any other path, or when the handlers answer (the byte path's way in, `RawFrontPath`).
-    func checkAnswer(path: String, fields: HTTPFields, peer: String?, now: Date) -> HTTPResponse? {
-        let decision: FastPathDecision
-        switch path {
-        case "/auth/check": decision = check(fields, peer: peer, now: now, status: .accepted, counter: metrics.fastChecks)
-        case "/auth/forward": decision = check(fields, peer: peer, now: now, status: .ok, counter: metrics.fastForwards)
-        default: return nil
-        }
-        if case .answer(let response) = decision { return response }
+    /// The byte path knows whether its peer is a trusted proxy, and the session cookie's hash (`idHash`), already.
+    func checkAnswer(path: String, fields: HTTPFields, fromTrusted: Bool, idHash: String?, now: Date) -> HTTPResponse? {
+        guard path == "/auth/check" || path == "/auth/forward" else { return nil }
+        if case .answer(let response) = check(path: path, fields, fromTrusted: fromTrusted, idHash: idHash, now: now) { return response }
         return nil
     }
 
     /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in: the identity headers and the
     /// assertion addressed to the forwarded origin, when a trusted proxy names one, as `ForwardAuthController`
     /// answers them.
-    private func check(_ fields: HTTPFields, peer: String?, now: Date, status: HTTPResponse.Status, counter: Counter) -> FastPathDecision {
-        guard let user = allowedUser(fields, now: now) else { return .pass }
+    private func check(path: String, _ fields: HTTPFields, fromTrusted: Bool, idHash: String?, now: Date) -> FastPathDecision {
+        let (status, counter): (HTTPResponse.Status, Counter) = path == "/auth/check" ? (.accepted, metrics.fastChecks) : (.ok, metrics.fastForwards)
+        guard let idHash, let user = allowedUser(idHash: idHash, now: now) else { return .pass }
         var assertion: String?
-        if let audience = resolver.forwardedOrigin(fields, peer: peer) {
+        if let audience = resolver.forwardedOrigin(fields, fromTrusted: fromTrusted) {
             guard let recent = assertions.recentAssertion(for: user, audience: audience, now: now) else { return .pass }
             assertion = recent
         }
@@ -150,12 +148,6 @@ struct FastPathAnswers: Sendable {
         stamp(&answer)
         counter.increment()
         return .answer(HTTPResponse(status: status, headerFields: answer))
-    }
-
-    /// The person whose session cookie `fields` carry, when this instance has the session in memory and the policy
-    /// lets them in.
-    private func allowedUser(_ fields: HTTPFields, now: Date) -> UserRecord? {
-        sessionHash(fields).flatMap { allowedUser(idHash: $0, now: now) }
     }
 
     /// What the handlers would do first for a `GET` the fast path could not decide from memory: the session looked

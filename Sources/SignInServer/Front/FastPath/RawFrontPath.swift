@@ -327,13 +327,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         let path = Self.path(of: head.target)
         guard path == "/auth/check" || path == "/auth/forward" else { return nil }
         var fields = HTTPFields()
-        if let cookie = head.cookie { fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8))) }
         if peerTrusted {
             for (name, value) in head.forwarded {
                 if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
             }
         }
-        return answers.checkAnswer(path: path, fields: fields, peer: peer, now: Date())
+        return answers.checkAnswer(path: path, fields: fields, fromTrusted: peerTrusted, idHash: sessionHash(head.cookie), now: Date())
     }
 
     /// The request the upstream gets for `head` (at the front of `source`), when it passes from memory; nil when the
