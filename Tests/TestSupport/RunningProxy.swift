@@ -59,7 +59,7 @@ enum ProxyHarness {
     /// Starts `tool` as `launch` says, in a private directory and on a loopback port free a moment ago; waits
     /// until `ready`; runs `body`; stops the program by its pid and deletes the directory. When the program could
     /// not bind the port because something took it meanwhile, start-up is tried again with a new directory and
-    /// port (three tries); an error thrown by `body` is passed on as it is. `port`: the one to listen on, when the
+    /// port (five tries); an error thrown by `body` is passed on as it is. `port`: the one to listen on, when the
     /// caller had to name it before (no new one is tried then).
     static func run<T>(
         _ tool: ExternalTool,
@@ -98,7 +98,8 @@ enum ProxyHarness {
                     started = true
                     return try await body(proxy)
                 }
-            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 3 && chosenPort == nil {
+            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 5 && chosenPort == nil {
+                FileHandle.standardError.write(Data("ProxyHarness: a port was taken at start-up (attempt \(attempt) of 5); trying again on a new port\n".utf8))
                 attempt += 1
             }
         }

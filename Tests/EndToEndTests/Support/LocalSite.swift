@@ -57,6 +57,7 @@ struct LocalSite: Sendable {
                 try await start { started = true }
                 return
             } catch where Self.isAddressInUse(error) && !started && attempt < tries {
+                FileHandle.standardError.write(Data("LocalSite: a port was taken at start-up (attempt \(attempt) of \(tries)); trying again on new ports\n".utf8))
                 attempt += 1
             }
         }
@@ -93,7 +94,8 @@ struct LocalSite: Sendable {
     /// Whether `error` says a port was taken (NIO's `IOError`, or that error as a service group passed it on).
     static func isAddressInUse(_ error: any Error) -> Bool {
         if let error = error as? IOError, error.errnoCode == EADDRINUSE { return true }
-        return "\(error)".localizedCaseInsensitiveContains("address already in use")
+        let text = String(describing: error) + " " + String(reflecting: error)
+        return text.localizedCaseInsensitiveContains("address already in use") || text.contains("errno: 98")
     }
 
     private static func runOnce(settings: [String: String?], _ body: (LocalSite) async throws -> Void) async throws {
@@ -149,7 +151,7 @@ extension LocalSite {
     /// many suites at once, and the clients and upstreams of this one) cannot give, or a signal sent to it. `body`
     /// gets the site and the process; the process is stopped by SIGTERM at the end.
     static func runProcess(settings: [String: String?] = [:], _ body: (LocalSite, SiwaProcess) async throws -> Void) async throws {
-        try await startingAgain(tries: 3) { started in
+        try await startingAgain(tries: 5) { started in
             try await runProcessOnce(settings: settings) { site, process in
                 started()
                 try await body(site, process)
