@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Free loopback ports for servers the tests start (siwa, the emulator, nginx, Traefik, Caddy, Apache,
 /// chromedriver). Needed up front because the emulator's registered return URL and the server's settings must
@@ -20,6 +21,9 @@ public enum FreePorts {
             tries += 1
             // Fall back to the kernel's choice when the range below the ephemeral ports is too crowded.
             let port = tries < 200 ? Int.random(in: range) : 0
+            // Never the same port twice in this process: two tests that reserved it a moment apart would both bind it,
+            // and under load the time between a reservation and its bind runs to seconds.
+            if port != 0, !handedOut.withLock({ $0.insert(port).inserted }) { continue }
             do {
                 channels.append(try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: port).get())
             } catch where port != 0 {
@@ -32,6 +36,9 @@ public enum FreePorts {
         }
         return ports
     }
+
+    /// Every port reserved so far in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
 
     /// Ports from 10000 up to the first ephemeral one (32768 on Linux unless changed).
     static var outsideEphemeralRange: ClosedRange<Int> {
