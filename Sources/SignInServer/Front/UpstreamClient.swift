@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import NIOCore
+import NIOHTTP1
 import NIOSSL
 import ServiceLifecycle
 
@@ -13,8 +14,8 @@ struct UpstreamClient: Service {
     /// The TLS of WebSockets to an `https` upstream (they do not go through `client`); nil for an `http` one.
     let webSocketTLS: NIOSSLContext?
     /// The fast paths' connections to the upstream (`FrontFastPath`, `RawFrontPath`), with the same TLS as WebSockets.
-    let pool: UpstreamPool<UpstreamResponseHandler>
-    let rawPool: UpstreamPool<RawUpstreamHandler>
+    let pool: UpstreamPool<HTTPClientResponsePart>
+    let rawPool: UpstreamPool<ByteBuffer>
 
     init(settings: UpstreamSettings) {
         self.settings = settings
@@ -29,8 +30,9 @@ struct UpstreamClient: Service {
         // The system's trust roots, as the HTTP client uses; loading them fails only on a broken system, and then a
         // WebSocket to the upstream is answered 502 (logged) while everything else works.
         webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
-        pool = UpstreamPool(settings: settings, tls: webSocketTLS)
-        rawPool = UpstreamPool(settings: settings, tls: webSocketTLS)
+        // The request's headers were HTTPTypes fields (validated) or siwa's own.
+        pool = UpstreamPool(settings: settings, tls: webSocketTLS) { try $0.addHTTPClientHandlers(enableOutboundHeaderValidation: false) }
+        rawPool = UpstreamPool(settings: settings, tls: webSocketTLS) { _ in }
     }
 
     /// How long opening a connection to the upstream may take: `upstream_timeout_ms`, at most 10 s.

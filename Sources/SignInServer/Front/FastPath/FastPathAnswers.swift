@@ -68,11 +68,11 @@ struct FastPathAnswers: Sendable {
     final class Upstream: Sendable {
         let gate: UpstreamGate
         let owned: SiwaPaths
-        let pool: UpstreamPool<UpstreamResponseHandler>
+        let pool: UpstreamPool<HTTPClientResponsePart>
         /// The byte-level path's connections (`RawFrontPath`).
-        let rawPool: UpstreamPool<RawUpstreamHandler>
+        let rawPool: UpstreamPool<ByteBuffer>
 
-        init(gate: UpstreamGate, owned: SiwaPaths, pool: UpstreamPool<UpstreamResponseHandler>, rawPool: UpstreamPool<RawUpstreamHandler>) {
+        init(gate: UpstreamGate, owned: SiwaPaths, pool: UpstreamPool<HTTPClientResponsePart>, rawPool: UpstreamPool<ByteBuffer>) {
             self.gate = gate
             self.owned = owned
             self.pool = pool

@@ -60,11 +60,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         /// The client's request (for siwa's page when the upstream does not answer).
         var request: HTTPRequest
         var head: HTTPRequestHead
-        var connection: UpstreamConnection<UpstreamResponseHandler>?
-        /// The connection came from the pool: the upstream may have closed it meanwhile, so one failure before any
-        /// answer is retried on a new one (the request is a GET without a body).
-        var reused = false
-        var retried = false
+        var attempt = UpstreamAttempt<HTTPClientResponsePart>()
         /// The upstream's response head has been passed on.
         var answered = false
         /// The upstream keeps the connection open after this answer.
@@ -183,7 +179,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         // The client takes the upstream's answer again: read the upstream again.
-        if context.channel.isWritable, let connection = exchange?.connection {
+        if context.channel.isWritable, let connection = exchange?.attempt.connection {
             try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
         }
         context.fireChannelWritabilityChanged()
@@ -227,25 +223,24 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 
     private func connect(fresh: Bool) {
         guard let context, let pool = answers.upstream?.pool else { return }
-        let connection = fresh ? pool.connect(on: context.eventLoop).map { (connection: $0, reused: false) } : pool.connection(on: context.eventLoop)
-        connection.assumeIsolated().whenComplete { result in
+        pool.acquire(on: context.eventLoop, fresh: fresh) { result in
             switch result {
             case .success(let (connection, reused)): self.connected(connection, reused: reused)
-            case .failure(let error): self.failed(.unreachable(error), connectError: error)
+            case .failure(let failure): self.failed(failure)
             }
         }
     }
 
-    private func connected(_ connection: UpstreamConnection<UpstreamResponseHandler>, reused: Bool) {
+    private func connected(_ connection: UpstreamConnection<HTTPClientResponsePart>, reused: Bool) {
         guard var exchange, let context else {
             // The client left meanwhile: the connection goes back unused.
-            answers.upstream?.pool.release(connection)
+            answers.upstream?.pool.finish(connection, reusable: true)
             return
         }
         let handler = connection.handler.value
         handler.delegate = self
-        exchange.connection = connection
-        exchange.reused = reused
+        exchange.attempt.connection = connection
+        exchange.attempt.reused = reused
         let timeoutMS = Int64(answers.upstream?.pool.settings.timeoutMS ?? 30_000)
         exchange.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(timeoutMS)) { self.timedOut() }
         self.exchange = exchange
@@ -254,30 +249,19 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
 
     private func timedOut() {
         guard let exchange, !exchange.answered else { return }
-        release(exchange.connection, reusable: false)
-        self.exchange?.connection = nil
-        failed(.timedOut, connectError: nil)
+        answers.upstream?.pool.finish(exchange.attempt.connection, reusable: false)
+        failed(.timedOut)
     }
 
     /// No answer came from the upstream: a reused connection is tried once more with a new one; otherwise siwa's
     /// 502 or 504 page, rendered by the gate as the handlers would.
-    private func failed(_ failure: UpstreamForwarder.Failure, connectError: (any Error)?) {
+    private func failed(_ failure: UpstreamForwarder.Failure) {
         guard var exchange, let context, answers.upstream != nil else { return }
         exchange.timeout?.cancel()
         exchange.timeout = nil
-        if case .connectTimeout(_)? = connectError as? ChannelError {
-            return failed(.timedOut, connectError: nil)
-        }
-        if exchange.reused, !exchange.retried, case .unreachable = failure {
-            exchange.retried = true
-            exchange.reused = false
-            exchange.connection = nil
-            self.exchange = exchange
-            connect(fresh: true)
-            return
-        }
-        exchange.connection = nil
+        let again = exchange.attempt.retries(after: failure)
         self.exchange = exchange
+        if again { return connect(fresh: true) }
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         answers.failurePage(failure, for: exchange.request, on: context.eventLoop) { head, body in handler.value.answerFailure(head, body: body) }
     }
@@ -310,7 +294,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         case .body(let buffer):
             relay(.body(.byteBuffer(buffer)))
             // The client is slower than the upstream: stop reading the upstream until it catches up.
-            if !context.channel.isWritable, let connection = exchange.connection {
+            if !context.channel.isWritable, let connection = exchange.attempt.connection {
                 try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
             }
         case .end:
@@ -328,13 +312,12 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         if exchange.answered {
             // The answer broke off midway: the client cannot be told otherwise than by ending its connection.
             answers.logger.error("upstream connection ended before its answer did", metadata: ["error": "\(error.map { "\($0)" } ?? "closed")"])
-            self.exchange?.connection = nil
+            self.exchange?.attempt.connection = nil
             abandonExchange()
             context?.close(promise: nil)
             return
         }
-        self.exchange?.connection = nil
-        failed(.unreachable(error ?? UpstreamClosed()), connectError: nil)
+        failed(.unreachable(error ?? UpstreamClosed()))
     }
 
     /// The exchange is over: its connection goes back to the pool (or is closed), and what waited is taken up.
@@ -342,7 +325,7 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         guard let exchange, let context else { return }
         exchange.timeout?.cancel()
         self.exchange = nil
-        release(exchange.connection, reusable: reusable)
+        answers.upstream?.pool.finish(exchange.attempt.connection, reusable: reusable)
         if exchange.closeClient {
             context.close(promise: nil)
             return
@@ -382,24 +365,12 @@ final class FrontFastPath: ChannelDuplexHandler, RemovableChannelHandler, Upstre
         }
     }
 
-    private func release(_ connection: UpstreamConnection<UpstreamResponseHandler>?, reusable: Bool) {
-        guard let connection else { return }
-        let handler = connection.handler.value
-        handler.delegate = nil
-        if reusable, let pool = answers.upstream?.pool {
-            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
-            pool.release(connection)
-        } else {
-            connection.channel.close(promise: nil)
-        }
-    }
-
     /// Ends the exchange without an answer (the client left, or the answer broke off).
     private func abandonExchange() {
         guard let exchange else { return }
         exchange.timeout?.cancel()
         self.exchange = nil
-        release(exchange.connection, reusable: false)
+        answers.upstream?.pool.finish(exchange.attempt.connection, reusable: false)
     }
 }
 

@@ -23,7 +23,7 @@ import NIOCore
 /// (`FrontFastPath` says so, `codecAnswered`) and its body has passed: then the byte path goes on. A head outside
 /// the subset is handed with everything after it to NIO's parser, and this handler leaves the pipeline: from then on
 /// the connection is Hummingbird's, with `FrontFastPath`, as if this path did not exist.
-final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpstreamDelegate {
+final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, UpstreamExchangeDelegate {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -69,9 +69,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         let headBytes: ByteBuffer
         /// The request as the upstream gets it.
         let request: ByteBuffer
-        var connection: UpstreamConnection<RawUpstreamHandler>?
-        var reused = false
-        var retried = false
+        var attempt = UpstreamAttempt<ByteBuffer>()
         /// The upstream's answer so far, until its head has been read whole.
         var answer: ByteBuffer?
         var body: Body?
@@ -209,7 +207,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, let connection = exchange?.connection {
+        if context.channel.isWritable, let connection = exchange?.attempt.connection {
             try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
         }
         context.fireChannelWritabilityChanged()
@@ -234,13 +232,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
                     buffer.moveReaderIndex(forwardBy: head.length)
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
-                    var out = context.channel.allocator.buffer(capacity: 1024)
-                    out.writeString("HTTP/1.1 \(answer.status.code) \(answer.status.reasonPhrase)\r\n")
-                    for field in answer.headerFields { Self.writeField(&out, field.name.rawName, field.value) }
                     let close = RawHTTP.listsClose(head.connection)
-                    if close { out.writeString("Connection: close\r\n") }
-                    out.writeString("\r\n")
-                    context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+                    context.writeAndFlush(wrapOutboundOut(Self.written(answer, closing: close, allocator: context.channel.allocator)), promise: nil)
                     if close {
                         context.close(promise: nil)
                         return
@@ -326,13 +319,17 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     private func checkAnswer(_ head: RawHTTP.RequestHead) -> HTTPResponse? {
         let path = Self.path(of: head.target)
         guard path == "/auth/check" || path == "/auth/forward" else { return nil }
+        return answers.checkAnswer(path: path, fields: forwardedFields(head), fromTrusted: peerTrusted, idHash: sessionHash(head.cookie), now: Date())
+    }
+
+    /// The `X-Forwarded-*` fields of `head` as the resolver reads them: none from a peer that is not a trusted proxy.
+    private func forwardedFields(_ head: RawHTTP.RequestHead) -> HTTPFields {
         var fields = HTTPFields()
-        if peerTrusted {
-            for (name, value) in head.forwarded {
-                if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
-            }
+        guard peerTrusted else { return fields }
+        for (name, value) in head.forwarded {
+            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
         }
-        return answers.checkAnswer(path: path, fields: fields, fromTrusted: peerTrusted, idHash: sessionHash(head.cookie), now: Date())
+        return fields
     }
 
     /// The request the upstream gets for `head` (at the front of `source`), when it passes from memory; nil when the
@@ -365,10 +362,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
         let resolver = answers.resolver
         if peerTrusted, !head.forwarded.isEmpty {
-            var fields = HTTPFields()
-            for (name, value) in head.forwarded {
-                if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
-            }
+            let fields = forwardedFields(head)
             Self.writeField(&out, "X-Forwarded-For", resolver.forwardedFor(fields, peer: peer))
             Self.writeField(&out, "X-Forwarded-Proto", resolver.scheme(fields, peer: peer))
             Self.writeField(&out, "X-Forwarded-Host", resolver.host(fields, authority: head.host, peer: peer) ?? head.host)
@@ -382,6 +376,16 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             var lines = identityLines(user, assertion: assertion)
             out.writeBuffer(&lines)
         }
+        out.writeString("\r\n")
+        return out
+    }
+
+    /// One of siwa's own answers as HTTP/1.1 bytes, up to its body; `closing`: the connection ends after it.
+    private static func written(_ response: HTTPResponse, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var out = allocator.buffer(capacity: 1024)
+        out.writeString("HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n")
+        for field in response.headerFields { writeField(&out, field.name.rawName, field.value) }
+        if closing { out.writeString("Connection: close\r\n") }
         out.writeString("\r\n")
         return out
     }
@@ -435,25 +439,24 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     private func connect(fresh: Bool) {
         guard let context, let pool = upstream?.rawPool else { return }
-        if !fresh, let idle = pool.idleConnection(on: context.eventLoop) { return connected(idle, reused: true) }
-        let connection = fresh ? pool.connect(on: context.eventLoop).map { (connection: $0, reused: false) } : pool.connection(on: context.eventLoop)
-        connection.assumeIsolated().whenComplete { result in
+        pool.acquire(on: context.eventLoop, fresh: fresh) { result in
             switch result {
             case .success(let (connection, reused)): self.connected(connection, reused: reused)
-            case .failure(let error): self.failed(.unreachable(error), connectError: error)
+            case .failure(let failure): self.failed(failure)
             }
         }
     }
 
-    private func connected(_ connection: UpstreamConnection<RawUpstreamHandler>, reused: Bool) {
+    private func connected(_ connection: UpstreamConnection<ByteBuffer>, reused: Bool) {
         guard let exchange, let context else {
-            upstream?.rawPool.release(connection)
+            // The client left meanwhile: the connection goes back unused.
+            upstream?.rawPool.finish(connection, reusable: true)
             return
         }
         let handler = connection.handler.value
         handler.delegate = self
-        exchange.connection = connection
-        exchange.reused = reused
+        exchange.attempt.connection = connection
+        exchange.attempt.reused = reused
         let timeoutMS = Int64(upstream?.rawPool.settings.timeoutMS ?? 30_000)
         exchange.deadline = .now() + .milliseconds(timeoutMS)
         armTimer(context)
@@ -475,27 +478,18 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     private func timedOut() {
         guard let exchange, exchange.body == nil else { return }
-        release(exchange.connection, reusable: false)
-        self.exchange?.connection = nil
-        failed(.timedOut, connectError: nil)
+        upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
+        failed(.timedOut)
     }
 
     /// No answer came: a reused connection is tried once more with a new one; otherwise siwa's 502 or 504 page.
-    private func failed(_ failure: UpstreamForwarder.Failure, connectError: (any Error)?) {
+    private func failed(_ failure: UpstreamForwarder.Failure) {
         guard let exchange, let context else { return }
         exchange.deadline = nil
-        if case .connectTimeout(_)? = connectError as? ChannelError {
-            return failed(.timedOut, connectError: nil)
-        }
-        if exchange.reused, !exchange.retried, case .unreachable = failure {
-            exchange.retried = true
-            exchange.reused = false
-            exchange.connection = nil
+        if exchange.attempt.retries(after: failure) {
             exchange.answer = nil
-            connect(fresh: true)
-            return
+            return connect(fresh: true)
         }
-        exchange.connection = nil
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         answers.failurePage(failure, for: requestForPage(exchange), on: context.eventLoop) { head, body in handler.value.answerFailure(head, body: body) }
     }
@@ -514,11 +508,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
 
     private func answerFailure(_ head: HTTPResponse, body: ByteBuffer) {
         guard let context, let exchange, exchange.body == nil else { return }
-        var out = context.channel.allocator.buffer(capacity: 512 + body.readableBytes)
-        out.writeString("HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n")
-        for field in head.headerFields { Self.writeField(&out, field.name.rawName, field.value) }
-        if exchange.closeClient { out.writeString("Connection: close\r\n") }
-        out.writeString("\r\n")
+        var out = Self.written(head, closing: exchange.closeClient, allocator: context.channel.allocator)
         var body = body
         out.writeBuffer(&body)
         context.writeAndFlush(wrapOutboundOut(out), promise: nil)
@@ -577,7 +567,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
             context.flush()
             // Bytes after the answer's end answer no request: that connection is not used again.
             finish(reusable: reusable && exchange.keepAlive && buffer.readableBytes == 0)
-        } else if !context.channel.isWritable, let connection = exchange.connection {
+        } else if !context.channel.isWritable, let connection = exchange.attempt.connection {
             // The client is slower than the upstream: stop reading the upstream until it catches up.
             try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
         }
@@ -682,12 +672,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         context?.flush()
     }
 
-    func upstream(closed error: (any Error)?) {
+    func upstream(failed error: (any Error)?) {
         guard let exchange, let context else { return }
-        exchange.connection = nil
+        exchange.attempt.connection = nil
         switch exchange.body {
         case nil:
-            failed(.unreachable(error ?? UpstreamClosed()), connectError: nil)
+            failed(.unreachable(error ?? UpstreamClosed()))
         case .untilClose?:
             guard error == nil else {
                 // Reset, or TLS ended without its close: the body may be cut, and must not look whole.
@@ -706,10 +696,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     /// The upstream's answer cannot be read before anything reached the client: the 502 page, its connection closed.
     private func upstreamBroke(_ reason: String) {
         guard let exchange else { return }
-        release(exchange.connection, reusable: false)
-        self.exchange?.connection = nil
-        self.exchange?.retried = true
-        failed(.unreachable(RawUpstreamError(description: reason)), connectError: nil)
+        upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
+        // Not a connection the upstream closed while idle: nothing to try again.
+        exchange.attempt.retried = true
+        failed(.unreachable(RawUpstreamError(description: reason)))
     }
 
     /// The answer broke off midway: the client cannot be told otherwise than by ending its connection.
@@ -723,7 +713,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
     private func finish(reusable: Bool) {
         guard let exchange, let context else { return }
         self.exchange = nil
-        release(exchange.connection, reusable: reusable)
+        upstream?.rawPool.finish(exchange.attempt.connection, reusable: reusable)
         if exchange.closeClient {
             context.close(promise: nil)
             return
@@ -735,91 +725,14 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, RawUpst
         takePending(context)
     }
 
-    private func release(_ connection: UpstreamConnection<RawUpstreamHandler>?, reusable: Bool) {
-        guard let connection else { return }
-        let handler = connection.handler.value
-        handler.delegate = nil
-        if reusable, let pool = upstream?.rawPool {
-            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
-            pool.release(connection)
-        } else {
-            connection.channel.close(promise: nil)
-        }
-    }
-
     private func abandonExchange() {
         guard let exchange else { return }
         self.exchange = nil
-        release(exchange.connection, reusable: false)
+        upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
     }
 }
 
 /// Why the byte-level path gave up on an upstream's answer.
 struct RawUpstreamError: Error, CustomStringConvertible {
     let description: String
-}
-
-/// What an exchange of `RawFrontPath` hears from its upstream connection.
-protocol RawUpstreamDelegate: AnyObject {
-    func upstream(read buffer: ByteBuffer)
-    func upstreamReadComplete()
-    /// The connection failed or closed; `error` is nil for a plain close.
-    func upstream(closed error: (any Error)?)
-}
-
-/// The only handler (after TLS) of a byte-level upstream connection: hands the bytes the upstream sends to the
-/// exchange in progress. Between exchanges it only watches for the upstream closing the connection (then it leaves the
-/// pool); bytes that come then answer no request, and the connection is closed.
-final class RawUpstreamHandler: ChannelInboundHandler, PooledUpstreamHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-
-    weak var delegate: (any RawUpstreamDelegate)?
-    var onIdleClose: (() -> Void)?
-    private var context: ChannelHandlerContext?
-
-    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations) throws {
-        try pipeline.addHandler(RawUpstreamHandler())
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        self.context = nil
-    }
-
-    func send(_ request: ByteBuffer) {
-        context?.writeAndFlush(wrapOutboundOut(request), promise: nil)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if let delegate {
-            delegate.upstream(read: unwrapInboundIn(data))
-        } else {
-            context.close(promise: nil)
-        }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        delegate?.upstreamReadComplete()
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        if let delegate {
-            self.delegate = nil
-            delegate.upstream(closed: nil)
-        } else {
-            onIdleClose?()
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let delegate {
-            self.delegate = nil
-            delegate.upstream(closed: error)
-        }
-        context.close(promise: nil)
-    }
 }

@@ -5,31 +5,47 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// The fast paths' connections to the upstream (`FrontFastPath` with NIO's HTTP/1 client codec, `RawFrontPath` with
-/// none): kept alive between requests and handed out on the event loop of the client's connection, so a request and
-/// its answer cross no thread. Each connection carries one exchange at a time; one the upstream closed while idle
-/// leaves the pool by itself.
-final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
+/// The fast paths' connections to the upstream (`FrontFastPath` reads the answers through NIO's HTTP/1 client codec,
+/// as `HTTPClientResponsePart`s; `RawFrontPath` reads them as bytes): kept alive between requests and handed out on
+/// the event loop of the client's connection, so a request and its answer cross no thread. Each connection carries
+/// one exchange at a time; one the upstream closed while idle leaves the pool by itself.
+final class UpstreamPool<Part: Sendable>: Sendable {
     let settings: UpstreamSettings
     private let tls: NIOSSLContext?
+    /// What goes between TLS and the connection's handler (NIO's HTTP/1 client codec, or nothing).
+    private let codecs: @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
     /// Idle connections per event loop.
-    private let idle = Mutex<[ObjectIdentifier: [UpstreamConnection<Handler>]]>([:])
+    private let idle = Mutex<[ObjectIdentifier: [UpstreamConnection<Part>]]>([:])
     /// At most this many idle connections are kept per event loop; more are closed when their exchange ends.
     static var idleLimit: Int { 128 }
 
-    init(settings: UpstreamSettings, tls: NIOSSLContext?) {
+    init(settings: UpstreamSettings, tls: NIOSSLContext?, codecs: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void) {
         self.settings = settings
         self.tls = tls
+        self.codecs = codecs
     }
 
-    /// An idle connection on `eventLoop` (`reused`), or a new one.
-    func connection(on eventLoop: any EventLoop) -> EventLoopFuture<(connection: UpstreamConnection<Handler>, reused: Bool)> {
-        if let idle = idleConnection(on: eventLoop) { return eventLoop.makeSucceededFuture((idle, true)) }
-        return connect(on: eventLoop).map { ($0, false) }
+    /// An idle connection on `eventLoop` (`reused`) or, `fresh` or none idle, a new one, handed to `done` on that
+    /// loop: at once for an idle one. A connection that cannot be opened in time is `.timedOut` (504), one refused
+    /// `.unreachable` (502), as the handlers' client reports them.
+    func acquire(
+        on eventLoop: any EventLoop, fresh: Bool,
+        _ done: @escaping (Result<(connection: UpstreamConnection<Part>, reused: Bool), UpstreamForwarder.Failure>) -> Void
+    ) {
+        if !fresh, let idle = idleConnection(on: eventLoop) { return done(.success((idle, true))) }
+        connect(on: eventLoop).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let connection):
+                done(.success((connection, false)))
+            case .failure(let error):
+                if case .connectTimeout? = error as? ChannelError { return done(.failure(.timedOut)) }
+                done(.failure(.unreachable(error)))
+            }
+        }
     }
 
     /// An idle connection on `eventLoop`, taken out of the pool; nil when there is none.
-    func idleConnection(on eventLoop: any EventLoop) -> UpstreamConnection<Handler>? {
+    private func idleConnection(on eventLoop: any EventLoop) -> UpstreamConnection<Part>? {
         let key = ObjectIdentifier(eventLoop)
         while let candidate = idle.withLock({ $0[key]?.popLast() }) {
             if candidate.channel.isActive { return candidate }
@@ -38,8 +54,8 @@ final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
     }
 
     /// A new connection on `eventLoop`, within the same connect timeout as the handlers' client.
-    func connect(on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnection<Handler>> {
-        let tls = tls, host = settings.host, usesTLS = settings.usesTLS
+    private func connect(on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnection<Part>> {
+        let tls = tls, host = settings.host, usesTLS = settings.usesTLS, codecs = codecs
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(UpstreamClient.connectTimeout(settings))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -49,12 +65,13 @@ final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
                         guard let tls else { throw UpstreamPoolError.noTLSContext }
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: host.contains(":") ? nil : host))
                     }
-                    try Handler.addHandlers(to: channel.pipeline.syncOperations)
+                    try codecs(channel.pipeline.syncOperations)
+                    try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler<Part>())
                 }
             }
             .connect(host: settings.host, port: settings.port)
             .flatMapThrowing { [weak self] channel in
-                let handler = try channel.pipeline.syncOperations.handler(type: Handler.self)
+                let handler = try channel.pipeline.syncOperations.handler(type: UpstreamConnectionHandler<Part>.self)
                 // Once, not on each return to the pool: it only acts while the connection is idle there.
                 let identity = UpstreamChannelIdentity(eventLoop: ObjectIdentifier(channel.eventLoop), channel: ObjectIdentifier(channel))
                 handler.onIdleClose = { self?.forget(identity) }
@@ -62,9 +79,17 @@ final class UpstreamPool<Handler: PooledUpstreamHandler>: Sendable {
             }
     }
 
-    /// Takes `connection` back after an exchange that left it ready for another (closed when the pool is full).
-    /// Called on the connection's event loop.
-    func release(_ connection: UpstreamConnection<Handler>) {
+    /// Ends an exchange's use of `connection`: back to the pool when the exchange left it `reusable` for another
+    /// (closed when the pool is full), closed otherwise. Called on the connection's event loop.
+    func finish(_ connection: UpstreamConnection<Part>?, reusable: Bool) {
+        guard let connection else { return }
+        connection.handler.value.delegate = nil
+        guard reusable else {
+            connection.channel.close(promise: nil)
+            return
+        }
+        // An exchange may have paused it for a slow client.
+        try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
         let key = ObjectIdentifier(connection.channel.eventLoop)
         let kept = idle.withLock { idle in
             guard idle[key, default: []].count < Self.idleLimit else { return false }
@@ -102,44 +127,49 @@ struct UpstreamChannelIdentity: Sendable {
     let channel: ObjectIdentifier
 }
 
-/// One connection to the upstream and the handler that hands its responses to the exchange using it.
-struct UpstreamConnection<Handler: PooledUpstreamHandler>: Sendable {
+/// One connection to the upstream and the handler that hands its answers to the exchange using it.
+struct UpstreamConnection<Part>: Sendable {
     let channel: any Channel
-    let handler: NIOLoopBound<Handler>
+    let handler: NIOLoopBound<UpstreamConnectionHandler<Part>>
 }
 
-/// The last handler of a pooled upstream connection.
-protocol PooledUpstreamHandler: ChannelHandler, SendableMetatype {
-    /// Called when the connection closes while idle in the pool.
-    var onIdleClose: (() -> Void)? { get set }
-    /// Adds the connection's handlers after TLS: codecs, if any, then this handler.
-    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations) throws
+/// An exchange's hold on an upstream connection, and its one retry.
+struct UpstreamAttempt<Part> {
+    var connection: UpstreamConnection<Part>?
+    /// The connection came from the pool: the upstream may have closed it meanwhile.
+    var reused = false
+    var retried = false
+
+    /// Whether an exchange that got no answer, for `failure`, is sent again on a new connection: once, when a
+    /// reused connection failed (the request is a GET without a body). The connection is let go either way.
+    mutating func retries(after failure: UpstreamForwarder.Failure) -> Bool {
+        connection = nil
+        guard reused, !retried, case .unreachable = failure else { return false }
+        retried = true
+        reused = false
+        return true
+    }
 }
 
-/// What an exchange hears from its upstream connection.
-protocol UpstreamExchangeDelegate: AnyObject {
-    func upstream(read part: HTTPClientResponsePart)
+/// What an exchange hears from its upstream connection: the answer's parts as they come.
+protocol UpstreamExchangeDelegate<Part>: AnyObject {
+    associatedtype Part
+    func upstream(read part: Part)
     func upstreamReadComplete()
     /// The connection failed or closed; `error` is nil for a plain close.
     func upstream(failed error: (any Error)?)
 }
 
 /// The last handler of an upstream connection: passes what the upstream answers to the exchange in progress. Between
-/// exchanges (idle in the pool) it only watches for the upstream closing the connection, and takes it out of the pool.
-final class UpstreamResponseHandler: ChannelInboundHandler, PooledUpstreamHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundOut = HTTPClientRequestPart
+/// exchanges (idle in the pool) it only watches for the upstream closing the connection, and takes it out of the pool;
+/// anything the upstream sends then answers no request, and the connection is closed.
+final class UpstreamConnectionHandler<Part>: ChannelInboundHandler {
+    typealias InboundIn = Part
 
-    weak var delegate: (any UpstreamExchangeDelegate)?
+    weak var delegate: (any UpstreamExchangeDelegate<Part>)?
     /// The pool to leave when the connection closes while idle.
     var onIdleClose: (() -> Void)?
-    private var context: ChannelHandlerContext?
-
-    static func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations) throws {
-        // The request's headers were HTTPTypes fields (validated) or siwa's own.
-        try pipeline.addHTTPClientHandlers(enableOutboundHeaderValidation: false)
-        try pipeline.addHandler(UpstreamResponseHandler())
-    }
+    fileprivate var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -149,19 +179,10 @@ final class UpstreamResponseHandler: ChannelInboundHandler, PooledUpstreamHandle
         self.context = nil
     }
 
-    /// Sends a request without a body.
-    func send(_ head: HTTPRequestHead) {
-        guard let context else { return }
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-    }
-
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = unwrapInboundIn(data)
         if let delegate {
-            delegate.upstream(read: part)
+            delegate.upstream(read: unwrapInboundIn(data))
         } else {
-            // An answer to no request: the connection is not usable any more.
             context.close(promise: nil)
         }
     }
@@ -185,5 +206,21 @@ final class UpstreamResponseHandler: ChannelInboundHandler, PooledUpstreamHandle
             delegate.upstream(failed: error)
         }
         context.close(promise: nil)
+    }
+}
+
+extension UpstreamConnectionHandler where Part == HTTPClientResponsePart {
+    /// Sends a request without a body, through NIO's client codec.
+    func send(_ head: HTTPRequestHead) {
+        guard let context else { return }
+        context.write(NIOAny(HTTPClientRequestPart.head(head)), promise: nil)
+        context.writeAndFlush(NIOAny(HTTPClientRequestPart.end(nil)), promise: nil)
+    }
+}
+
+extension UpstreamConnectionHandler where Part == ByteBuffer {
+    /// Sends a request written as bytes.
+    func send(_ request: ByteBuffer) {
+        context?.writeAndFlush(NIOAny(request), promise: nil)
     }
 }
