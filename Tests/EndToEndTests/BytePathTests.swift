@@ -312,25 +312,11 @@ struct ScriptedUpstream {
     ]
 
     static func run<T>(_ body: (ScriptedUpstream) async throws -> T) async throws -> T {
-        let connections = Collected(0)
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                connections.withLock { $0 += 1 }
-                return channel.eventLoop.makeCompletedFuture {
-                    // Only the request decoder: the answers are written as bytes, past no encoder.
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(Handler())
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        do {
-            let result = try await body(ScriptedUpstream(port: server.localAddress?.port ?? 0, connections: connections))
-            try await server.close()
-            return result
-        } catch {
-            try? await server.close()
-            throw error
-        }
+        try await LoopbackServer.run({ pipeline in
+            // Only the request decoder: the answers are written as bytes, past no encoder.
+            try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
+            try pipeline.addHandler(Handler())
+        }) { port, connections in try await body(ScriptedUpstream(port: port, connections: connections)) }
     }
 
     private final class Handler: ChannelInboundHandler {

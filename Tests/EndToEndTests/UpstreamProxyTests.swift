@@ -643,24 +643,10 @@ struct ResidentMemory {
 /// the race of a kept-alive connection that the upstream closes just as a proxy reuses it.
 enum OneAnswerPerConnection {
     static func run<T>(_ body: (_ port: Int, _ connections: Collected<Int>) async throws -> T) async throws -> T {
-        let connections = Collected(0)
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                connections.withLock { $0 += 1 }
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Handler())
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        do {
-            let result = try await body(server.localAddress?.port ?? 0, connections)
-            try await server.close()
-            return result
-        } catch {
-            try? await server.close()
-            throw error
-        }
+        try await LoopbackServer.run({ pipeline in
+            try pipeline.configureHTTPServerPipeline()
+            try pipeline.addHandler(Handler())
+        }, body)
     }
 
     private final class Handler: ChannelInboundHandler {
@@ -686,11 +672,25 @@ enum OneAnswerPerConnection {
 /// A TCP listener on 127.0.0.1 that accepts connections and never says anything: an upstream that hangs.
 enum SilentListener {
     static func run<T>(_ body: (Int) async throws -> T) async throws -> T {
+        try await LoopbackServer.run({ _ in }) { port, _ in try await body(port) }
+    }
+}
+
+/// A TCP server on 127.0.0.1 (a port the kernel picks) whose connections `setup` prepares, while `body` runs with its
+/// port and the number of connections it has accepted; closed after `body`, whatever it does.
+enum LoopbackServer {
+    static func run<T>(
+        _ setup: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void, _ body: (_ port: Int, _ connections: Collected<Int>) async throws -> T
+    ) async throws -> T {
+        let connections = Collected(0)
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in channel.eventLoop.makeSucceededVoidFuture() }
+            .childChannelInitializer { channel in
+                connections.withLock { $0 += 1 }
+                return channel.eventLoop.makeCompletedFuture { try setup(channel.pipeline.syncOperations) }
+            }
             .bind(host: "127.0.0.1", port: 0).get()
         do {
-            let result = try await body(server.localAddress?.port ?? 0)
+            let result = try await body(server.localAddress?.port ?? 0, connections)
             try await server.close()
             return result
         } catch {
