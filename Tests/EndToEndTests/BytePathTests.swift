@@ -106,6 +106,72 @@ struct BytePathTests {
         }
     }
 
+    @Test("checks from a trusted proxy on one kept-alive connection: each answer names the person of its own cookie, with the assertion for its own forwarded origin, the same answer the handlers gave")
+    func checksOnOneConnection() async throws {
+        try await UpstreamProxyTests.withEchoSite(["trusted_proxies": "127.0.0.1"]) { site, visit in
+            let (ada, grace) = (site.user("Ada"), site.user("Grace"))
+            let adaSession = try await visit.signIn(site, user: ada).session
+            let graceSession = try await visit.signIn(site, user: grace).session
+            let origins = ["https://wiki.example.com", "http://grafana.example.com:3000"]
+            func forwarded(_ origin: String?) -> [(String, String)] {
+                guard let origin, let url = URLComponents(string: origin), let scheme = url.scheme, let host = url.host else { return [] }
+                return [("X-Forwarded-Proto", scheme), ("X-Forwarded-Host", url.port.map { "\(host):\($0)" } ?? host)]
+            }
+            // The handlers answer each person's first check for an origin (they sign its assertion).
+            var byHandlers: [String: RawSocket.Answer] = [:]
+            for (name, session) in [("Ada", adaSession), ("Grace", graceSession)] {
+                for origin in origins + [nil] {
+                    let answer = try await visit.send(site.url("/auth/check"), headers: forwarded(origin), cookies: ["siwa_session": session])
+                    #expect(answer.status == 202)
+                    let lines = answer.headers.map { "\($0.name): \($0.value)" }
+                    byHandlers[name + (origin ?? "")] = RawSocket.Answer(head: (["HTTP/1.1 202 Accepted"] + lines).joined(separator: "\r\n"), body: "")
+                }
+            }
+            // (The checks without an origin were answered from memory already: the sign-in had put the session there.)
+            let (checks, forwards) = (try await Self.counted("check", site, visit), try await Self.counted("forward", site, visit))
+            // One connection: people and origins alternate, as a proxy in front of many browsers asks.
+            let asked: [(name: String, session: String, origin: String?, path: String)] = [
+                ("Ada", adaSession, origins[0], "/auth/check"), ("Ada", adaSession, origins[0], "/auth/check"),
+                ("Grace", graceSession, origins[0], "/auth/check"), ("Ada", adaSession, origins[1], "/auth/check"),
+                ("Ada", adaSession, nil, "/auth/check"), ("Grace", graceSession, origins[1], "/auth/forward"), ("Ada", adaSession, origins[1], "/auth/check"),
+            ]
+            let requests = asked.enumerated().map { index, check in
+                let lines = forwarded(check.origin).map { "\($0.0): \($0.1)\r\n" }.joined()
+                let close = index == asked.count - 1 ? "Connection: close\r\n" : ""
+                return "GET \(check.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: siwa_session=\(check.session)\r\n\(lines)\(close)\r\n"
+            }
+            let text = try await RawSocket.exchange(port: site.port, requests.joined())
+            let answers = text.components(separatedBy: "\r\n\r\n").dropLast().map { RawSocket.Answer(head: $0, body: "") }
+            #expect(answers.count == asked.count, "\(text)")
+            for (check, answer) in zip(asked, answers) {
+                let user = check.name == "Ada" ? ada : grace
+                #expect(answer.status == (check.path == "/auth/check" ? 202 : 200), "\(answer.head)")
+                #expect(answer.value("x-auth-request-user") == user.sub, "\(check)")
+                #expect(answer.value("x-auth-request-email") == user.email, "\(check)")
+                let audience = try answer.value("x-siwa-assertion").flatMap { try Self.claims(ofJWT: $0)["aud"] as? String }
+                #expect(audience == check.origin, "\(check)")
+                if check.path == "/auth/check", let handlers = byHandlers[check.name + (check.origin ?? "")] {
+                    #expect(answer.fields == handlers.fields, "the byte path answered otherwise than the handlers: \(check)")
+                }
+            }
+            #expect(answers.last?.head.contains("\r\nConnection: close") == true)
+            #expect(try await Self.counted("check", site, visit) == checks + 6, "every check was answered from memory")
+            #expect(try await Self.counted("forward", site, visit) == forwards + 1, "the assertion Grace's check had signed for that origin serves his forward")
+        }
+    }
+
+    /// The claims of a JWT, decoded without checking its signature (the assertion's own tests check that).
+    static func claims(ofJWT token: String) throws -> [String: Any] {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3 else { throw EndToEndError("not a JWT: \(token)") }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64), let claims = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw EndToEndError("a JWT whose claims are not JSON: \(token)")
+        }
+        return claims
+    }
+
     @Test("every framing an upstream may answer with reaches the client whole, on kept-alive connections both ways: Content-Length, chunked with trailers, 204, an interim 103 dropped, a body ending with the connection re-chunked")
     func framings() async throws {
         try await ScriptedUpstream.run { upstream in
@@ -228,6 +294,11 @@ enum RawSocket {
                 let name = line.prefix { $0 != ":" }.lowercased()
                 return name + ":" + line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
             }.filter { !$0.hasPrefix("date:") && !$0.hasPrefix("connection:") }.sorted()
+        }
+
+        /// The value of the header line named `name` (lowercased), when there is one.
+        func value(_ name: String) -> String? {
+            fields.first { $0.hasPrefix(name + ":") }.map { String($0.dropFirst(name.count + 1)) }
         }
     }
 

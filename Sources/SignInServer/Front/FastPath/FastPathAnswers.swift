@@ -41,7 +41,7 @@ struct FastPathAnswers: Sendable {
     static let serverName = "siwa"
     /// What every answer of `/auth/check` and `/auth/forward` carries besides the identity: its empty body's length and the security
     /// headers (the same for every such answer, so made once).
-    private let checkFields: HTTPFields
+    private let checkExtras: HTTPFields
 
     init(
         store: any UsersAndSessions, sessionCookie: String, front: FrontSettings, resolver: ClientAddressResolver, assertions: IdentityAssertions,
@@ -59,7 +59,7 @@ struct FastPathAnswers: Sendable {
         self.logger = logger
         var fields: HTTPFields = [.contentLength: "0"]
         security.secure(&fields)
-        checkFields = fields
+        checkExtras = fields
     }
 
     /// The built-in proxy's part: where the upstream is, which paths stay siwa's, and the gate that answers when the
@@ -123,31 +123,50 @@ struct FastPathAnswers: Sendable {
         return .proxy(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers))
     }
 
-    /// The answer to a `GET` (no body) of `/auth/check` or `/auth/forward` from memory, as `decide` gives it; nil for
-    /// any other path, or when the handlers answer (the byte path's way in, `RawFrontPath`).
-    /// The byte path knows whether its peer is a trusted proxy, and the session cookie's hash (`idHash`), already.
-    func checkAnswer(path: String, fields: HTTPFields, fromTrusted: Bool, idHash: String?, now: Date) -> HTTPResponse? {
-        guard path == "/auth/check" || path == "/auth/forward" else { return nil }
-        if case .answer(let response) = check(path: path, fields, fromTrusted: fromTrusted, idHash: idHash, now: now) { return response }
-        return nil
+    /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person, and the assertion
+    /// addressed to the forwarded origin when a trusted proxy names one.
+    struct CheckPass {
+        let status: HTTPResponse.Status
+        let user: UserRecord
+        let assertion: String?
     }
 
-    /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in: the identity headers and the
-    /// assertion addressed to the forwarded origin, when a trusted proxy names one, as `ForwardAuthController`
-    /// answers them.
-    private func check(path: String, _ fields: HTTPFields, fromTrusted: Bool, idHash: String?, now: Date) -> FastPathDecision {
-        let (status, counter): (HTTPResponse.Status, Counter) = path == "/auth/check" ? (.accepted, metrics.fastChecks) : (.ok, metrics.fastForwards)
-        guard let idHash, let user = allowedUser(idHash: idHash, now: now) else { return .pass }
+    /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in, decided from memory for `audience`
+    /// (the forwarded origin, nil when no trusted proxy names one) and counted; nil for any other path, or when the
+    /// handlers answer (no session in memory, a person turned away, no recent assertion).
+    /// The byte path's way in (`RawFrontPath`), which writes the answer's lines itself.
+    func checkPass(path: String, audience: String?, idHash: String?, now: Date) -> CheckPass? {
+        let (status, counter): (HTTPResponse.Status, Counter)
+        switch path {
+        case "/auth/check": (status, counter) = (.accepted, metrics.fastChecks)
+        case "/auth/forward": (status, counter) = (.ok, metrics.fastForwards)
+        default: return nil
+        }
+        guard let idHash, let user = allowedUser(idHash: idHash, now: now) else { return nil }
         var assertion: String?
-        if let audience = resolver.forwardedOrigin(fields, fromTrusted: fromTrusted) {
-            guard let recent = assertions.recentAssertion(for: user, audience: audience, now: now) else { return .pass }
+        if let audience {
+            guard let recent = assertions.recentAssertion(for: user, audience: audience, now: now) else { return nil }
             assertion = recent
         }
-        var answer = ForwardAuthController.allowedFields(user, assertion: assertion)
-        answer.append(contentsOf: checkFields)
-        stamp(&answer)
         counter.increment()
-        return .answer(HTTPResponse(status: status, headerFields: answer))
+        return CheckPass(status: status, user: user, assertion: assertion)
+    }
+
+    /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
+    /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
+    func checkFields(_ pass: CheckPass) -> HTTPFields {
+        var fields = ForwardAuthController.allowedFields(pass.user, assertion: pass.assertion)
+        fields.append(contentsOf: checkExtras)
+        return fields
+    }
+
+    /// The same from `decide`, with the whole answer.
+    private func check(path: String, _ fields: HTTPFields, fromTrusted: Bool, idHash: String?, now: Date) -> FastPathDecision {
+        let audience = resolver.forwardedOrigin(fields, fromTrusted: fromTrusted)
+        guard let pass = checkPass(path: path, audience: audience, idHash: idHash, now: now) else { return .pass }
+        var answer = checkFields(pass)
+        stamp(&answer)
+        return .answer(HTTPResponse(status: pass.status, headerFields: answer))
     }
 
     /// What the handlers would do first for a `GET` the fast path could not decide from memory: the session looked

@@ -60,6 +60,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var lastCookie: (header: String, sessionHash: String?, kept: String?)?
     /// The last identity sent on this connection, as header lines.
     private var lastIdentity: (user: UserRecord, assertion: String, lines: ByteBuffer)?
+    /// The last check answered from memory on this connection: its status line and header lines before `Date`.
+    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, assertion: String?, lines: ByteBuffer)?
+    /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
+    private var lastForwarded: (fields: [(name: String, value: String)], origin: String?)?
 
     /// One request on its way to the upstream and back (a class: it is read and changed on every event of the
     /// exchange, and a reference costs less to pass around than its fields).
@@ -227,13 +231,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             case .notTaken:
                 return handOn(context)
             case .head(let head):
-                if head.isBodilessGET, let answer = checkAnswer(head) {
+                let close = RawHTTP.listsClose(head.connection)
+                if head.isBodilessGET, let answer = checkAnswer(head, closing: close, allocator: context.channel.allocator) {
                     // `/auth/check` or `/auth/forward` from memory: answered at once, as the codec path would.
                     buffer.moveReaderIndex(forwardBy: head.length)
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
-                    let close = RawHTTP.listsClose(head.connection)
-                    context.writeAndFlush(wrapOutboundOut(Self.written(answer, closing: close, allocator: context.channel.allocator)), promise: nil)
+                    context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
                     if close {
                         context.close(promise: nil)
                         return
@@ -315,11 +319,44 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         if askRead { channel.read() }
     }
 
-    /// The answer to `head` when it is a check (`/auth/check`, `/auth/forward`) that memory decides.
-    private func checkAnswer(_ head: RawHTTP.RequestHead) -> HTTPResponse? {
+    /// The answer to `head` when it is a check (`/auth/check`, `/auth/forward`) that memory decides, as HTTP/1.1
+    /// bytes; `closing`: the connection ends after it. The same bytes as `written` makes of `FastPathAnswers.decide`'s
+    /// answer, but the lines before `Date` are made once per person, assertion and status on a connection, and the
+    /// forwarded origin once per set of `X-Forwarded-*` values: a proxy asks for the same person again and again.
+    private func checkAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
         let path = Self.path(of: head.target)
-        guard path == "/auth/check" || path == "/auth/forward" else { return nil }
-        return answers.checkAnswer(path: path, fields: forwardedFields(head), fromTrusted: peerTrusted, idHash: sessionHash(head.cookie), now: Date())
+        guard path == "/auth/check" || path == "/auth/forward",
+            let pass = answers.checkPass(path: path, audience: forwardedOrigin(head), idHash: sessionHash(head.cookie), now: Date())
+        else { return nil }
+        let lines: ByteBuffer
+        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user {
+            lines = last.lines
+        } else {
+            var made = allocator.buffer(capacity: 1024)
+            made.writeString("HTTP/1.1 \(pass.status.code) \(pass.status.reasonPhrase)\r\n")
+            for field in answers.checkFields(pass) { Self.writeField(&made, field.name.rawName, field.value) }
+            lastCheck = (pass.status, pass.user, pass.assertion, made)
+            lines = made
+        }
+        var out = allocator.buffer(capacity: lines.readableBytes + 80)
+        out.writeImmutableBuffer(lines)
+        Self.writeField(&out, "Date", answers.dates.now)
+        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        if closing { out.writeString("Connection: close\r\n") }
+        out.writeString("\r\n")
+        return out
+    }
+
+    /// The origin a trusted proxy forwards the request for (`ClientAddressResolver.forwardedOrigin`), read once per
+    /// set of `X-Forwarded-*` values on a connection.
+    private func forwardedOrigin(_ head: RawHTTP.RequestHead) -> String? {
+        guard peerTrusted, !head.forwarded.isEmpty else { return nil }
+        if let last = lastForwarded, last.fields.elementsEqual(head.forwarded, by: { $0.name == $1.name && $0.value == $1.value }) {
+            return last.origin
+        }
+        let origin = answers.resolver.forwardedOrigin(forwardedFields(head), fromTrusted: true)
+        lastForwarded = (head.forwarded, origin)
+        return origin
     }
 
     /// The `X-Forwarded-*` fields of `head` as the resolver reads them: none from a peer that is not a trusted proxy.
