@@ -44,6 +44,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var codecOwes = 0
     /// Body bytes of the request handed to the codecs still to come from the client: they go on to the codecs.
     private var bodyToCodecs = 0
+    /// Body bytes went to the codecs in this read, without their end of read yet (`channelReadComplete`).
+    private var passedOn = false
     /// The store is being asked for the session of the request at the front of `pending` (`warm`).
     private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
@@ -144,7 +146,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             // The body of the request the codecs are reading goes to them as it comes.
             let passed = min(bodyToCodecs, buffer.readableBytes)
             bodyToCodecs -= passed
-            if let body = buffer.readSlice(length: passed) { context.fireChannelRead(wrapInboundOut(body)) }
+            if let body = buffer.readSlice(length: passed) {
+                context.fireChannelRead(wrapInboundOut(body))
+                passedOn = true
+            }
             guard buffer.readableBytes > 0 else { return }
         }
         if pending == nil {
@@ -153,6 +158,15 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             pending?.writeBuffer(&buffer)
         }
         if isIdle { takePending(context) }
+    }
+
+    /// The end of a read is the codecs' only when bytes of it went to them: a read this path took whole ends here, not
+    /// in every handler behind it (which showed in profiles of `/auth/check`).
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if passedOn {
+            passedOn = false
+            context.fireChannelReadComplete()
+        }
     }
 
     /// Nothing is in progress: no exchange, no store lookup, no request with the codecs.

@@ -57,6 +57,9 @@ enum RawHTTP {
         case head(RequestHead)
     }
 
+    /// What ends a request line of the subset.
+    private static let requestVersion: [UInt8] = Array(" HTTP/1.1\r\n".utf8)
+
     /// Reads a request head at the start of `bytes`.
     static func request(_ bytes: UnsafeRawBufferPointer) -> RequestParse {
         // The method: upper-case letters, then SP and the target's slash (known at the first bytes).
@@ -84,7 +87,7 @@ enum RawHTTP {
         }
         guard index > targetStart, bytes[targetStart] == UInt8(ascii: "/") else { return .notTaken }
         let target = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<index]), as: UTF8.self)
-        let version: [UInt8] = Array(" HTTP/1.1\r\n".utf8)
+        let version = requestVersion
         guard index + version.count <= end, version.indices.allSatisfy({ bytes[index + $0] == version[$0] }) else { return .notTaken }
         index += version.count
         guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false, limit: headerCountLimit) else { return .notTaken }
@@ -261,6 +264,7 @@ enum RawHTTP {
     /// (bytes above 0x7F only where `allowsObsText`), too many lines.
     private static func headerLines(_ bytes: UnsafeRawBufferPointer, from start: Int, end: Int, allowsObsText: Bool, limit: Int) -> [Line]? {
         var lines: [Line] = []
+        lines.reserveCapacity(16)
         var index = start
         while index < end - 2 {
             let lineStart = index
