@@ -169,9 +169,16 @@ public func buildApplication(
     var app = Application(
         router: front,
         server: server,
-        configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"),
+        configuration: .init(address: settings.socketPath.map { .unixDomainSocket(path: $0) } ?? .hostname(settings.host, port: settings.port), serverName: "siwa"),
         services: allServices + [lifecycle],
-        onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? settings.port) },
+        onServerRunning: { channel in
+            if let path = settings.socketPath {
+                // Owner and group may connect (the proxy's user joins siwa's group), nobody else: every peer of the
+                // socket is trusted as a proxy.
+                if chmod(path, 0o660) != 0 { logger.error("could not restrict the socket's permissions", metadata: ["socket": "\(path)", "errno": "\(errno)"]) }
+            }
+            await onRunning?(channel.localAddress?.port ?? settings.port)
+        },
         logger: logger
     )
     let storeNeedsServices = !components.store.services.isEmpty

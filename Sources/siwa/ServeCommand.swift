@@ -51,11 +51,14 @@ struct ServeCommand: AsyncParsableCommand {
         let httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
         do {
             let app = try await buildApplication(settings: settings, httpClient: httpClient, services: services, logger: logger) { port in
+                if let socket = settings.socketPath {
+                    CLIOutput.stderr("siwa: listening on the Unix socket \(socket), reached by browsers at \(settings.origin)/ through the proxy in front.")
+                }
                 if settings.mode == .local {
                     CLIOutput.stderr("siwa: local mode — Apple is emulated at http://127.0.0.1:\(plan.emulatorPort) (no Apple account needed).")
                     CLIOutput.stderr("siwa: open \(settings.origin)/ in a browser and press “Sign in with Apple”.")
                 } else {
-                    CLIOutput.stderr("siwa: Apple mode — Services ID \(settings.apple.servicesID), return URL \(settings.returnURL.absoluteString); listening on \(settings.host):\(port).")
+                    CLIOutput.stderr("siwa: Apple mode — Services ID \(settings.apple.servicesID), return URL \(settings.returnURL.absoluteString)" + (settings.socketPath == nil ? "; listening on \(settings.host):\(port)." : "."))
                 }
             }
             try await app.runService()

@@ -55,6 +55,7 @@ extension ServePlan {
             else { throw ConfigurationError(field: "public_url", "must be the absolute http(s) URL siwa is reached at, without a path, e.g. https://auth.example.com; got \(text)") }
             return text
         }
+        let socket = try Self.socket(values, publicURL: publicURL)
         let redirects = RedirectPolicy(domains: values.list("allowed_redirect_domains"))
         for domain in redirects.domains where domain.contains(":") || domain.contains("/") || domain.contains("*") || domain.contains(where: \.isWhitespace) {
             throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme, port or wildcard (app.example.com, or .example.com for its subdomains); got \(domain)")
@@ -103,13 +104,15 @@ extension ServePlan {
             settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
             settings.rateLimitPerMinute = rateLimit
             settings.trustedProxies = trustedProxies
+            settings.socketPath = socket
             settings.front = front(origin)
             settings.provider = ProviderSettings(issuer: settings.front.publicOrigin, clients: providerClients)
             settings.upstream = upstream
             settings.cookieDomain = cookieDomain
             settings.checkCacheSeconds = checkCacheSeconds
             try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
-            emulator = .defaults(redirectURIs: [returnURL], notificationURL: direct + "/auth/apple/notifications")
+            // On a Unix socket siwa is reached through the proxy only, the emulator's notifications too.
+            emulator = .defaults(redirectURIs: [returnURL], notificationURL: (socket == nil ? direct : origin) + "/auth/apple/notifications")
             self.emulatorPort = emulatorPort
             return
         }
@@ -137,6 +140,7 @@ extension ServePlan {
         settings = ServerSettings(mode: .apple, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
         settings.rateLimitPerMinute = rateLimit
         settings.trustedProxies = trustedProxies
+        settings.socketPath = socket
         settings.front = front(settings.origin)
         settings.provider = ProviderSettings(issuer: settings.front.publicOrigin, clients: providerClients)
         settings.upstream = upstream
@@ -212,5 +216,29 @@ enum LocalDataKey {
             throw ConfigurationError(field: "data_key", "cannot create the local data key file \(path)")
         }
         return key
+    }
+}
+
+extension ServePlan {
+    /// `socket`: a Unix socket to listen on instead of `host`:`port`. Browsers then reach siwa through the proxy
+    /// only, so `public_url` must say where; the socket's directory must exist, and what is at the path already
+    /// must be a socket (a stale one, replaced at start), never a file siwa would delete.
+    static func socket(_ values: LayeredValues, publicURL: String?) throws -> String? {
+        guard let path = values.string("socket"), !path.isEmpty else { return nil }
+        guard publicURL != nil else {
+            throw ConfigurationError(field: "socket", "needs public_url: on a Unix socket siwa is reached through the proxy in front, so say where browsers reach it, e.g. https://auth.example.com")
+        }
+        // sun_path holds 108 bytes, its terminating NUL included.
+        guard path.utf8.count <= 107 else { throw ConfigurationError(field: "socket", "a Unix socket path is at most 107 bytes; got \(path.utf8.count)") }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ConfigurationError(field: "socket", "the directory \(directory) does not exist; create it (owned by siwa's user) or name another path")
+        }
+        var status = stat()
+        if lstat(path, &status) == 0, status.st_mode & S_IFMT != S_IFSOCK {
+            throw ConfigurationError(field: "socket", "\(path) exists and is not a socket; siwa replaces only a stale socket there")
+        }
+        return path
     }
 }

@@ -182,6 +182,35 @@ struct ConfigurationLayersTests {
         #expect(defaults.returnURL.absoluteString == "http://127.0.0.1:8080/auth/apple/callback")
     }
 
+    @Test("socket: without public_url, in a directory that does not exist, or on a path holding a file, serve stops naming the key and the file is left alone; a good one reaches the settings and trusts its peers")
+    func socketKey() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-socket-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("notes.txt").path
+        try "keep me".write(toFile: file, atomically: true, encoding: .utf8)
+        let refused: [[String]] = [
+            ["--socket", directory.appendingPathComponent("siwa.sock").path],
+            ["--socket", directory.appendingPathComponent("missing/siwa.sock").path, "--public-url", "https://auth.example.com"],
+            ["--socket", file, "--public-url", "https://auth.example.com"],
+            ["--socket", "/tmp/" + String(repeating: "s", count: 110), "--public-url", "https://auth.example.com"],
+        ]
+        for arguments in refused {
+            let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
+            #expect("\(arguments)") { _ = try ServePlan(values: values, creatingLocalKey: false) } throws: { ($0 as? ConfigurationError)?.field == "socket" }
+        }
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "keep me")
+        let path = directory.appendingPathComponent("siwa.sock").path
+        let values = try await LayeredValues(arguments: ["--socket", path, "--public-url", "https://auth.example.com"], environment: [:], dotEnvPath: nil)
+        let plan = try ServePlan(values: values, creatingLocalKey: false)
+        #expect(plan.settings.socketPath == path)
+        #expect(plan.settings.origin == "https://auth.example.com")
+        // A peer on the socket has no address: it is the proxy in front. Without the socket, such a peer is not.
+        #expect(try TrustedProxies([], socketPeers: true).contains(nil))
+        #expect(try TrustedProxies(["127.0.0.1"]).contains(nil) == false)
+        #expect(try TrustedProxies([], socketPeers: true).contains("203.0.113.9") == false)
+    }
+
     @Test("SIGHUP: the access policy of the configuration as it is now is put in force, the change named rule by rule; a file that no longer reads changes nothing")
     func policyReload() async throws {
         let directory = try Self.directory(["c.json": #"{"allowed_emails": ["a@example.org"], "allowed_subs": ["001.x"]}"#])

@@ -42,6 +42,39 @@ struct NginxFrontTests {
         }
     }
 
+    @Test("the README's nginx block with siwa on a Unix socket (socket), siwa's own pages served by the same nginx: the same walk-through, the socket's peer believed as a proxy (the assertion is addressed to nginx's origin)")
+    func unixSocket() async throws {
+        try await Self.onReservedPort { try await unixSocket(nginxPort: $0) }
+    }
+
+    private func unixSocket(nginxPort: Int) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-socket-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socket = directory.appendingPathComponent("siwa.sock").path
+        try await withEchoUpstream { app in
+            // No trusted_proxies: only the socket's peer is believed.
+            let settings: [String: String?] = [
+                "allowed_emails": "ada@example.com,lilei@example.cn", "socket": socket, "public_url": "http://127.0.0.1:\(nginxPort)", "trusted_proxies": nil,
+            ]
+            try await LocalSite.run(settings: settings) { site in
+                var status = stat()
+                #expect(lstat(socket, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK, "siwa listens on the socket")
+                #expect(status.st_mode & 0o777 == 0o660, "owner and group only")
+                let readme = try Self.readmeBlock(siwa: 8080, app: app).replacingOccurrences(of: "http://127.0.0.1:8080", with: "http://unix:\(socket):")
+                let own = ["/auth/", "/.well-known/siwa/", "= /siwa.css"].map { location in
+                    "location \(location) {\n    proxy_pass http://unix:\(socket):;\n    proxy_set_header X-Forwarded-Proto $scheme;\n    proxy_set_header X-Forwarded-Host $http_host;\n    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n}\n"
+                }
+                try await withNginx(port: nginxPort, configuration: { port in Self.server(port: port, own.joined() + readme) }) { nginx in
+                    #expect(nginx.origin == site.origin)
+                    try await Visit.withClient { visit in
+                        try await Self.walkThrough(site: site, nginx: nginx, visit: visit)
+                    }
+                }
+            }
+        }
+    }
+
     private static func walkThrough(site: LocalSite, nginx: RunningProxy, visit: Visit) async throws {
         // A query with two `&`, an encoded space and an encoded `&`: what an rd written by nginx would lose.
         let original = nginx.url("/reports/2026?year=2026&view=a%20b&tag=x%26y")
@@ -96,11 +129,15 @@ struct NginxFrontTests {
 
     @Test("siwa's own pages behind nginx with its default settings (no X-Forwarded-Host, Host rewritten): a sign-in started there makes one hop to public_url and completes, no loop")
     func signInThroughDefaultProxy() async throws {
-        // nginx's port is named in public_url before either starts; when something took it meanwhile, both start
-        // again on new ports (three tries).
+        try await Self.onReservedPort { try await signInThroughDefaultProxy(nginxPort: $0) }
+    }
+
+    /// Runs `body` with a port reserved for nginx, which public_url names before either starts; when something took
+    /// it meanwhile, both start again on a new port (three tries).
+    static func onReservedPort(_ body: (Int) async throws -> Void) async throws {
         for attempt in 1...3 {
             do {
-                return try await signInThroughDefaultProxy(nginxPort: try await FreePorts.reserve(1)[0])
+                return try await body(try await FreePorts.reserve(1)[0])
             } catch let error as ExternalToolError where error.isAddressInUse && attempt < 3 {
                 continue
             }

@@ -36,8 +36,10 @@ struct ClientAddressResolver: Sendable {
     }
 
     func clientAddress(_ request: Request, context: ServerContext) -> String {
-        let peer = context.remoteAddress?.ipAddress ?? "unknown"
-        guard trusted(peer), let name = HTTPField.Name.xForwardedFor, let header = request.headers[name] else { return peer }
+        let address = context.remoteAddress?.ipAddress
+        // A peer on siwa's Unix socket has no address.
+        let peer = address ?? (context.remoteAddress?.protocol == .unix ? "unix" : "unknown")
+        guard trusted(address), let name = HTTPField.Name.xForwardedFor, let header = request.headers[name] else { return peer }
         let hops = header.split(separator: ",").map { String($0.trimmingBlanks) }.filter { !$0.isEmpty }
         return hops.last(where: { !trustedProxies.contains($0) }) ?? peer
     }

@@ -30,10 +30,15 @@ public struct TrustedProxies: Sendable, Equatable {
     private let ranges: [Range]
     /// The entries as configured.
     public let entries: [String]
+    /// Peers on siwa's Unix socket (`socket`), which have no address, are trusted: only processes the socket file's
+    /// permissions let in can connect, which is the proxy in front.
+    public private(set) var socketPeers = false
 
-    /// Reads `entries`; throws naming the first that is neither an address nor a CIDR range.
-    public init(_ entries: [String]) throws {
+    /// Reads `entries`; throws naming the first that is neither an address nor a CIDR range. `socketPeers`: siwa
+    /// listens on a Unix socket, and a peer without an address is the proxy in front.
+    public init(_ entries: [String], socketPeers: Bool = false) throws {
         self.entries = entries
+        self.socketPeers = socketPeers
         ranges = try entries.map { entry in
             let parts = entry.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             guard let bytes = Self.bytes(of: String(parts[0])) else { throw TrustedProxiesError(entry: entry) }
@@ -58,11 +63,13 @@ public struct TrustedProxies: Sendable, Equatable {
         self.entries = entries
     }
 
-    public var isEmpty: Bool { ranges.isEmpty }
+    public var isEmpty: Bool { ranges.isEmpty && !socketPeers }
 
-    /// Whether `address` (a peer's or an `X-Forwarded-For` hop's) is a trusted proxy.
+    /// Whether `address` (a peer's or an `X-Forwarded-For` hop's) is a trusted proxy; nil is a peer without an
+    /// address, on siwa's Unix socket.
     public func contains(_ address: String?) -> Bool {
-        guard !ranges.isEmpty, let address, let bytes = Self.bytes(of: address) else { return false }
+        guard let address else { return socketPeers }
+        guard !ranges.isEmpty, let bytes = Self.bytes(of: address) else { return false }
         return ranges.contains { $0.contains(bytes) }
     }
 

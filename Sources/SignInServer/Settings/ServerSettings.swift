@@ -17,6 +17,10 @@ public struct ServerSettings: Sendable {
     public var host: String
     /// Listen port.
     public var port: Int
+    /// `socket`: the path of a Unix socket siwa listens on instead of `host`:`port`, for a proxy on the same machine
+    /// (nginx's `server unix:…`). Its peers are trusted as proxies (`TrustedProxies.socketPeers`); `public_url`
+    /// says where browsers reach siwa through that proxy.
+    public var socketPath: String?
     /// The store: a SQLite path.
     public var database: String
     /// Apple (or emulator) credentials and trust.
@@ -41,7 +45,7 @@ public struct ServerSettings: Sendable {
     /// `trustedProxies` read; an entry that is not an address or a range trusts nothing (`siwa serve` refuses it
     /// before this is asked).
     var proxies: TrustedProxies {
-        (try? TrustedProxies(trustedProxies)) ?? .none
+        (try? TrustedProxies(trustedProxies, socketPeers: socketPath != nil)) ?? .none
     }
     /// Seconds between runs of the refresh-check and revocation-queue service.
     public var lifecycleIntervalSeconds: Int64 = 300

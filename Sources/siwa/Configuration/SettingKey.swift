@@ -26,7 +26,7 @@ struct SettingKey: Sendable, Hashable {
 
     /// Every key, in the README's order.
     static let all: [SettingKey] = [
-        SettingKey("host"), SettingKey("port"), SettingKey("db"), SettingKey("emulator_port"),
+        SettingKey("host"), SettingKey("port"), SettingKey("socket"), SettingKey("db"), SettingKey("emulator_port"),
         SettingKey("team_id"), SettingKey("key_id"), SettingKey("key_file"), SettingKey("services_id"),
         SettingKey("return_url", list: true), SettingKey("extra_audiences", list: true), SettingKey("apple_base_url"),
         SettingKey("accepted_issuers", list: true), SettingKey("client_secret_lifetime"), SettingKey("session_lifetime"),
