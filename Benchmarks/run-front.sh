@@ -2,7 +2,8 @@
 # Front benchmark (issue 17): siwa in front of a site, next to what it is measured against, in one run.
 #   (1) GET /auth/check with a valid session vs the Hummingbird hello-world (the HTTP ceiling);
 #   (2) a protected page through `siwa serve --upstream` vs nginx proxying the same upstream with no auth;
-#   (3) nginx + auth_request to siwa's /auth/check + the same upstream vs the same nginx direct;
+#   (3) nginx + auth_request to siwa's /auth/check + the same upstream vs the same nginx direct, siwa reached over
+#       loopback TCP (the README's block) and over a Unix socket (`socket`, a second siwa on the same store);
 #   (4) resident memory of `siwa serve` with SESSIONS stored sessions, idle and after /auth/check across them
 #       (SQLite, and PostgreSQL: a throwaway server when initdb is installed, else SIWA_TEST_POSTGRES_URL).
 # The upstream is a separate nginx answering a small page from memory, the same for (2) and (3). The front
@@ -87,26 +88,31 @@ hport="$(free_port)"
 hello_pid=$!; pids+=("$hello_pid")
 until [ "$(status_of "http://127.0.0.1:$hport/")" = 200 ]; do sleep 0.01; done
 
+# siwa on a Unix socket (`socket`), the same store, for (3) over the socket; public_url names the front nginx's server.
+sport="$(free_port)"; sock="$work/siwa.sock"
+SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --socket "$sock" --public-url "http://127.0.0.1:$sport" \
+    --emulator-port "$(free_port)" --db "$db" --upstream "http://127.0.0.1:$uport" >> "$work/siwa-socket.log" 2>&1 &
+sock_pid=$!; pids+=("$sock_pid")
+until [ "$(status_of --unix-socket "$sock" "http://siwa/readyz")" = 200 ]; do
+    kill -0 "$sock_pid" 2>/dev/null || { cat "$work/siwa-socket.log" >&2; echo "siwa serve --socket exited" >&2; exit 1; }
+    sleep 0.01
+done
+
 # The front nginx: one server proxying straight to the upstream, one asking siwa first (the README's
 # configuration, its identity headers and assertion included, with keepalive to both).
 nport="$(free_port)"; aport="$(free_port)"
 keep='proxy_http_version 1.1; proxy_set_header Connection "";'
-start_nginx front "$NGINX_WORKERS" "
-    upstream app { server 127.0.0.1:$uport; keepalive 64; }
-    upstream siwa { server 127.0.0.1:$port; keepalive 64; }
+# auth_server PORT UPSTREAM: a server on PORT with the README's auth_request configuration, asking siwa at UPSTREAM.
+auth_server() {
+    cat <<CONF
     server {
-        listen 127.0.0.1:$nport;
-        keepalive_requests 100000;
-        location / { proxy_pass http://app; $keep }
-    }
-    server {
-        listen 127.0.0.1:$aport;
+        listen 127.0.0.1:$1;
         keepalive_requests 100000;
         location = /_siwa_check {
             internal;
-            proxy_pass http://siwa/auth/check;
+            proxy_pass http://$2/auth/check;
             proxy_pass_request_body off;
-            proxy_set_header Content-Length \"\";
+            proxy_set_header Content-Length "";
             proxy_set_header X-Forwarded-Proto \$scheme;
             proxy_set_header X-Forwarded-Host \$http_host;
             $keep
@@ -115,13 +121,13 @@ start_nginx front "$NGINX_WORKERS" "
             rewrite ^ /auth/forward? break;
             proxy_method GET;
             proxy_pass_request_body off;
-            proxy_set_header Content-Length \"\";
+            proxy_set_header Content-Length "";
             proxy_set_header X-Forwarded-Method \$request_method;
             proxy_set_header X-Forwarded-Proto \$scheme;
             proxy_set_header X-Forwarded-Host \$http_host;
             proxy_set_header X-Forwarded-Uri \$request_uri;
             proxy_redirect off;
-            proxy_pass http://siwa;
+            proxy_pass http://$2;
             $keep
         }
         location / {
@@ -140,7 +146,20 @@ start_nginx front "$NGINX_WORKERS" "
             proxy_pass http://app;
             $keep
         }
-    }"
+    }
+CONF
+}
+start_nginx front "$NGINX_WORKERS" "
+    upstream app { server 127.0.0.1:$uport; keepalive 64; }
+    upstream siwa { server 127.0.0.1:$port; keepalive 64; }
+    upstream siwa_socket { server unix:$sock; keepalive 64; }
+    server {
+        listen 127.0.0.1:$nport;
+        keepalive_requests 100000;
+        location / { proxy_pass http://app; $keep }
+    }
+$(auth_server "$aport" siwa)
+$(auth_server "$sport" siwa_socket)"
 front_pid="$nginx_pid"
 until [ "$(status_of "http://127.0.0.1:$nport/app/page")" = 200 ]; do sleep 0.02; done
 
@@ -150,6 +169,7 @@ check_url="http://127.0.0.1:$port/auth/check"
 proxy_url="http://127.0.0.1:$port/app/page"
 direct_url="http://127.0.0.1:$nport/app/page"
 authreq_url="http://127.0.0.1:$aport/app/page"
+authsock_url="http://127.0.0.1:$sport/app/page"
 expect 202 "$check_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$check_url"
 expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
@@ -161,23 +181,30 @@ expect 401 "$authreq_url" -H "Accept: application/json"   # a browser would get 
 curl -s -o /dev/null -D - -H "Cookie: $SESSION_COOKIE" -H "X-Forwarded-Proto: http" -H "X-Forwarded-Host: 127.0.0.1:$aport" "$check_url" \
     | grep -qi '^x-siwa-assertion: ' || { echo "/auth/check gave no assertion for a forwarded origin" >&2; exit 1; }
 expect 202 "$check_url" -H "Cookie: siwa_session=benchsession$(printf '%031d' "$SESSIONS")"
+expect 200 "$authsock_url" -H "Cookie: $SESSION_COOKIE"
+expect 401 "$authsock_url" -H "Accept: application/json"
+# On the socket the peer is the proxy: its forwarded origin is believed, so the assertion is there too.
+curl -s -o /dev/null -D - --unix-socket "$sock" -H "Cookie: $SESSION_COOKIE" -H "X-Forwarded-Proto: http" -H "X-Forwarded-Host: 127.0.0.1:$sport" \
+    http://siwa/auth/check | grep -qi '^x-siwa-assertion: ' || { echo "/auth/check on the socket gave no assertion for a forwarded origin" >&2; exit 1; }
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
 echo "warm-up ..." >&2
-for url in "$hello_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url"; do
+for url in "$hello_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url" "$authsock_url"; do
     wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/session.lua "$url" > /dev/null 2>&1 || true
 done
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
-    echo "round $round of $ROUNDS: hello-world, /auth/check, nginx direct, siwa --upstream, nginx + auth_request" >&2
+    echo "round $round of $ROUNDS: hello-world, /auth/check, nginx direct, siwa --upstream, nginx + auth_request (TCP, socket)" >&2
     wrk_run "hello.r$round" "$hello_url" "$hello_pid" -s Benchmarks/lua/session.lua
     wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "direct.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "proxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "authreq.r$round" "$authreq_url" "$front_pid $siwa_pid" -s Benchmarks/lua/session.lua
+    wrk_run "authsock.r$round" "$authsock_url" "$front_pid $sock_pid" -s Benchmarks/lua/session.lua
 done
-for name in hello check direct proxy authreq; do best_round "$name"; done
+for name in hello check direct proxy authreq authsock; do best_round "$name"; done
+kill "$sock_pid" 2>/dev/null || true
 kill "$hello_pid" 2>/dev/null || true
 stop_siwa
 
@@ -264,6 +291,7 @@ $(row "(1) \`GET /auth/check\`, valid session (202)" check)
 $(row "(2)(3) nginx → upstream, no auth" direct)
 $(row "(2) \`siwa serve --upstream\` → upstream, valid session" proxy)
 $(row "(3) nginx + \`auth_request\` → siwa \`/auth/check\`, then → upstream" authreq)
+$(row "(3) the same, siwa on a Unix socket (\`socket\`)" authsock)
 
 "CPU per request (front)": user + system time of the process answering wrk (siwa; nginx's master and workers;
 both for (3)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.
@@ -274,6 +302,7 @@ both for (3)) over the round, divided by its requests; the upstream's and wrk's 
 | (1) \`/auth/check\` p99 ≤ 5 ms at ${CONNS} connections | ${p99_check} ms | $(awk -v p="$p99_check" 'BEGIN { print (p <= 5 ? "met" : "**not met**") }') |
 | (2) \`siwa --upstream\` ≥ 60 % of nginx direct | $(ratio "$(wrk_rate proxy)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate proxy)" "$(wrk_rate direct)" 60) |
 | (3) nginx + \`auth_request\` + siwa ≥ 50 % of nginx direct | $(ratio "$(wrk_rate authreq)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate authreq)" "$(wrk_rate direct)" 50) |
+| (3) the same, siwa on a Unix socket | $(ratio "$(wrk_rate authsock)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate authsock)" "$(wrk_rate direct)" 50) |
 
 (4) Resident memory of \`siwa serve --upstream\` (restarted on the store), idle 2 s after start, then after
 ${MEMORY_SECS} s of \`GET /auth/check\` at ${CONNS} connections, each request with the cookie of a random one of the

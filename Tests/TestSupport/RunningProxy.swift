@@ -98,11 +98,27 @@ enum ProxyHarness {
                     started = true
                     return try await body(proxy)
                 }
-            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 5 && chosenPort == nil {
-                FileHandle.standardError.write(Data("ProxyHarness: a port was taken at start-up (attempt \(attempt) of 5); trying again on a new port\n".utf8))
+            } catch let error as ExternalToolError where error.isAddressInUse && !started && attempt < 8 && chosenPort == nil {
+                FileHandle.standardError.write(
+                    Data("ProxyHarness: a port was taken at start-up (attempt \(attempt) of 8; \(Self.listeners(on: port))); trying again on a new port\n".utf8)
+                )
                 attempt += 1
             }
         }
+    }
+
+    /// Who listens on `port` now, as `ss` tells it (to find what takes the tests' ports).
+    static func listeners(on port: Int) -> String {
+        let ss = Process()
+        ss.executableURL = URL(fileURLWithPath: "/usr/bin/ss")
+        ss.arguments = ["-Hltnp", "sport = :\(port)"]
+        let pipe = Pipe()
+        ss.standardOutput = pipe
+        ss.standardError = FileHandle.nullDevice
+        guard (try? ss.run()) != nil else { return "port \(port)" }
+        ss.waitUntilExit()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return "port \(port): " + (text.isEmpty ? "nobody listens on it now" : text.replacingOccurrences(of: "\n", with: " | "))
     }
 
     /// Where the program's standard output and error go, in its directory.

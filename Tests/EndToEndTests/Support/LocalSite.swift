@@ -49,7 +49,7 @@ struct LocalSite: Sendable {
 
     /// Runs `start` again on new ports (`tries` in all) when it fails with a taken port before it called `started`
     /// (the site was up): an error once the site is up is the test's own, passed on as it is.
-    static func startingAgain(tries: Int = 5, _ start: (_ started: () -> Void) async throws -> Void) async throws {
+    static func startingAgain(tries: Int = 8, _ start: (_ started: () -> Void) async throws -> Void) async throws {
         var attempt = 1
         while true {
             var started = false
