@@ -11,15 +11,20 @@ import TestSupport
 struct NginxFrontTests {
     /// The README's nginx block (the one after "**nginx**"), with siwa's port for 8080 and the app's for 3000.
     static func readmeBlock(siwa: Int, app: Int) throws -> String {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let heading = readme.range(of: "**nginx** (siwa on"),
-            let open = readme.range(of: "```nginx\n", range: heading.upperBound..<readme.endIndex),
-            let close = readme.range(of: "```", range: open.upperBound..<readme.endIndex)
-        else { throw EndToEndError("README.md has no nginx block after **nginx**") }
-        let block = String(readme[open.upperBound..<close.lowerBound])
+        let block = try readmeBlock(after: "**nginx** (siwa on")
         #expect(block.contains("127.0.0.1:8080") && block.contains("127.0.0.1:3000"), "the README's block names siwa and the app as the test expects")
         return block.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(siwa)").replacingOccurrences(of: "127.0.0.1:3000", with: "127.0.0.1:\(app)")
+    }
+
+    /// The first nginx block of the README after `heading`.
+    static func readmeBlock(after heading: String) throws -> String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let found = readme.range(of: heading),
+            let open = readme.range(of: "```nginx\n", range: found.upperBound..<readme.endIndex),
+            let close = readme.range(of: "```", range: open.upperBound..<readme.endIndex)
+        else { throw EndToEndError("README.md has no nginx block after \(heading)") }
+        return String(readme[open.upperBound..<close.lowerBound])
     }
 
     /// An nginx `server` on 127.0.0.1:`port` holding `block`.
@@ -61,11 +66,14 @@ struct NginxFrontTests {
                 var status = stat()
                 #expect(lstat(socket, &status) == 0 && status.st_mode & S_IFMT == S_IFSOCK, "siwa listens on the socket")
                 #expect(status.st_mode & 0o777 == 0o660, "owner and group only")
-                let readme = try Self.readmeBlock(siwa: 8080, app: app).replacingOccurrences(of: "http://127.0.0.1:8080", with: "http://unix:\(socket):")
-                let own = ["/auth/", "/.well-known/siwa/", "= /siwa.css"].map { location in
-                    "location \(location) {\n    proxy_pass http://unix:\(socket):;\n    proxy_set_header X-Forwarded-Proto $scheme;\n    proxy_set_header X-Forwarded-Host $http_host;\n    proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n}\n"
-                }
-                try await withNginx(port: nginxPort, configuration: { port in Self.server(port: port, own.joined() + readme) }) { nginx in
+                // As the README says: its socket block (the upstream in the http block, siwa's pages in the server), and
+                // its nginx block with http://siwa for siwa's address.
+                let readme = try Self.readmeBlock(siwa: 8080, app: app).replacingOccurrences(of: "http://127.0.0.1:8080", with: "http://siwa")
+                let socketBlock = try Self.readmeBlock(after: "**nginx on the same machine: a Unix socket**").replacingOccurrences(of: "/run/siwa/siwa.sock", with: socket)
+                let upstream = socketBlock.split(separator: "\n").filter { $0.hasPrefix("upstream siwa ") }.joined(separator: "\n")
+                let locations = socketBlock.split(separator: "\n").filter { !$0.hasPrefix("upstream siwa ") }.joined(separator: "\n")
+                #expect(upstream.contains("server unix:\(socket);"), "the README's socket block names the socket as the test expects")
+                try await withNginx(port: nginxPort, configuration: { port in upstream + "\n" + Self.server(port: port, locations + "\n" + readme) }) { nginx in
                     #expect(nginx.origin == site.origin)
                     try await Visit.withClient { visit in
                         try await Self.walkThrough(site: site, nginx: nginx, visit: visit)
