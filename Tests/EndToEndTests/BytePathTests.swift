@@ -160,6 +160,26 @@ struct BytePathTests {
         }
     }
 
+    @Test("each answer says what becomes of the connection, in the plain server and with --upstream: Connection: close to HTTP/1.0 and to a request that asked to close (the connection then ends), keep-alive to HTTP/1.0 that asked to keep it (and the next request is answered)")
+    func connectionOutcomeSaid() async throws {
+        func check(port: Int, _ side: String) async throws {
+            let closed = try await RawSocket.exchange(port: port, "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(closed.hasPrefix("HTTP/1.1 200") && closed.contains("\r\nConnection: close\r\n"), "\(side): \(closed)")
+            let asked = try await RawSocket.exchange(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n")
+            #expect(asked.contains("\r\nConnection: close\r\n"), "\(side): \(asked)")
+            let kept = try await RawSocket.exchange(
+                port: port,
+                "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            )
+            let answers = kept.components(separatedBy: "HTTP/1.1 200 OK\r\n").dropFirst()
+            #expect(answers.count == 2, "\(side): \(kept)")
+            #expect(answers.first?.contains("Connection: keep-alive\r\n") == true, "\(side): \(kept)")
+            #expect(answers.last?.contains("Connection: close\r\n") == true, "\(side): \(kept)")
+        }
+        try await LocalSite.run { site in try await check(port: site.port, "plain server") }
+        try await UpstreamProxyTests.withEchoSite { site, _ in try await check(port: site.port, "--upstream") }
+    }
+
     /// The claims of a JWT, decoded without checking its signature (the assertion's own tests check that).
     static func claims(ofJWT token: String) throws -> [String: Any] {
         let parts = token.split(separator: ".")

@@ -93,7 +93,7 @@ struct NginxFrontTests {
         #expect(URLComponents(string: location)?.percentEncodedQueryItems?.first { $0.name == "rd" }?.value?.removingPercentEncoding == original)
         #expect(try await visit.send(original, headers: [("Accept", "application/json")]).status == 401, "an API client is told 401, not redirected")
         let anonymousPost = try await visit.send(nginx.url("/api/items"), method: .POST, headers: [("Content-Type", "application/json")], body: "{}")
-        #expect(anonymousPost.status == 401)
+        #expect(anonymousPost.status == 401, "\(nginx.logs())")
 
         let ada = site.user("Ada")
         let signIn = try await visit.signIn(site, user: ada, start: location)

@@ -43,6 +43,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             let upgrader = ClientUpgrader(gate: gate, owned: owned, handoff: handoff, logger: logger)
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome())
                     try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                     try channel.pipeline.syncOperations.addHandler(FrontFastPath(answers: fastPath))
                     try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))

@@ -2,6 +2,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTPTypesHTTP1
 
 /// Hummingbird's own HTTP/1 channel, with the byte path (`RawFrontPath`) ahead of its codecs: siwa's connections
 /// when it stands alone or behind a proxy (`--upstream` has `UpstreamWebSocketChannel`, which does the same). Only
@@ -15,7 +16,12 @@ struct FrontHTTP1Channel: ServerChildChannel {
         let fastPath = fastPath
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
-        }.flatMap { inner.setup(channel: channel, logger: logger) }
+        }.flatMap { inner.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
+            // Between NIO's HTTP/1 codec and Hummingbird's conversion to HTTP types, which drops the version.
+            let codec = try channel.pipeline.syncOperations.context(handlerType: HTTP1ToHTTPServerCodec.self)
+            try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome(), position: .before(codec.handler))
+            return value
+        }
     }
 
     func handle(value: HTTP1Channel.Value, logger: Logger) async {

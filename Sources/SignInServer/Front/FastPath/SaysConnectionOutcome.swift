@@ -1,0 +1,57 @@
+import NIOCore
+import NIOHTTP1
+
+/// Ends the connection after the answer to a request that does not keep it, and says so in that answer, as RFC 9112
+/// §9.3 and §9.6 ask: an HTTP/1.0 request without keep-alive, or one whose `Connection` lists `close` in any case,
+/// gets `Connection: close` and the connection ends after it; an HTTP/1.0 request that asked to keep it gets
+/// `Connection: keep-alive`. Before, Hummingbird ended the connection only for a `Connection` of exactly `close`,
+/// without saying so in the answer, and kept an HTTP/1.0 one open: a proxy keeping its connections to siwa alive
+/// (nginx with `keepalive` in its upstream and HTTP/1.0, its default) took such an answer as a kept connection, sent
+/// its next request on it and found it closed, a 502 for a `POST`, which nginx does not send again. Sits between
+/// NIO's HTTP/1 codec and the conversion to HTTP types, which drops the request's version.
+final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// The requests read and not yet answered, in order: whether each keeps the connection, and is HTTP/1.0.
+    private var unanswered = CircularBuffer<(keepAlive: Bool, http10: Bool)>(initialCapacity: 2)
+    /// The answer being written is to a request that does not keep the connection: it ends after the answer.
+    private var closeAfterAnswer = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) {
+            unanswered.append((head.isKeepAlive, head.version == .http1_0))
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        // An interim answer (100, 101) is not the request's answer; the final one follows.
+        case .head(var head) where head.status.code >= 200:
+            guard let request = unanswered.popFirst() else { break }
+            let said = head.headers[canonicalForm: "connection"].map { $0.lowercased() }
+            if !request.keepAlive || said.contains("close") {
+                closeAfterAnswer = true
+                if !said.contains("close") { head.headers.add(name: "Connection", value: "close") }
+            } else if request.http10, said.isEmpty {
+                head.headers.add(name: "Connection", value: "keep-alive")
+            }
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+            return
+        case .end where closeAfterAnswer:
+            closeAfterAnswer = false
+            let loop = context.eventLoop
+            let bound = NIOLoopBound(context, eventLoop: loop)
+            let written = context.writeAndFlush(data)
+            written.whenComplete { _ in bound.value.close(promise: nil) }
+            if let promise { written.cascade(to: promise) }
+            return
+        default:
+            break
+        }
+        context.write(data, promise: promise)
+    }
+}
