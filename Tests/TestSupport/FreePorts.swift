@@ -7,10 +7,12 @@ import Synchronization
 /// chromedriver). Needed up front because the emulator's registered return URL and the server's settings must
 /// name each other's ports before either starts.
 ///
-/// They are taken below the kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`), from which every
+/// They are taken outside the kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`), from which every
 /// outgoing connection gets its local port: a port picked by binding to 0 comes from that range, and one of the
 /// many connections the suites open meanwhile could take it before the server it was meant for binds it (nginx
-/// then fails with "Address already in use"). Below the range, only another server can take it.
+/// then fails with "Address already in use"). Above the range when it leaves room there (61000–65535 on Linux):
+/// below it, chromedriver takes ports of its own for each browser session (seen holding 12052 and 22950 when a
+/// harness lost its port), so a full run lost a start-up or two there.
 public enum FreePorts {
     /// `count` distinct ports free a moment ago (all held open together, so they differ, then released).
     public static func reserve(_ count: Int) async throws -> [Int] {
@@ -40,10 +42,13 @@ public enum FreePorts {
     /// Every port reserved so far in this process.
     private static let handedOut = Mutex<Set<Int>>([])
 
-    /// Ports from 10000 up to the first ephemeral one (32768 on Linux unless changed).
+    /// The ports above the ephemeral range when there are at least 2000 of them (61000–65535 on Linux unless
+    /// changed), else from 10000 up to the first ephemeral one.
     static var outsideEphemeralRange: ClosedRange<Int> {
         let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
-        let low = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).first.flatMap { Int($0) } ?? 32768
+        let bounds = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) }
+        let (low, high) = bounds.count == 2 ? (bounds[0], bounds[1]) : (32768, 60999)
+        if 65535 - high >= 2000 { return (high + 1)...65535 }
         return 10_000...max(10_001, low - 1)
     }
 }

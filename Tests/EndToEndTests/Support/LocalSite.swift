@@ -57,7 +57,7 @@ struct LocalSite: Sendable {
                 try await start { started = true }
                 return
             } catch where Self.isAddressInUse(error) && !started && attempt < tries {
-                FileHandle.standardError.write(Data("LocalSite: a port was taken at start-up (attempt \(attempt) of \(tries)); trying again on new ports\n".utf8))
+                FileHandle.standardError.write(Data("LocalSite: a port was taken at start-up (attempt \(attempt) of \(tries): \(error)); trying again on new ports\n".utf8))
                 attempt += 1
             }
         }
