@@ -1,7 +1,12 @@
 import Foundation
-import NIOCore
-import NIOPosix
+import Glibc
 import Synchronization
+
+/// The kernel would not give a port at all.
+public struct FreePortsError: Error, CustomStringConvertible {
+    public let errno: Int32
+    public var description: String { "no loopback port could be bound (errno \(errno))" }
+}
 
 /// Free loopback ports for servers the tests start (siwa, the emulator, nginx, Traefik, Caddy, Apache,
 /// chromedriver). Needed up front because the emulator's registered return URL and the server's settings must
@@ -16,27 +21,46 @@ import Synchronization
 public enum FreePorts {
     /// `count` distinct ports free a moment ago (all held open together, so they differ, then released).
     public static func reserve(_ count: Int) async throws -> [Int] {
-        var channels: [any Channel] = []
+        var held: [(fd: Int32, port: Int)] = []
+        defer { for socket in held { close(socket.fd) } }
         let range = outsideEphemeralRange
         var tries = 0
-        while channels.count < count {
+        while held.count < count {
             tries += 1
-            // Fall back to the kernel's choice when the range below the ephemeral ports is too crowded.
+            // Fall back to the kernel's choice when the range is too crowded.
             let port = tries < 200 ? Int.random(in: range) : 0
             // Never the same port twice in this process: two tests that reserved it a moment apart would both bind it,
             // and under load the time between a reservation and its bind runs to seconds.
             if port != 0, !handedOut.withLock({ $0.insert(port).inserted }) { continue }
-            do {
-                channels.append(try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: port).get())
-            } catch where port != 0 {
-                continue
-            }
+            if let socket = bind(port) { held.append(socket) } else if port == 0 { throw FreePortsError(errno: errno) }
         }
-        let ports = channels.compactMap { $0.localAddress?.port }
-        for channel in channels {
-            try await channel.close()
+        return held.map(\.port)
+    }
+
+    /// A socket bound to 127.0.0.1:`port` (0: the kernel's choice), close-on-exec: a program the tests start meanwhile
+    /// must not inherit it. (NIO's sockets were inherited: chromedriver, Apache and siwa processes were seen still
+    /// listening on ports reserved here, long after the reservation ended, and the server meant for them failed.)
+    private static func bind(_ port: Int) -> (fd: Int32, port: Int)? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var yes: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        return ports
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard bound == 0, named == 0 else {
+            close(fd)
+            return nil
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     /// Every port reserved so far in this process.
