@@ -2,6 +2,7 @@ import AppleIDEmulator
 import AppleSignIn
 import ArgumentParser
 import AsyncHTTPClient
+import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
@@ -31,6 +32,12 @@ struct ServeCommand: AsyncParsableCommand {
                 return
             }
             plan = try ServePlan(values: values)
+            if let socket = plan.settings.socketPath {
+                try ServePlan.checkSocketFree(socket)
+                // What serve creates from here on is closed to others, so the socket is its owner's and group's only
+                // from the moment it exists (and 0660 once bound).
+                umask(0o007)
+            }
         } catch let error as ConfigurationError {
             CLIOutput.stderr("siwa: invalid configuration: \(error)")
             throw ExitCode(78)

@@ -241,4 +241,29 @@ extension ServePlan {
         }
         return path
     }
+
+    /// Before `siwa serve` listens on `path`: a socket there that a server still answers on (another siwa, or this
+    /// one not yet stopped) is not taken over (the server would replace it, and the running one would be cut off
+    /// from its proxy); one nobody answers on is stale, and replaced.
+    static func checkSocketFree(_ path: String) throws {
+        var status = stat()
+        if lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK {
+            let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw ConfigurationError(field: "socket", "cannot check \(path): errno \(errno)") }
+            defer { close(fd) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { out in
+                let bytes = Array(path.utf8.prefix(out.count - 1))
+                out.copyBytes(from: bytes)
+                out[bytes.count] = 0
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if connected == 0 {
+                throw ConfigurationError(field: "socket", "\(path) is in use: a server answers on it (another siwa serve?); stop it or name another path")
+            }
+        }
+    }
 }

@@ -1,6 +1,8 @@
 import AppleSignIn
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import SignInServer
 @testable import siwa
 import Testing
@@ -205,6 +207,28 @@ struct ConfigurationLayersTests {
         let plan = try ServePlan(values: values, creatingLocalKey: false)
         #expect(plan.settings.socketPath == path)
         #expect(plan.settings.origin == "https://auth.example.com")
+        // A socket a server answers on is not taken over; a stale one (nobody listening) is free to replace.
+        let listening = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(unixDomainSocketPath: path).get()
+        #expect { try ServePlan.checkSocketFree(path) } throws: { ($0 as? ConfigurationError)?.field == "socket" }
+        try await listening.close()
+        let stale = directory.appendingPathComponent("stale.sock").path
+        let leftover = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(unixDomainSocketPath: stale).get()
+        try await leftover.close()
+        if !FileManager.default.fileExists(atPath: stale) {
+            // NIO removed it on close: leave a socket file nobody listens on, as a crash does.
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { out in
+                let bytes = Array(stale.utf8)
+                out.copyBytes(from: bytes)
+                out[bytes.count] = 0
+            }
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            close(fd)
+        }
+        #expect(FileManager.default.fileExists(atPath: stale))
+        #expect(throws: Never.self) { try ServePlan.checkSocketFree(stale) }
         // A peer on the socket has no address: it is the proxy in front. Without the socket, such a peer is not.
         #expect(try TrustedProxies([], socketPeers: true).contains(nil))
         #expect(try TrustedProxies(["127.0.0.1"]).contains(nil) == false)

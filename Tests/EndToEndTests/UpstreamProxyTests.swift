@@ -523,6 +523,7 @@ struct UpstreamProxyTests {
             let anonymous = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [])
             #expect(anonymous.status == 401, "\(anonymous.head)")
             #expect(anonymous.headers["upgrade"] == nil)
+            #expect(anonymous.headers["connection"]?.lowercased() == "close", "a refused upgrade ends its connection and says so: \(anonymous.head)")
             let forged = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [("X-Auth-Request-User", "forged-sub")])
             #expect(forged.status == 401)
             await #expect(throws: (any Error).self) {
@@ -542,6 +543,7 @@ struct UpstreamProxyTests {
             let refused = try await RawHandshake.send(to: site.origin, path: "/ws-refused", headers: [cookie])
             #expect(refused.status == 502, "\(refused.head)")
             #expect(refused.headers["upgrade"] == nil)
+            #expect(refused.headers["connection"]?.lowercased() == "close", "\(refused.head)")
             #expect(tally.requests == 2)
 
             // A skip-auth route: passed without a session, and without identity, even forged.

@@ -1,5 +1,7 @@
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#endif
 import Synchronization
 
 /// The kernel would not give a port at all.
@@ -43,8 +45,6 @@ public enum FreePorts {
     private static func bind(_ port: Int) -> (fd: Int32, port: Int)? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
-        var yes: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

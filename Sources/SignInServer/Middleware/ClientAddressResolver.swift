@@ -17,6 +17,12 @@ struct ClientAddressResolver: Sendable {
         trustedProxies.contains(peer)
     }
 
+    /// How a peer is named where an address is written (`X-Forwarded-For`, the rate limit's key): its address;
+    /// `unix` without one when siwa listens on a Unix socket (every peer is then on it), else `unknown`.
+    func peerName(_ peer: String?) -> String {
+        peer ?? (trustedProxies.socketPeers ? "unix" : "unknown")
+    }
+
     /// The host the browser used.
     func host(_ request: Request, context: ServerContext) -> String? {
         host(request.headers, authority: request.head.authority, peer: context.remoteAddress?.ipAddress)
@@ -38,7 +44,7 @@ struct ClientAddressResolver: Sendable {
     func clientAddress(_ request: Request, context: ServerContext) -> String {
         let address = context.remoteAddress?.ipAddress
         // A peer on siwa's Unix socket has no address.
-        let peer = address ?? (context.remoteAddress?.protocol == .unix ? "unix" : "unknown")
+        let peer = peerName(address)
         guard trusted(address), let name = HTTPField.Name.xForwardedFor, let header = request.headers[name] else { return peer }
         let hops = header.split(separator: ",").map { String($0.trimmingBlanks) }.filter { !$0.isEmpty }
         return hops.last(where: { !trustedProxies.contains($0) }) ?? peer
@@ -51,7 +57,7 @@ struct ClientAddressResolver: Sendable {
     }
 
     func forwardedFor(_ fields: HTTPFields, peer: String?) -> String {
-        let address = peer ?? "unknown"
+        let address = peerName(peer)
         guard trusted(peer), let name = HTTPField.Name.xForwardedFor else { return address }
         var chain = ""
         for field in fields where field.name == name {

@@ -419,7 +419,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             Self.writeField(&out, "X-Forwarded-Host", resolver.host(fields, authority: head.host, peer: peer) ?? head.host)
         } else {
             // From a client, or a trusted proxy that said nothing: what the resolver answers then.
-            Self.writeField(&out, "X-Forwarded-For", peer ?? "unknown")
+            Self.writeField(&out, "X-Forwarded-For", resolver.peerName(peer))
             Self.writeField(&out, "X-Forwarded-Proto", "http")
             Self.writeField(&out, "X-Forwarded-Host", head.host)
         }

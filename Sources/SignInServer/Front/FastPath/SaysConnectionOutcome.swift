@@ -7,7 +7,11 @@ import NIOHTTP1
 /// `Connection: keep-alive`. Before, Hummingbird ended the connection only for a `Connection` of exactly `close`,
 /// without saying so in the answer, and kept an HTTP/1.0 one open: a proxy keeping its connections to siwa alive
 /// (nginx with `keepalive` in its upstream and HTTP/1.0, its default) took such an answer as a kept connection, sent
-/// its next request on it and found it closed, a 502 for a `POST`, which nginx does not send again. Sits between
+/// its next request on it and found it closed, a 502 for a `POST`, which nginx does not send again. The same holds
+/// for an answer written while the server shuts down (the connection ends after it) and for one with no request
+/// before it here (a refused WebSocket upgrade, whose request NIO's upgrader kept). The connection ends gracefully:
+/// siwa's side is shut once the answer is out, so a request body not yet read cannot turn into a reset that loses
+/// the answer, and the connection is closed when the client closes its side, or after `lingerLimit`. Sits between
 /// NIO's HTTP/1 codec and the conversion to HTTP types, which drops the request's version.
 final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -19,6 +23,15 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
     private var unanswered = CircularBuffer<(keepAlive: Bool, http10: Bool)>(initialCapacity: 2)
     /// The answer being written is to a request that does not keep the connection: it ends after the answer.
     private var closeAfterAnswer = false
+    /// The server is shutting down: the connection ends after the answer in progress.
+    private var quiescing = false
+    /// How long a client may keep its side open once siwa has shut its own after a closing answer.
+    static let lingerLimit = TimeAmount.seconds(5)
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent { quiescing = true }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
@@ -31,9 +44,10 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
         switch unwrapOutboundIn(data) {
         // An interim answer (100, 101) is not the request's answer; the final one follows.
         case .head(var head) where head.status.code >= 200:
-            guard let request = unanswered.popFirst() else { break }
+            // No request before it here: an answer NIO's upgrader took the request of, after which the connection ends.
+            let request = unanswered.popFirst() ?? (keepAlive: false, http10: false)
             let said = head.headers[canonicalForm: "connection"].map { $0.lowercased() }
-            if !request.keepAlive || said.contains("close") {
+            if !request.keepAlive || quiescing || said.contains("close") {
                 closeAfterAnswer = true
                 if !said.contains("close") { head.headers.add(name: "Connection", value: "close") }
             } else if request.http10, said.isEmpty {
@@ -43,10 +57,14 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
             return
         case .end where closeAfterAnswer:
             closeAfterAnswer = false
-            let loop = context.eventLoop
-            let bound = NIOLoopBound(context, eventLoop: loop)
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             let written = context.writeAndFlush(data)
-            written.whenComplete { _ in bound.value.close(promise: nil) }
+            written.whenComplete { _ in
+                let context = bound.value
+                context.close(mode: .output, promise: nil)
+                let channel = context.channel
+                context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
+            }
             if let promise { written.cascade(to: promise) }
             return
         default:
