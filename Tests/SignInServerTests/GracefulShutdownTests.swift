@@ -78,6 +78,8 @@ struct GracefulShutdownTests {
                 #expect(response.status == .seeOther)
                 #expect(response.headers.first(name: "Location") == "/session")
                 #expect(response.headers["Set-Cookie"].contains { $0.hasPrefix("siwa_session=") })
+                // The connection ends after this answer, and the answer says so (a proxy keeping it would lose its next request).
+                #expect(response.headers.first(name: "Connection")?.lowercased() == "close", "\(response.headers)")
                 try await tasks.waitForAll()
             }
         }
