@@ -109,8 +109,14 @@ start_siwa() {
     SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$port" --emulator-port "$emport" \
         --db "$db" --upstream "http://127.0.0.1:$uport" "$@" >> "$work/siwa.log" 2>&1 &
     siwa_pid=$!; pids+=("$siwa_pid")
-    until [ "$(status_of "http://127.0.0.1:$port/readyz")" = 200 ]; do
-        kill -0 "$siwa_pid" 2>/dev/null || { cat "$work/siwa.log" >&2; echo "siwa serve exited" >&2; exit 1; }
+    wait_ready "$siwa_pid" "$work/siwa.log" "http://127.0.0.1:$port/readyz"
+}
+
+# wait_ready PID LOG URL [curl args...]: until URL answers 200; stops the run, with LOG, if PID exits first.
+wait_ready() {
+    local pid="$1" log="$2" url="$3"; shift 3
+    until [ "$(status_of "$@" "$url")" = 200 ]; do
+        kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "siwa serve exited" >&2; exit 1; }
         sleep 0.01
     done
 }

@@ -93,10 +93,7 @@ sport="$(free_port)"; sock="$work/siwa.sock"
 SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --socket "$sock" --public-url "http://127.0.0.1:$sport" \
     --emulator-port "$(free_port)" --db "$db" --upstream "http://127.0.0.1:$uport" >> "$work/siwa-socket.log" 2>&1 &
 sock_pid=$!; pids+=("$sock_pid")
-until [ "$(status_of --unix-socket "$sock" "http://siwa/readyz")" = 200 ]; do
-    kill -0 "$sock_pid" 2>/dev/null || { cat "$work/siwa-socket.log" >&2; echo "siwa serve --socket exited" >&2; exit 1; }
-    sleep 0.01
-done
+wait_ready "$sock_pid" "$work/siwa-socket.log" "http://siwa/readyz" --unix-socket "$sock"
 
 # The front nginx: one server proxying straight to the upstream, one asking siwa first (the README's
 # configuration, its identity headers and assertion included, with keepalive to both).

@@ -251,13 +251,7 @@ extension ServePlan {
             let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw ConfigurationError(field: "socket", "cannot check \(path): errno \(errno)") }
             defer { close(fd) }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { out in
-                let bytes = Array(path.utf8.prefix(out.count - 1))
-                out.copyBytes(from: bytes)
-                out[bytes.count] = 0
-            }
+            var address = unixAddress(path)
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
@@ -265,5 +259,17 @@ extension ServePlan {
                 throw ConfigurationError(field: "socket", "\(path) is in use: a server answers on it (another siwa serve?); stop it or name another path")
             }
         }
+    }
+
+    /// The address of the Unix socket at `path` (cut to what `sun_path` holds; `socket` refuses longer paths).
+    static func unixAddress(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { out in
+            let bytes = Array(path.utf8.prefix(out.count - 1))
+            out.copyBytes(from: bytes)
+            out[bytes.count] = 0
+        }
+        return address
     }
 }

@@ -211,22 +211,12 @@ struct ConfigurationLayersTests {
         let listening = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(unixDomainSocketPath: path).get()
         #expect { try ServePlan.checkSocketFree(path) } throws: { ($0 as? ConfigurationError)?.field == "socket" }
         try await listening.close()
+        // A socket file nobody listens on, as a crash leaves it (a server closed by NIO removes its file).
         let stale = directory.appendingPathComponent("stale.sock").path
-        let leftover = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(unixDomainSocketPath: stale).get()
-        try await leftover.close()
-        if !FileManager.default.fileExists(atPath: stale) {
-            // NIO removed it on close: leave a socket file nobody listens on, as a crash does.
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { out in
-                let bytes = Array(stale.utf8)
-                out.copyBytes(from: bytes)
-                out[bytes.count] = 0
-            }
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-            close(fd)
-        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = ServePlan.unixAddress(stale)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        close(fd)
         #expect(FileManager.default.fileExists(atPath: stale))
         #expect(throws: Never.self) { try ServePlan.checkSocketFree(stale) }
         // A peer on the socket has no address: it is the proxy in front. Without the socket, such a peer is not.

@@ -269,8 +269,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 warmed = false
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
                 pending = buffer.readableBytes > 0 ? buffer : nil
-                let closeClient = RawHTTP.listsClose(head.connection)
-                exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: closeClient)
+                exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: close)
                 answers.metrics.fastProxiedBytes.increment()
                 connect(fresh: false)
             }
@@ -347,8 +346,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             lines = last.lines
         } else {
             var made = allocator.buffer(capacity: 1024)
-            made.writeString("HTTP/1.1 \(pass.status.code) \(pass.status.reasonPhrase)\r\n")
-            for field in answers.checkFields(pass) { Self.writeField(&made, field.name.rawName, field.value) }
+            Self.writeStatusAndFields(&made, pass.status, answers.checkFields(pass))
             lastCheck = (pass.status, pass.user, pass.assertion, made)
             lines = made
         }
@@ -356,8 +354,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         out.writeImmutableBuffer(lines)
         Self.writeField(&out, "Date", answers.dates.now)
         Self.writeField(&out, "Server", FastPathAnswers.serverName)
-        if closing { out.writeString("Connection: close\r\n") }
-        out.writeString("\r\n")
+        Self.endHead(&out, closing: closing)
         return out
     }
 
@@ -434,11 +431,21 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// One of siwa's own answers as HTTP/1.1 bytes, up to its body; `closing`: the connection ends after it.
     private static func written(_ response: HTTPResponse, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
         var out = allocator.buffer(capacity: 1024)
-        out.writeString("HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n")
-        for field in response.headerFields { writeField(&out, field.name.rawName, field.value) }
+        writeStatusAndFields(&out, response.status, response.headerFields)
+        endHead(&out, closing: closing)
+        return out
+    }
+
+    /// The status line and the header lines of one of siwa's answers.
+    private static func writeStatusAndFields(_ out: inout ByteBuffer, _ status: HTTPResponse.Status, _ fields: HTTPFields) {
+        out.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
+        for field in fields { writeField(&out, field.name.rawName, field.value) }
+    }
+
+    /// The end of an answer's head: `Connection: close` when the connection ends after it, then the empty line.
+    private static func endHead(_ out: inout ByteBuffer, closing: Bool) {
         if closing { out.writeString("Connection: close\r\n") }
         out.writeString("\r\n")
-        return out
     }
 
     private static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {

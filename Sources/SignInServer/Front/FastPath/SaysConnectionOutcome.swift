@@ -46,10 +46,11 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
         case .head(var head) where head.status.code >= 200:
             // No request before it here: an answer NIO's upgrader took the request of, after which the connection ends.
             let request = unanswered.popFirst() ?? (keepAlive: false, http10: false)
-            let said = head.headers[canonicalForm: "connection"].map { $0.lowercased() }
-            if !request.keepAlive || quiescing || said.contains("close") {
+            let said = head.headers["connection"]
+            let saysClose = RawHTTP.listsClose(said)
+            if !request.keepAlive || quiescing || saysClose {
                 closeAfterAnswer = true
-                if !said.contains("close") { head.headers.add(name: "Connection", value: "close") }
+                if !saysClose { head.headers.add(name: "Connection", value: "close") }
             } else if request.http10, said.isEmpty {
                 head.headers.add(name: "Connection", value: "keep-alive")
             }
