@@ -152,19 +152,18 @@ public func buildApplication(
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
-    // event loop, below NIO's codecs where they can be (`RawFrontPath`) or after them (`FrontFastPath`), everything
-    // else by the router. In front of an upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's
-    // plain HTTP/1 (`FrontHTTP1Channel`).
+    // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
+    // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).
     let fastPath = FastPathAnswers(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
         front: settings.front, resolver: ClientAddressResolver(trustedProxies: settings.proxies), assertions: components.assertions,
         security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
-        upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, pool: $1.pool, rawPool: $1.rawPool) }, logger: logger
+        upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) }, logger: logger
     )
     let server: HTTPServerBuilder = gate.map { gate in
         HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath) }
     } ?? HTTPServerBuilder { responder in
-        FrontHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: .init(additionalChannelHandlers: [FrontFastPath(answers: fastPath)])), fastPath: fastPath)
+        FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath)
     }
     var app = Application(
         router: front,

@@ -185,8 +185,10 @@ extension ServePlan {
         let timeout = try values.int("upstream_timeout_ms", default: 30_000)
         guard timeout > 0 else { throw ConfigurationError(field: "upstream_timeout_ms", "must be more than 0 milliseconds; got \(timeout)") }
         let entries = values.list("skip_auth_routes")
+        let stripped = values.list("strip_request_headers")
         guard let url = values.string("upstream") else {
             if !entries.isEmpty { throw ConfigurationError(field: "skip_auth_routes", "applies to the built-in proxy only: set upstream too") }
+            if !stripped.isEmpty { throw ConfigurationError(field: "strip_request_headers", "applies to the built-in proxy only: set upstream too") }
             return nil
         }
         var routes: [SkipAuthRoute] = []
@@ -198,9 +200,9 @@ extension ServePlan {
             }
         }
         do {
-            return try UpstreamSettings(url: url, timeoutMS: timeout, skipAuthRoutes: routes)
+            return try UpstreamSettings(url: url, timeoutMS: timeout, skipAuthRoutes: routes, stripRequestHeaders: stripped)
         } catch {
-            throw ConfigurationError(field: "upstream", error.description)
+            throw ConfigurationError(field: error.description.hasPrefix("strip_request_headers") ? "strip_request_headers" : "upstream", error.description)
         }
     }
 }

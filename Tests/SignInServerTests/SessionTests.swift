@@ -132,6 +132,24 @@ struct SessionTests {
         }
     }
 
+    @Test("signing in again while holding a session: a new session id, and the old session ended in the store at once")
+    func signInAgainEndsTheOldSession() async throws {
+        try await withServer { h in
+            let first = try #require(try await h.signIn().session)
+            let start = try await h.get("/auth/apple", cookies: [h.sessionCookie: first])
+            let binding = try #require(start.setCookie(h.bindingCookie)?.value)
+            #expect(!binding.contains(first), "the binding cookie names the old session by its hash, never by its id")
+            let fields = try await h.authorize(try #require(start.location))
+            // Apple's return is cross-site: it carries the binding cookie, not the session cookie (SameSite=Lax).
+            let back = try await h.callback(fields, binding: binding)
+            let second = try #require(back.setCookie(h.sessionCookie)?.value)
+            #expect(second != first)
+            #expect(try await h.sessionPage(first).status == .unauthorized, "the old session still works")
+            #expect(try await h.sessionPage(second).status == .ok)
+            #expect(try h.database.count("sessions") == 1)
+        }
+    }
+
     @Test("sign-out without a session cookie just goes home")
     func signOutWithoutSession() async throws {
         try await withServer { h in

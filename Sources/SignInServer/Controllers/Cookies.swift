@@ -55,6 +55,20 @@ struct CookiePolicy: Sendable {
         return Cookie(name: bindingName, value: value, maxAge: 600, path: "/", secure: false, httpOnly: true, sameSite: .lax)
     }
 
+    /// The binding cookie's value: the sign-in's binding token and, when the browser held a session as it started,
+    /// the SHA-256 of that session's id (never the id), which the completed sign-in ends.
+    static func bindingValue(_ token: String, replacing sessionHash: String?) -> String {
+        sessionHash.map { token + "~" + $0 } ?? token
+    }
+
+    /// The binding token and the hash of the session it replaces, from the binding cookie's value.
+    static func readBinding(_ value: String?) -> (token: String?, replaces: String?) {
+        guard let value else { return (nil, nil) }
+        guard let mark = value.firstIndex(of: "~") else { return (value, nil) }
+        let replaces = String(value[value.index(after: mark)...])
+        return (String(value[..<mark]), replaces.isEmpty ? nil : replaces)
+    }
+
     /// Deletes a cookie.
     func expired(_ name: String) -> Cookie {
         Cookie(name: name, value: "", maxAge: 0, domain: name == sessionName ? domain : nil, path: "/", secure: secure, httpOnly: true, sameSite: .lax)

@@ -71,7 +71,7 @@ struct ForwardAuthController: Sendable {
     }
 
     /// The header fields of a request let through: `no-store`, the identity headers, and the assertion when there
-    /// is one. The event-loop fast path (`FrontFastPath`) answers with the same fields.
+    /// is one. The byte path (`RawFrontPath`) answers with the same fields.
     static func allowedFields(_ user: UserRecord, assertion: String?) -> HTTPFields {
         var fields: HTTPFields = [.cacheControl: "no-store"]
         fields.append(contentsOf: IdentityHeaders.fields(for: user))

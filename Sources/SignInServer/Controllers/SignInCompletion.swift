@@ -18,10 +18,22 @@ struct SignInCompletion: Sendable {
         _ payload: CallbackPayload, request: Request, logger: Logger, requireFrontChannelToken: Bool = true,
         response: (String) -> Response
     ) async throws(SignInFailure) -> Response {
+        let binding = CookiePolicy.readBinding(request.cookieValue(cookies.bindingName))
         let completed = try await flow.complete(
-            payload, bindingToken: request.cookieValue(cookies.bindingName), requireFrontChannelToken: requireFrontChannelToken, logger: logger
+            payload, bindingToken: binding.token, requireFrontChannelToken: requireFrontChannelToken, logger: logger
         )
         metrics.signInsCompleted.increment()
+        // A browser that signs in again gets a new session id, and the session it held ends now rather than when it
+        // expires: whoever learnt the old id (a shared machine, a fixated cookie) holds nothing. Named by the binding
+        // cookie (Apple's cross-site return), or by the session cookie itself (the pop-up's same-site return).
+        let held = Set([binding.replaces, request.cookieValue(cookies.sessionName).flatMap(FastPathAnswers.sessionHash)].compactMap { $0 })
+        for oldHash in held where oldHash != SignInFlow.hash(completed.sessionID) {
+            do {
+                _ = try await flow.store.deleteSession(idHash: oldHash)
+            } catch {
+                logger.warning("the session this browser held before signing in again was not ended", metadata: ["error": "\(error)"])
+            }
+        }
         var answer = response(completed.returnTo)
         cookies.signedIn(&answer, sessionID: completed.sessionID, lifetime: settings.sessionLifetime)
         return answer

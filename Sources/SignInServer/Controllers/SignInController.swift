@@ -106,7 +106,10 @@ struct SignInController: Sendable {
         }
         metrics.signInsStarted.increment()
         var response = Response.redirect(to: started.authorizeURL.absoluteString, type: .found)
-        response.setCookie(cookies.binding(started.bindingToken))
+        // The session this browser holds, if any, ends when the sign-in completes (`SignInCompletion`): Apple's
+        // cross-site return does not carry the session cookie (SameSite=Lax), so the binding cookie names it.
+        let replaced = request.cookieValue(cookies.sessionName).flatMap(FastPathAnswers.sessionHash)
+        response.setCookie(cookies.binding(CookiePolicy.bindingValue(started.bindingToken, replacing: replaced)))
         response.headers[.cacheControl] = "no-store"
         return response
     }

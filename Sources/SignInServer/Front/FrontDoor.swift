@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 
 /// Where a request goes when siwa fronts an upstream: siwa's own paths to siwa's router, every other path through
@@ -19,8 +20,19 @@ struct FrontDoor: HTTPResponderBuilder {
         let owned: SiwaPaths
 
         func respond(to request: Request, context: ServerContext) async throws -> Response {
-            guard let gate, !owned.contains(request.uri.path) else { return try await siwa.respond(to: request, context: context) }
-            return try await gate.respond(to: request, context: context)
+            guard let gate else { return try await siwa.respond(to: request, context: context) }
+            switch owned.route(request.head.path ?? "", host: request.head.authority) {
+            case .siwa:
+                return try await siwa.respond(to: request, context: context)
+            case .refused(let refusal):
+                return gate.refuse(request, because: refusal.description, logger: context.logger)
+            case .upstream(let target):
+                // NIO's conversion takes the first `Host` as the authority and leaves a second among the fields.
+                guard !request.headers.carriesHost else {
+                    return gate.refuse(request, because: "two Host fields", logger: context.logger)
+                }
+                return try await gate.respond(to: request, target: target, context: context)
+            }
         }
     }
 }
@@ -40,6 +52,21 @@ struct SiwaPaths: Sendable {
         }
     }
 
+    /// Where a request for `target` (as the request line carried it; `host`, its `Host`) goes in front of an
+    /// upstream: to siwa when the path as sent, or as normalized, is siwa's (so nothing for one of siwa's paths ever
+    /// reaches the upstream); otherwise the target is read as `RequestTarget` reads it, for the upstream, or refused.
+    /// Every way to the upstream asks this, and decides and forwards the target it returns.
+    func route(_ target: String, host: String?) -> FrontRoute {
+        let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) ?? target.endIndex
+        if target.hasPrefix("/"), contains(String(target[..<query])) { return .siwa }
+        do {
+            let normalized = try RequestTarget(target, host: host)
+            return contains(normalized.path) ? .siwa : .upstream(normalized)
+        } catch {
+            return .refused(error)
+        }
+    }
+
     /// Whether siwa answers `path` itself. Empty segments count as the router counts them (`//auth/check/` is
     /// `/auth/check`).
     func contains(_ path: String) -> Bool {
@@ -48,5 +75,22 @@ struct SiwaPaths: Sendable {
         let normalized = doubleSlash || (bytes.count > 1 && bytes.last == UInt8(ascii: "/"))
             ? "/" + path.split(separator: "/").joined(separator: "/") : path
         return exact.contains(normalized) || prefixes.contains { normalized.hasPrefix($0) }
+    }
+}
+
+/// Where the front sends one request (`SiwaPaths.route`).
+enum FrontRoute: Sendable, Equatable {
+    /// One of siwa's own paths: its router answers.
+    case siwa
+    /// A target the front does not pass on: siwa's 400 page, nothing forwarded.
+    case refused(RequestTarget.Refusal)
+    /// The upstream's: decided, and forwarded, with this target.
+    case upstream(RequestTarget)
+}
+
+extension HTTPFields {
+    /// Whether a `Host` is among the fields: a second one, since NIO's conversion made the first the authority.
+    var carriesHost: Bool {
+        contains { $0.name.canonicalName == "host" }
     }
 }

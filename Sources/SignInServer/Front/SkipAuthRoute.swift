@@ -1,7 +1,8 @@
 import HTTPTypes
 
 /// One entry of `skip_auth_routes`: `METHOD=regex`, `*=regex` or a bare regex (any method). The regex is searched
-/// in the request's path (never its query), so anchor it (`^/health$`) to mean the whole path.
+/// in the request's normalized path (`RequestTarget.path`: dot-segments removed, percent-encoded but for unreserved
+/// characters; never its query), so anchor it (`^/health$`) to mean the whole path.
 public struct SkipAuthRoute: Sendable, CustomStringConvertible {
     /// The method it applies to; nil for any.
     public let method: HTTPRequest.Method?
@@ -38,17 +39,5 @@ public struct SkipAuthRoute: Sendable, CustomStringConvertible {
     func matches(method: HTTPRequest.Method, path: String) -> Bool {
         if let expected = self.method, expected != method, !(expected == .get && method == .head) { return false }
         return (try? pattern.firstMatch(in: path)) != nil
-    }
-
-    /// Whether `path` means what it says: no dot segments (`/public/../admin`, also `..;`), no encoded dot, slash
-    /// or backslash, no backslash. An upstream may resolve those to another path than the one the regex saw, so on
-    /// such a path no route skips the sign-in.
-    static func isPlain(_ path: String) -> Bool {
-        let lowered = path.lowercased()
-        if lowered.contains("%2e") || lowered.contains("%2f") || lowered.contains("%5c") || path.contains("\\") { return false }
-        return !path.split(separator: "/", omittingEmptySubsequences: false).contains { segment in
-            let name = segment.prefix { $0 != ";" }
-            return name == "." || name == ".."
-        }
     }
 }

@@ -13,8 +13,7 @@ struct UpstreamClient: Service {
     let client: HTTPClient
     /// The TLS of WebSockets to an `https` upstream (they do not go through `client`); nil for an `http` one.
     let webSocketTLS: NIOSSLContext?
-    /// The fast paths' connections to the upstream (`FrontFastPath`, `RawFrontPath`), with the same TLS as WebSockets.
-    let pool: UpstreamPool<HTTPClientResponsePart>
+    /// The byte path's connections to the upstream (`RawFrontPath`), with the same TLS as WebSockets.
     let rawPool: UpstreamPool<ByteBuffer>
 
     init(settings: UpstreamSettings) {
@@ -30,8 +29,6 @@ struct UpstreamClient: Service {
         // The system's trust roots, as the HTTP client uses; loading them fails only on a broken system, and then a
         // WebSocket to the upstream is answered 502 (logged) while everything else works.
         webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
-        // The request's headers were HTTPTypes fields (validated) or siwa's own.
-        pool = UpstreamPool(settings: settings, tls: webSocketTLS) { try $0.addHTTPClientHandlers(enableOutboundHeaderValidation: false) }
         rawPool = UpstreamPool(settings: settings, tls: webSocketTLS) { _ in }
     }
 
@@ -42,7 +39,6 @@ struct UpstreamClient: Service {
 
     func run() async throws {
         try? await gracefulShutdown()
-        pool.closeAll()
         rawPool.closeAll()
         try await client.shutdown()
     }

@@ -31,11 +31,9 @@ extension UpstreamForwarder {
     /// Opens the upstream's side of the WebSocket that `request` (the client's upgrade request) asks for: the same
     /// handshake, its headers cleaned as for any proxied request and `identity` added. Succeeds only when the upstream
     /// switches protocols within `upstream_timeout_ms`.
-    func openWebSocket(_ request: Request, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> UpstreamWebSocket {
-        let target = settings.basePath + (request.head.path.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/")
-        var headers = upstreamHeaders(request, context: context, identity: identity)
-        headers.replaceOrAdd(name: "Host", value: settings.authority)
-        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
+    func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> UpstreamWebSocket {
+        let headers = upstreamHeaders(request, context: context, identity: identity)
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: settings.basePath + target.forwarded, headers: headers)
         let timeout = TimeAmount.milliseconds(Int64(settings.timeoutMS))
         let tls: NIOSSLContext?
         if settings.usesTLS {

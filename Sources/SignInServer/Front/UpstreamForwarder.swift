@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Synchronization
 
 /// Hands one request to the upstream and streams its answer back, as RFC 9110 asks of a proxy: hop-by-hop headers
 /// (and every header `Connection` names) stay on their hop; `X-Forwarded-For`, `-Proto` and `-Host` say where the
@@ -26,29 +27,30 @@ struct UpstreamForwarder: Sendable {
         case unreachable(any Error)
         /// No response head within `upstream_timeout_ms` of the request being sent.
         case timedOut
+        /// It answered with something siwa does not relay (a `101` nobody asked for, an unknown `1xx`).
+        case broken(String)
     }
 
     /// The upstream's answer to `request`, with `identity` (siwa's identity headers, or none) added.
-    func forward(_ request: Request, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> Response {
-        let target = request.head.path.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/"
-        var outbound = HTTPClientRequest(url: settings.origin + settings.basePath + target)
+    func forward(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> Response {
+        var outbound = HTTPClientRequest(url: settings.origin + settings.basePath + target.forwarded)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         outbound.headers = upstreamHeaders(request, context: context, identity: identity)
         // The timeout counts from the request's last byte: an upload that takes longer than the timeout is not
         // the upstream being slow to answer.
-        var uploaded: AsyncStream<Never>?
+        var upload: UploadEnd?
         if let length = request.headers[.contentLength].flatMap(Int64.init), length > 0 {
-            let (stream, continuation) = AsyncStream<Never>.makeStream()
-            outbound.body = .stream(ObservedBody(base: request.body, ended: continuation), length: .known(length))
-            uploaded = stream
+            let end = UploadEnd()
+            outbound.body = .stream(ObservedBody(base: request.body, end: end), length: .known(length))
+            upload = end
         } else if request.headers[.transferEncoding] != nil {
-            let (stream, continuation) = AsyncStream<Never>.makeStream()
-            outbound.body = .stream(ObservedBody(base: request.body, ended: continuation), length: .unknown)
-            uploaded = stream
+            let end = UploadEnd()
+            outbound.body = .stream(ObservedBody(base: request.body, end: end), length: .unknown)
+            upload = end
         }
         let answer: HTTPClientResponse
         do {
-            answer = try await head(of: outbound, uploaded: uploaded, logger: context.logger)
+            answer = try await head(of: outbound, upload: upload, logger: context.logger)
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout {
             throw .timedOut
         } catch let failure as Failure {
@@ -56,22 +58,36 @@ struct UpstreamForwarder: Sendable {
         } catch {
             throw .unreachable(error)
         }
+        // Interim and switching answers are handled once, here: async-http-client reads 100 and 103 itself; a 101
+        // the client did not get through the WebSocket relay, or any other 1xx, is a broken upstream.
+        if answer.status.code < 200 {
+            throw .broken("the upstream answered \(answer.status.code) to a \(request.method) that asked for no protocol switch")
+        }
+        let body = answer.body
+        let uploading = upload
         return Response(
             status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
             headers: Self.responseHeaders(answer.headers),
-            body: ResponseBody(asyncSequence: answer.body)
+            body: ResponseBody { writer in
+                for try await buffer in body { try await writer.write(buffer) }
+                // Hummingbird reads what is left of the request body once this answer is written, with the same
+                // iterator async-http-client may still be reading it with (an upload the upstream answered before
+                // its end): two readers of one body stop the server. The answer ends once the upload has.
+                if let uploading { await uploading.ended() }
+                try await writer.finish(nil)
+            }
         )
     }
 
     /// The upstream's response head: within the timeout of the request being sent (at once without a body, after
     /// its last byte with one). The body that follows is read by whoever reads the response, with no deadline.
-    private func head(of request: HTTPClientRequest, uploaded: AsyncStream<Never>?, logger: Logger) async throws -> HTTPClientResponse {
+    private func head(of request: HTTPClientRequest, upload: UploadEnd?, logger: Logger) async throws -> HTTPClientResponse {
         let timeout = TimeAmount.milliseconds(Int64(settings.timeoutMS))
-        guard let uploaded else { return try await client.execute(request, deadline: .now() + timeout, logger: logger) }
+        guard let upload else { return try await client.execute(request, deadline: .now() + timeout, logger: logger) }
         return try await withThrowingTaskGroup(of: HTTPClientResponse?.self) { group in
             group.addTask { try await client.execute(request, deadline: .distantFuture, logger: logger) }
             group.addTask {
-                for await _ in uploaded {}
+                await upload.ended()
                 try await Task.sleep(for: .milliseconds(settings.timeoutMS))
                 return nil
             }
@@ -86,14 +102,15 @@ struct UpstreamForwarder: Sendable {
         upstreamHeaders(request.headers, authority: request.head.authority, peer: context.remoteAddress?.ipAddress, identity: identity)
     }
 
-    /// The same, from the request's header fields, its authority and the peer's address (the event-loop fast path
-    /// has no Hummingbird `Request`).
+    /// The same, from the request's header fields, its authority and the peer's address. `Host` is always the
+    /// upstream's own.
     func upstreamHeaders(_ fields: HTTPFields, authority: String?, peer: String?, identity: [HTTPField]) -> HTTPHeaders {
         let named = Self.connectionNamed(fields[values: .connection])
         var headers = HTTPHeaders()
-        headers.reserveCapacity(fields.count + identity.count + 4)
+        headers.reserveCapacity(fields.count + identity.count + 5)
+        headers.add(name: "Host", value: settings.authority)
         for field in fields {
-            guard !Self.staysWithSiwa(field.name.canonicalName, named: named) else { continue }
+            guard !staysWithSiwa(field.name.canonicalName, named: named) else { continue }
             if field.name == .cookie {
                 if let kept = keptCookies(field.value) { headers.add(name: "Cookie", value: kept) }
                 continue
@@ -108,10 +125,12 @@ struct UpstreamForwarder: Sendable {
     }
 
     /// Whether a client's header of this lowercased name is not passed to the upstream: hop-by-hop, named by
-    /// `Connection` (`named`), forgeable, or `Content-Length` (it goes with the body) or `Expect` (answered, or not,
-    /// by siwa). The byte-level path (`RawFrontPath`) asks the same.
-    static func staysWithSiwa(_ name: String, named: Set<String>) -> Bool {
-        hopByHop.contains(name) || named.contains(name) || forgeable(name) || name == "content-length" || name == "expect"
+    /// `Connection` (`named`), forgeable (`forgeable`, `strip_request_headers`), `Host` (the upstream's is siwa's),
+    /// `Content-Length` (it goes with the body), `Expect` (answered, or not, by siwa) or `HTTP2-Settings` (siwa
+    /// passes no upgrade but WebSocket's). The byte-level path (`RawFrontPath`) asks the same.
+    func staysWithSiwa(_ name: String, named: Set<String>) -> Bool {
+        Self.hopByHop.contains(name) || named.contains(name) || Self.forgeable(name, also: settings.strippedHeaders)
+            || name == "host" || name == "content-length" || name == "expect" || name == "http2-settings"
     }
 
     /// A `Cookie` value without siwa's cookies (and nameless pairs); nil when nothing is left. Pairs are split at
@@ -134,9 +153,15 @@ struct UpstreamForwarder: Sendable {
         return kept.isEmpty ? nil : kept.joined(separator: "; ")
     }
 
-    /// The upstream's headers as the client gets them (`forClient`); everything else as sent.
+    /// The upstream's headers as the client gets them (`forClient`); everything else as sent. A transfer coding other
+    /// than `chunked` (`Transfer-Encoding: gzip, chunked`) cannot be said again on this path (NIO's encoder frames the
+    /// answer as `chunked` alone) while the bytes are still in it: it is said as the last content coding instead, which
+    /// a client undoes the same way.
     static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
         var headers = headers
+        var codings = headers["transfer-encoding"].flatMap { $0.split(separator: ",").map(\.trimmingBlanks) }.filter { !$0.isEmpty }
+        if let last = codings.last, RawHTTP.equalsIgnoringCase(last, "chunked") { codings.removeLast() }
+        if !codings.isEmpty { headers.add(name: "Content-Encoding", value: codings.joined(separator: ", ")) }
         forClient(&headers)
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
@@ -189,33 +214,96 @@ struct UpstreamForwarder: Sendable {
         return names
     }
 
-    /// Whether a client's header of this (lowercased) name could pass for what siwa or a proxy says: identity,
-    /// assertion, or where the request came from. `X_Auth_Request_User` counts as `X-Auth-Request-User`.
-    static func forgeable(_ name: String) -> Bool {
-        guard let first = name.utf8.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f") else { return false }
+    /// Whether a client's header of this (lowercased) name could pass for what siwa or a proxy says, or make the
+    /// upstream read the request as another: identity (siwa's, and the names other fronts pass identity under),
+    /// assertion, where the request came from, the method or URL overrides frameworks honour; or one of `also`
+    /// (`strip_request_headers`, lowercased). `X_Auth_Request_User` counts as `X-Auth-Request-User`: CGI, WSGI and PHP
+    /// read both spellings as one variable. The one list of what a client may not say to the upstream.
+    static func forgeable(_ name: String, also: Set<String> = []) -> Bool {
         let dashed = name.utf8.contains(UInt8(ascii: "_")) ? name.replacingOccurrences(of: "_", with: "-") : name
+        if !also.isEmpty, also.contains(dashed) { return true }
+        guard let first = dashed.utf8.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f") || first == UInt8(ascii: "r")
+            || first == UInt8(ascii: "t")
+        else { return false }
         return dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || dashed.hasPrefix("x-forwarded-") || dashed == "forwarded"
+            || identityAndOverrides.contains(dashed)
     }
+
+    /// The headers of other fronts' identity, and of method and URL overrides, that no client may send upstream.
+    static let identityAndOverrides: Set<String> = [
+        "remote-user", "remote-email", "remote-groups", "remote-name", "x-remote-user", "x-remote-email", "x-remote-groups",
+        "x-http-method-override", "x-method-override", "x-http-method", "x-original-url", "x-original-uri", "x-rewrite-url",
+        "x-real-ip", "true-client-ip",
+    ]
 }
 
-/// The request body on its way to the upstream, finishing `ended` once its last byte has been handed on.
+/// The request body on its way to the upstream, telling `end` once it is no longer read: its last byte handed on,
+/// its reading failed, or async-http-client let go of both the body and its reader (an upload it ended early, or
+/// never began).
 private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
-    let ended: AsyncStream<Never>.Continuation
+    let reader: UploadReader
+
+    init(base: Base, end: UploadEnd) {
+        self.base = base
+        reader = UploadReader(end)
+    }
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(base: base.makeAsyncIterator(), ended: ended)
+        Iterator(base: base.makeAsyncIterator(), reader: reader)
     }
 
     struct Iterator: AsyncIteratorProtocol {
         var base: Base.AsyncIterator
-        let ended: AsyncStream<Never>.Continuation
+        let reader: UploadReader
 
         mutating func next() async throws -> ByteBuffer? {
-            let buffer = try await base.next()
-            if buffer == nil { ended.finish() }
-            return buffer
+            do {
+                let buffer = try await base.next()
+                if buffer == nil { reader.end.finish() }
+                return buffer
+            } catch {
+                reader.end.finish()
+                throw error
+            }
+        }
+    }
+}
+
+/// Ends the upload when the body and its reader are let go without reading to the end (async-http-client stops
+/// reading a body once the upstream's answer has ended the exchange).
+private final class UploadReader: Sendable {
+    let end: UploadEnd
+    init(_ end: UploadEnd) { self.end = end }
+    deinit { end.finish() }
+}
+
+/// Whether a request body is still being read for the upstream: awaited by the timeout, which counts from its end,
+/// and by the answer, which must not end while it is read.
+final class UploadEnd: Sendable {
+    private let state = Mutex<(done: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// Marks the upload over (once; later calls do nothing) and wakes whoever waits.
+    func finish() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.done else { return [] }
+            state.done = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Returns once the upload is over.
+    func ended() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
         }
     }
 }

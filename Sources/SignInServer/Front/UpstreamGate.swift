@@ -16,14 +16,16 @@ struct UpstreamGate: Sendable {
     let security: SecurityHeadersMiddleware<ServerContext>
     let assertions: IdentityAssertions
 
-    func respond(to request: Request, context: ServerContext) async throws -> Response {
-        if forwarder.settings.skipsAuth(method: request.method, path: request.uri.path) {
-            return await forward(request, context: context, identity: [])
+    /// The answer to `request`, whose target the front read as `target` (`SiwaPaths.route`): decided on it, and
+    /// forwarded with it.
+    func respond(to request: Request, target: RequestTarget, context: ServerContext) async throws -> Response {
+        if forwarder.settings.skipsAuth(method: request.method, path: target.path) {
+            return await forward(request, target: target, context: context, identity: [])
         }
         let visitor = await sessions.visitor(request, logger: context.logger)
         switch AccessDecision(visitor, policy: front.policy) {
         case .allow(let user):
-            return await forward(request, context: context, identity: await identity(of: user))
+            return await forward(request, target: target, context: context, identity: await identity(of: user))
         case .deny(let user):
             if request.acceptsJSON {
                 return own(Response.problem(.forbidden, "denied", "Not allowed", "The signed-in Apple account is not allowed by this site's access policy."))
@@ -31,7 +33,7 @@ struct UpstreamGate: Sendable {
             return own(renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage))
         case .signIn:
             if request.isPageNavigation(method: request.method.rawValue) {
-                return own(front.signInRedirect(returningTo: front.publicOrigin + (request.head.path ?? "/")))
+                return own(front.signInRedirect(returningTo: front.publicOrigin + target.forwarded))
             }
             return page(.signedOut, request)
         case .unavailable(let retryURL):
@@ -54,40 +56,50 @@ struct UpstreamGate: Sendable {
     /// The upstream's side of the WebSocket `request` asks for, opened with the same identity as a plain request
     /// would carry; nil (nothing sent to the upstream) when the request would not be forwarded, or when the upstream
     /// did not switch protocols (logged). `respond` then answers the same request: 401, 403, or 502.
-    func openWebSocket(_ request: Request, context: ServerContext) async -> UpstreamWebSocket? {
+    func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext) async -> UpstreamWebSocket? {
         var identity: [HTTPField] = []
-        if !forwarder.settings.skipsAuth(method: request.method, path: request.uri.path) {
+        if !forwarder.settings.skipsAuth(method: request.method, path: target.path) {
             guard case .allow(let user) = AccessDecision(await sessions.visitor(request, logger: context.logger), policy: front.policy) else { return nil }
             identity = await self.identity(of: user)
         }
         do {
-            return try await forwarder.openWebSocket(request, context: context, identity: identity)
+            return try await forwarder.openWebSocket(request, target: target, context: context, identity: identity)
         } catch {
             switch error {
             case .timedOut: context.logger.error("upstream did not open the WebSocket in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
             case .unreachable(let cause): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(cause)"])
+            case .broken(let reason): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(reason)"])
             }
             return nil
         }
     }
 
     /// The upstream's answer, or siwa's 502 or 504 page when none came.
-    private func forward(_ request: Request, context: ServerContext, identity: [HTTPField]) async -> Response {
+    private func forward(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async -> Response {
         // A WebSocket upgrade that may pass reaches here only when the upstream did not switch protocols for it
         // (`openWebSocket`): passed on as a plain request it would lose its Upgrade header and mean something else.
         if request.isWebSocketUpgrade {
             return page(.badGateway(retryURL: request.head.path ?? "/"), request)
         }
         do {
-            return try await forwarder.forward(request, context: context, identity: identity)
+            return try await forwarder.forward(request, target: target, context: context, identity: identity)
         } catch {
             return failed(error, request, logger: context.logger)
         }
     }
 
+    /// siwa's 400 page for a request the front does not pass on (`reason`, logged): nothing reaches the upstream.
+    func refuse(_ request: Request, because reason: String, logger: Logger) -> Response {
+        logger.notice("request refused at the door", metadata: ["reason": "\(reason)", "method": "\(request.method)"])
+        return page(.badTarget, request)
+    }
+
     /// siwa's 504 or 502 page when the upstream gave no answer to `request` (logged).
     func failed(_ failure: UpstreamForwarder.Failure, _ request: Request, logger: Logger) -> Response {
         switch failure {
+        case .broken(let reason):
+            logger.error("upstream answered what siwa does not pass on", metadata: ["reason": "\(reason)"])
+            return page(.badUpstream(retryURL: request.head.path ?? "/"), request)
         case .timedOut:
             logger.error("upstream did not answer in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
             return page(.gatewayTimeout(retryURL: request.head.path ?? "/"), request)

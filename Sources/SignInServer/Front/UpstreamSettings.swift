@@ -18,9 +18,23 @@ public struct UpstreamSettings: Sendable {
     public var timeoutMS: Int
     /// Routes forwarded without a sign-in and without identity headers.
     public var skipAuthRoutes: [SkipAuthRoute]
+    /// `strip_request_headers`: client headers never passed to the upstream, besides siwa's own list
+    /// (`UpstreamForwarder.forgeable`); lowercased, `_` read as `-`.
+    public var strippedHeaders: Set<String>
 
     /// Settings for the upstream at `url`, which must be an absolute `http` or `https` URL (no query, no user).
-    public init(url: String, timeoutMS: Int = 30_000, skipAuthRoutes: [SkipAuthRoute] = []) throws(UpstreamSettingsError) {
+    public init(
+        url: String, timeoutMS: Int = 30_000, skipAuthRoutes: [SkipAuthRoute] = [], stripRequestHeaders: [String] = []
+    ) throws(UpstreamSettingsError) {
+        var stripped = Set<String>()
+        for name in stripRequestHeaders {
+            let dashed = name.lowercased().replacingOccurrences(of: "_", with: "-").trimmingCharacters(in: .whitespaces)
+            guard !dashed.isEmpty, HTTPField.Name(dashed) != nil else {
+                throw UpstreamSettingsError("strip_request_headers: \(name) is not a header name")
+            }
+            stripped.insert(dashed)
+        }
+        strippedHeaders = stripped
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = components.host, !host.isEmpty, components.user == nil, components.password == nil,
             components.query == nil, components.fragment == nil
@@ -39,9 +53,9 @@ public struct UpstreamSettings: Sendable {
     /// `host[:port]` of the upstream, as its `Host` header says it (made once: every proxied request sends it).
     let authority: String
 
-    /// The skip-auth route `method` and `path` fall under, if any.
+    /// Whether `method` and `path` (normalized, `RequestTarget.path`) fall under a skip-auth route.
     func skipsAuth(method: HTTPRequest.Method, path: String) -> Bool {
-        guard !skipAuthRoutes.isEmpty, SkipAuthRoute.isPlain(path) else { return false }
+        guard !skipAuthRoutes.isEmpty else { return false }
         return skipAuthRoutes.contains { $0.matches(method: method, path: path) }
     }
 }

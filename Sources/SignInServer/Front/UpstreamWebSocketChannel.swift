@@ -34,7 +34,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     let gate: UpstreamGate
     /// The paths siwa answers itself, where no upgrade is passed on.
     let owned: SiwaPaths
-    /// The requests answered on the event loop (`FrontFastPath`).
+    /// The requests answered on the event loop (`RawFrontPath`).
     let fastPath: FastPathAnswers
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
@@ -45,7 +45,6 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome())
                     try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                    try channel.pipeline.syncOperations.addHandler(FrontFastPath(answers: fastPath))
                     try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
                     let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                         wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)
@@ -64,6 +63,8 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             pipeline.enableErrorHandling = true
             pipeline.enableResponseHeaderValidation = false
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+            let decoder = try channel.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try channel.pipeline.syncOperations.addHandler(DoorRequestHeads(), position: .after(decoder.handler))
             try channel.pipeline.syncOperations.addHandler(ClosesOnParserError())
             return Value(outcome: outcome, handoff: handoff, channel: channel)
         }
@@ -212,10 +213,13 @@ private struct ClientUpgrader: NIOTypedHTTPServerProtocolUpgrader {
         let promise = channel.eventLoop.makePromise(of: HTTPHeaders.self)
         promise.completeWithTask {
             guard let head else { throw NotPassed() }
-            guard !owned.contains(head.path.map { String($0.prefix { $0 != "?" }) } ?? "/") else { throw NotPassed() }
+            // Decided on the target the front reads, as every request is; a refused one is answered by the responder.
+            guard case .upstream(let target) = owned.route(head.path ?? "", host: head.authority), !head.headerFields.carriesHost else {
+                throw NotPassed()
+            }
             let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
             let context = ServerContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
-            guard let upstream = await gate.openWebSocket(request, context: context) else { throw NotPassed() }
+            guard let upstream = await gate.openWebSocket(request, target: target, context: context) else { throw NotPassed() }
             handoff.opened(upstream)
             var headers = initialResponseHeaders
             upstream.addHandshakeHeaders(to: &headers)
@@ -242,6 +246,52 @@ extension Request {
     var isWebSocketUpgrade: Bool {
         headers[values: .upgrade].contains { $0.lowercased().contains("websocket") }
             && UpstreamForwarder.connectionNamed(headers[values: .connection]).contains("upgrade")
+    }
+}
+
+/// What the door reads of each request head as NIO's parser made it, before NIO's upgrade handler and the
+/// conversion to HTTP types see it:
+/// - An absolute-form target is reduced to origin-form here when its authority is the `Host`, and marked refused
+///   otherwise (`!` before it, which no form of target starts with): the conversion to HTTP types reduces any
+///   absolute-form URL it can parse to its path and forgets the authority, so `RequestTarget` could no longer tell
+///   `http://evil.example/x` from `/x`.
+/// - An `Upgrade` siwa does not pass (anything but `websocket`: `h2c`, as `curl --http2` asks) is taken off, with
+///   `HTTP2-Settings` and their names in `Connection`: the request is answered in HTTP/1.1 as if it had asked for
+///   nothing. NIO's upgrade handler, asked for a protocol it has no upgrader for, lost the request's head, and the
+///   connection ended without an answer.
+final class DoorRequestHeads: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
+        }
+        Self.reduceAbsoluteForm(&head)
+        guard head.headers.contains(name: "upgrade") else {
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+            return
+        }
+        let asksForWebSocket = head.headers["upgrade"].contains { value in
+            value.split(separator: ",").contains { RawHTTP.equalsIgnoringCase($0.trimmingBlanks.prefix { $0 != "/" }, "websocket") }
+        }
+        if !asksForWebSocket {
+            head.headers.remove(name: "upgrade")
+            head.headers.remove(name: "http2-settings")
+            let connection = head.headers["connection"].flatMap { $0.split(separator: ",").map(\.trimmingBlanks) }.filter {
+                !$0.isEmpty && !RawHTTP.equalsIgnoringCase($0, "upgrade") && !RawHTTP.equalsIgnoringCase($0, "http2-settings")
+            }
+            head.headers.remove(name: "connection")
+            if !connection.isEmpty { head.headers.add(name: "Connection", value: connection.joined(separator: ", ")) }
+        }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    /// An absolute-form target as origin-form when it names the `Host`, else marked refused (`RequestTarget.originForm`).
+    static func reduceAbsoluteForm(_ head: inout HTTPRequestHead) {
+        guard let first = head.uri.utf8.first, first != UInt8(ascii: "/"), head.uri != "*" else { return }
+        head.uri = RequestTarget.originForm(of: head.uri, host: head.headers["host"].first) ?? "!" + head.uri
     }
 }
 

@@ -13,11 +13,10 @@ public final class ServerMetrics: Sendable {
     let keySetFetches: Gauge
     let clientSecretSignatures: Gauge
     let activeSessions: Gauge
-    /// Requests the front answered on the event loop (`FrontFastPath`), by what they were; `upstream_bytes`: passed to
-    /// the upstream below NIO's HTTP codecs (`RawFrontPath`).
+    /// Requests the front answered on the event loop below NIO's HTTP codecs (`RawFrontPath`), by what they were;
+    /// `upstream_bytes`: passed to the upstream.
     let fastChecks: Counter
     let fastForwards: Counter
-    let fastProxied: Counter
     let fastProxiedBytes: Counter
 
     /// Creates the metrics.
@@ -35,7 +34,6 @@ public final class ServerMetrics: Sendable {
         let fastHelp = "Requests answered on the event loop from a session in memory (the rest went through the handlers)."
         fastChecks = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "check")], help: fastHelp)
         fastForwards = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "forward")], help: fastHelp)
-        fastProxied = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream")], help: fastHelp)
         fastProxiedBytes = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream_bytes")], help: fastHelp)
     }
 

@@ -8,7 +8,7 @@ import NIOCore
 /// (`X-Forwarded-Proto`). From any other peer these headers are ignored.
 ///
 /// Each answer is read from the request's header fields and the peer's address, so the front's event-loop fast path
-/// (`FrontFastPath`), which has no Hummingbird `Request`, reads them the same way as the handlers.
+/// (`RawFrontPath`), which has no Hummingbird `Request`, reads them the same way as the handlers.
 struct ClientAddressResolver: Sendable {
     let trustedProxies: TrustedProxies
 

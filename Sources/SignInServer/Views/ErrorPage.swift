@@ -35,6 +35,14 @@ struct ErrorPage: Error, Sendable {
         ErrorPage(key: "gatewayTimeout", status: .gatewayTimeout, actionURL: retryURL, actionKey: "tryAgain")
     }
 
+    /// A request target the front refuses (`RequestTarget`), or a request head it cannot pass on (two `Host`s).
+    static let badTarget = ErrorPage(key: "badTarget", status: .badRequest, actionURL: "/", actionKey: "goHome")
+
+    /// The upstream answered with something siwa does not relay (a `101` nobody asked for, an unknown `1xx`).
+    static func badUpstream(retryURL: String) -> ErrorPage {
+        ErrorPage(key: "badUpstream", status: .badGateway, actionURL: retryURL, actionKey: "tryAgain")
+    }
+
     /// A form's CSRF token was missing or wrong; the button goes back to the form at `retryURL`.
     static func csrf(retryURL: String) -> ErrorPage {
         ErrorPage(key: "csrf", status: .forbidden, actionURL: retryURL, actionKey: "tryAgain")

@@ -8,20 +8,8 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 
-/// What `FrontFastPath` does with a request head.
-enum FastPathDecision {
-    /// Hummingbird's handlers answer it: everything that is not one of the two cases below.
-    case pass
-    /// Answered at once with this head and no body: `GET /auth/check` from a session this instance has in memory,
-    /// let in by the policy (202 with the identity headers).
-    case answer(HTTPResponse)
-    /// Sent to the upstream with this head (`--upstream`): a `GET` without a body for a path that is the upstream's,
-    /// from a session in memory let in by the policy, or on a `skip_auth_routes` route.
-    case proxy(HTTPRequestHead)
-}
-
-/// The front's hot paths, decided on the event loop without a task, a database or a signature: the same answers as
-/// the handlers give (`ForwardAuthController.check`, `UpstreamGate`), from what this instance already holds in
+/// The front's hot paths (`RawFrontPath`), decided on the event loop without a task, a database or a signature: the
+/// same answers as the handlers give (`ForwardAuthController.check`, `UpstreamGate`), from what this instance already holds in
 /// memory, the session (`check_cache_seconds`) and a recently signed assertion. Whatever needs more, a session
 /// not in memory, an assertion to sign, a body, a page, a refusal, goes to the handlers, which then fill those
 /// caches for the next request.
@@ -68,14 +56,12 @@ struct FastPathAnswers: Sendable {
     final class Upstream: Sendable {
         let gate: UpstreamGate
         let owned: SiwaPaths
-        let pool: UpstreamPool<HTTPClientResponsePart>
         /// The byte-level path's connections (`RawFrontPath`).
         let rawPool: UpstreamPool<ByteBuffer>
 
-        init(gate: UpstreamGate, owned: SiwaPaths, pool: UpstreamPool<HTTPClientResponsePart>, rawPool: UpstreamPool<ByteBuffer>) {
+        init(gate: UpstreamGate, owned: SiwaPaths, rawPool: UpstreamPool<ByteBuffer>) {
             self.gate = gate
             self.owned = owned
-            self.pool = pool
             self.rawPool = rawPool
         }
     }
@@ -88,39 +74,18 @@ struct FastPathAnswers: Sendable {
         case identified(UserRecord, assertion: String)
     }
 
-    /// As whom a `GET` of `path` (no body, no upgrade) passes to the upstream, decided from memory: nil when the
-    /// handlers decide (a path of siwa's, no session in memory, a person turned away, no recent assertion). The
-    /// session is found by the SHA-256 of its cookie, `sessionHash` (only asked for when the route needs a person).
-    func upstreamPass(path: String, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
-        guard let upstream, !upstream.owned.contains(path) else { return nil }
-        let settings = upstream.pool.settings
-        if settings.skipsAuth(method: .get, path: path) { return .anonymous }
+    /// As whom a `GET` of `target` (the upstream's, as `SiwaPaths.route` read it; no body, no upgrade) passes to the
+    /// upstream, decided from memory with the rules the gate applies (`UpstreamGate.respond`): nil when the handlers
+    /// decide (no session in memory, a person turned away, no recent assertion). The session is found by the SHA-256
+    /// of its cookie, `sessionHash` (only asked for when the route needs a person).
+    func upstreamPass(target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
+        guard let upstream else { return nil }
+        let settings = upstream.rawPool.settings
+        if settings.skipsAuth(method: .get, path: target.path) { return .anonymous }
         guard let idHash = sessionHash(), let user = allowedUser(idHash: idHash, now: now),
             let assertion = assertions.recentAssertion(for: user, audience: settings.origin, now: now)
         else { return nil }
         return .identified(user, assertion: assertion)
-    }
-
-    func decide(_ head: HTTPRequest, peer: String?, now: Date) -> FastPathDecision {
-        guard head.method == .get, let target = head.path else { return .pass }
-        let fields = head.headerFields
-        // A body is streamed by the handlers.
-        if fields[.transferEncoding] != nil || (fields[.contentLength].map { $0 != "0" } ?? false) { return .pass }
-        let path = URI(target).path
-        if path == "/auth/check" || path == "/auth/forward" {
-            return check(path: path, fields, fromTrusted: resolver.trusted(peer), idHash: sessionHash(fields), now: now)
-        }
-        guard let upstream, fields[.upgrade] == nil,
-            let pass = upstreamPass(path: path, sessionHash: { sessionHash(fields) }, now: now)
-        else { return .pass }
-        let settings = upstream.pool.settings
-        var identity: [HTTPField] = []
-        if case .identified(let user, let assertion) = pass { identity = UpstreamGate.identityFields(user, assertion: assertion) }
-        var headers = upstream.gate.forwarder.upstreamHeaders(fields, authority: head.authority, peer: peer, identity: identity)
-        headers.replaceOrAdd(name: "Host", value: settings.authority)
-        let uri = settings.basePath + (target.hasPrefix("/") ? target : "/")
-        metrics.fastProxied.increment()
-        return .proxy(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers))
     }
 
     /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person, and the assertion
@@ -160,15 +125,6 @@ struct FastPathAnswers: Sendable {
         return fields
     }
 
-    /// The same from `decide`, with the whole answer.
-    private func check(path: String, _ fields: HTTPFields, fromTrusted: Bool, idHash: String?, now: Date) -> FastPathDecision {
-        let audience = resolver.forwardedOrigin(fields, fromTrusted: fromTrusted)
-        guard let pass = checkPass(path: path, audience: audience, idHash: idHash, now: now) else { return .pass }
-        var answer = checkFields(pass)
-        stamp(&answer)
-        return .answer(HTTPResponse(status: pass.status, headerFields: answer))
-    }
-
     /// What the handlers would do first for a `GET` the fast path could not decide from memory: the session looked
     /// up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
@@ -184,11 +140,6 @@ struct FastPathAnswers: Sendable {
     func allowedUser(idHash: String, now: Date) -> UserRecord? {
         guard let (_, user) = store.cachedSession(idHash: idHash, now: now), front.policy.allows(subject: user.subject, email: user.email) else { return nil }
         return user
-    }
-
-    /// The SHA-256 of the session cookie `fields` carry, as the store keys sessions.
-    private func sessionHash(_ fields: HTTPFields) -> String? {
-        fields.cookieValue(sessionCookie).flatMap(Self.sessionHash)
     }
 
     /// The SHA-256 of a session cookie's value; nil for an empty one.
@@ -217,12 +168,6 @@ struct FastPathAnswers: Sendable {
             let head = stamped
             loop.execute { answer(head, body) }
         }
-    }
-
-    /// `Date` and `Server`, as Hummingbird sets them on every answer of the handlers.
-    func stamp(_ fields: inout HTTPFields) {
-        fields[.date] = dates.now
-        fields[.server] = Self.serverName
     }
 }
 

@@ -7,7 +7,7 @@ import NIOHTTPTypesHTTP1
 /// Hummingbird's own HTTP/1 channel, with the byte path (`RawFrontPath`) ahead of its codecs: siwa's connections
 /// when it stands alone or behind a proxy (`--upstream` has `UpstreamWebSocketChannel`, which does the same). Only
 /// `/auth/check` and `/auth/forward` from memory are answered there; every other request goes to the codecs as it
-/// came, one at a time.
+/// came, one at a time (`SaysConnectionOutcome` tells the byte path when each answer has ended).
 struct FrontHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
     let fastPath: FastPathAnswers

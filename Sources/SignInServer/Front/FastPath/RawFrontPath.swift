@@ -19,10 +19,13 @@ import NIOCore
 /// A `GET` whose session is not in memory (the cache holds one for `check_cache_seconds`) waits while the store is
 /// asked and an assertion signed, as the handlers would, off the event loop; then it is decided again. A request it
 /// does not take but can frame (another method, a body with `Content-Length`, a page of siwa's, no session or a
-/// person turned away) is handed alone to NIO's parser, and the next waits until its answer has ended
-/// (`FrontFastPath` says so, `codecAnswered`) and its body has passed: then the byte path goes on. A head outside
-/// the subset is handed with everything after it to NIO's parser, and this handler leaves the pipeline: from then on
-/// the connection is Hummingbird's, with `FrontFastPath`, as if this path did not exist.
+/// person turned away, a target the front refuses) is handed alone to NIO's parser, and the next waits until its
+/// answer has ended (`SaysConnectionOutcome` says so, `codecAnswered`) and its body has passed: then the byte path
+/// goes on. A head outside the subset is handed with everything after it to NIO's parser, and this handler leaves the
+/// pipeline: from then on the connection is Hummingbird's, as if this path did not exist.
+///
+/// The target is read as every way to the upstream reads it (`SiwaPaths.route`, `RequestTarget`): the decision is
+/// made on the normalized target, and the normalized target is what the upstream gets.
 final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, UpstreamExchangeDelegate {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -174,7 +177,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         exchange == nil && !warming && codecOwes == 0 && bodyToCodecs == 0
     }
 
-    /// The codecs' answer to a request handed to them has ended (`FrontFastPath` calls this once per answer). Called
+    /// The codecs' answer to a request handed to them has ended (`SaysConnectionOutcome` calls this once per answer). Called
     /// from within their write: what waits is taken up after it.
     func codecAnswered() {
         codecOwes = max(0, codecOwes - 1)
@@ -258,8 +261,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     }
                     continue
                 }
-                guard head.isBodilessGET, let request = upstreamRequest(head, from: buffer) else {
-                    if head.isBodilessGET, !warmed, let hash = sessionHash(head.cookie), upstream?.owned.contains(Self.path(of: head.target)) == false {
+                let route = upstream?.owned.route(head.target, host: head.host)
+                guard head.isBodilessGET, case .upstream(let target)? = route, let request = upstreamRequest(head, target: target, from: buffer) else {
+                    if head.isBodilessGET, !warmed, let hash = sessionHash(head.cookie), case .upstream? = route {
                         return warm(sessionHash: hash, context: context)
                     }
                     warmed = false
@@ -380,24 +384,24 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         return fields
     }
 
-    /// The request the upstream gets for `head` (at the front of `source`), when it passes from memory; nil when the
-    /// handlers decide.
-    private func upstreamRequest(_ head: RawHTTP.RequestHead, from source: ByteBuffer) -> ByteBuffer? {
+    /// The request the upstream gets for `head` (at the front of `source`; its target read as `target`), when it
+    /// passes from memory; nil when the handlers decide.
+    private func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer) -> ByteBuffer? {
         guard let upstream, let context else { return nil }
         let now = Date()
-        let path = Self.path(of: head.target)
-        guard let pass = answers.upstreamPass(path: path, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
+        guard let pass = answers.upstreamPass(target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
         let settings = upstream.rawPool.settings
+        let forwarder = upstream.gate.forwarder
         var out = context.channel.allocator.buffer(capacity: head.length + 1024)
         out.writeString("GET ")
         out.writeString(settings.basePath)
-        out.writeString(head.target)
+        out.writeString(target.forwarded)
         out.writeString(" HTTP/1.1\r\nHost: ")
         out.writeString(settings.authority)
         out.writeString("\r\n")
         let named = UpstreamForwarder.connectionNamed(head.connection)
         // The head's lines, copied as they came, less what stays with siwa; the cookie without siwa's.
-        for line in head.lines where line.name != "host" && !UpstreamForwarder.staysWithSiwa(line.name, named: named) {
+        for line in head.lines where !forwarder.staysWithSiwa(line.name, named: named) {
             if line.name == "cookie" {
                 if let kept = keptCookies(head.cookie) { Self.writeField(&out, "Cookie", kept) }
                 continue
@@ -594,8 +598,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     return upstreamBroke("upstream answered with something that is not HTTP/1.1: \(reason)")
                 case .head(let head):
                     if head.status < 200 {
+                        // An interim answer (100, 102, 103) is not passed on, as async-http-client does not pass one
+                        // on the handlers' path; a 101 (nobody asked to switch) is a broken upstream on both.
                         guard head.status != 101 else {
-                            return upstreamBroke("upstream switched protocols for a plain GET")
+                            return upstreamBroke("the upstream answered \(head.status) to a GET that asked for no protocol switch")
                         }
                         answer.moveReaderIndex(forwardBy: head.length)
                         continue
@@ -664,10 +670,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         case .length(let length):
             body = length == 0 ? .ended(reusable: true) : .length(remaining: length)
         case .chunked:
-            out.writeString("Transfer-Encoding: chunked\r\n")
+            Self.writeTransferCodings(&out, head.codings)
             body = .chunked(ChunkedFraming())
         case .close:
-            out.writeString("Transfer-Encoding: chunked\r\n")
+            Self.writeTransferCodings(&out, head.codings)
             body = .untilClose
         }
         if closeClient { out.writeString("Connection: close\r\n") }
@@ -716,6 +722,17 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         }
     }
 
+    /// The `Transfer-Encoding` of a body siwa chunks for the client: the upstream's codings other than `chunked`
+    /// (`gzip`, say) kept as they came, since the bytes relayed are still in them, then `chunked`.
+    private static func writeTransferCodings(_ out: inout ByteBuffer, _ codings: String?) {
+        out.writeString("Transfer-Encoding: ")
+        if let codings {
+            out.writeString(codings)
+            out.writeString(", ")
+        }
+        out.writeString("chunked\r\n")
+    }
+
     /// Writes `data` to the client as one chunk.
     private func writeChunk(_ data: ByteBuffer, context: ChannelHandlerContext) {
         guard data.readableBytes > 0 else { return }
@@ -757,7 +774,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
         // Not a connection the upstream closed while idle: nothing to try again.
         exchange.attempt.retried = true
-        failed(.unreachable(RawUpstreamError(description: reason)))
+        failed(.broken(reason))
     }
 
     /// The answer broke off midway: the client cannot be told otherwise than by ending its connection.
@@ -788,9 +805,4 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         self.exchange = nil
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
     }
-}
-
-/// Why the byte-level path gave up on an upstream's answer.
-struct RawUpstreamError: Error, CustomStringConvertible {
-    let description: String
 }

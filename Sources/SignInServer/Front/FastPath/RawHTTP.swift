@@ -137,6 +137,8 @@ enum RawHTTP {
         /// The upstream keeps the connection open after this answer.
         let keepAlive: Bool
         let connection: [String]
+        /// The transfer codings other than a final `chunked` (`gzip` of `gzip, chunked`), as sent; nil for none.
+        let codings: String?
     }
 
     /// Where the body of a response ends.
@@ -180,7 +182,7 @@ enum RawHTTP {
         let reason = reasonStart..<index
         guard let lines = headerLines(bytes, from: index + 2, end: end, allowsObsText: true, limit: .max) else { return .invalid("malformed header line") }
         var length: Int?
-        var chunked = false
+        var codingList: [Substring] = []
         var codings = false
         var connection: [String] = []
         for line in lines {
@@ -193,7 +195,7 @@ enum RawHTTP {
                 length = parsed
             case "transfer-encoding":
                 codings = true
-                chunked = value.split(separator: ",").last.map { $0.trimmingBlanks.lowercased() == "chunked" } ?? false
+                codingList.append(contentsOf: value.split(separator: ",").map(\.trimmingBlanks).filter { !$0.isEmpty })
             case "connection":
                 connection.append(value)
             default:
@@ -201,6 +203,9 @@ enum RawHTTP {
             }
         }
         if codings, length != nil { return .invalid("both Transfer-Encoding and Content-Length") }
+        let chunked = codingList.last.map { equalsIgnoringCase($0, "chunked") } ?? false
+        if chunked { codingList.removeLast() }
+        if codingList.contains(where: { equalsIgnoringCase($0, "chunked") }) { return .invalid("chunked before another transfer coding") }
         let closes = listsClose(connection)
         let framing: Framing
         if status < 200 || status == 204 || status == 304 {
@@ -213,7 +218,12 @@ enum RawHTTP {
             framing = .close
         }
         let keepAlive = minor == 1 && !closes && framing != .close
-        return .head(ResponseHead(length: end, status: status, reason: reason, lines: lines, framing: framing, keepAlive: keepAlive, connection: connection))
+        return .head(
+            ResponseHead(
+                length: end, status: status, reason: reason, lines: lines, framing: framing, keepAlive: keepAlive, connection: connection,
+                codings: codingList.isEmpty ? nil : codingList.joined(separator: ", ")
+            )
+        )
     }
 
     /// Whether `Connection` values list the token `close` (read by byte: an answer's `Connection: keep-alive` is read

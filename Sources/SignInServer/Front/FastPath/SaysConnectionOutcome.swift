@@ -27,6 +27,12 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
     private var quiescing = false
     /// How long a client may keep its side open once siwa has shut its own after a closing answer.
     static let lingerLimit = TimeAmount.seconds(5)
+    /// The byte path ahead of the codecs, told when an answer of theirs has ended so that it takes the next request.
+    private weak var raw: RawFrontPath?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        raw = try? context.pipeline.syncOperations.handler(type: RawFrontPath.self)
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent { quiescing = true }
@@ -67,6 +73,10 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
                 context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
             }
             if let promise { written.cascade(to: promise) }
+            return
+        case .end:
+            context.write(data, promise: promise)
+            raw?.codecAnswered()
             return
         default:
             break

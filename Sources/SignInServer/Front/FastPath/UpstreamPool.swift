@@ -5,8 +5,7 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// The fast paths' connections to the upstream (`FrontFastPath` reads the answers through NIO's HTTP/1 client codec,
-/// as `HTTPClientResponsePart`s; `RawFrontPath` reads them as bytes): kept alive between requests and handed out on
+/// The byte path's connections to the upstream (`RawFrontPath` reads the answers as bytes): kept alive between requests and handed out on
 /// the event loop of the client's connection, so a request and its answer cross no thread. Each connection carries
 /// one exchange at a time; one the upstream closed while idle leaves the pool by itself.
 final class UpstreamPool<Part: Sendable>: Sendable {
@@ -209,18 +208,14 @@ final class UpstreamConnectionHandler<Part>: ChannelInboundHandler {
     }
 }
 
-extension UpstreamConnectionHandler where Part == HTTPClientResponsePart {
-    /// Sends a request without a body, through NIO's client codec.
-    func send(_ head: HTTPRequestHead) {
-        guard let context else { return }
-        context.write(NIOAny(HTTPClientRequestPart.head(head)), promise: nil)
-        context.writeAndFlush(NIOAny(HTTPClientRequestPart.end(nil)), promise: nil)
-    }
-}
-
 extension UpstreamConnectionHandler where Part == ByteBuffer {
     /// Sends a request written as bytes.
     func send(_ request: ByteBuffer) {
         context?.writeAndFlush(NIOAny(request), promise: nil)
     }
+}
+
+/// The upstream closed the connection before answering.
+struct UpstreamClosed: Error, CustomStringConvertible {
+    var description: String { "the upstream closed the connection before answering" }
 }

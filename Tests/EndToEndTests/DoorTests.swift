@@ -1,0 +1,221 @@
+import Foundation
+import NIOCore
+@testable import SignInServer
+import Testing
+import TestSupport
+
+/// What the door of `siwa serve --upstream` refuses, tried as an attacker would, with raw sockets: targets that two
+/// parsers read differently, upstream answers that stopped siwa, headers that pass for another front's identity.
+/// Each test here failed before the door had one request model (issue 26).
+@Suite("The door: one request model, decided and forwarded as the same bytes", .serialized)
+struct DoorTests {
+    /// One request written as `head` (its lines joined with CRLF) and `body`, on a connection of its own, read to its end.
+    static func exchange(_ site: LocalSite, _ head: [String], body: String = "") async throws -> RawSocket.Answer {
+        let text = try await RawSocket.exchange(port: site.port, head.joined(separator: "\r\n") + "\r\nConnection: close\r\n\r\n" + body)
+        guard let end = text.range(of: "\r\n\r\n") else { throw EndToEndError("no answer head: \(text)") }
+        return RawSocket.Answer(head: String(text[..<end.lowerBound]), body: String(text[end.upperBound...]))
+    }
+
+    @Test("targets two parsers read differently are refused with siwa's 400 page and never reach the upstream: a non-UTF-8 encoding on a skip route, absolute-form naming another authority, a fragment a rule could see, a climb above /, two Host fields")
+    func oddTargetsAreRefused() async throws {
+        try await ScriptedUpstream.run { upstream in
+            let routes = "POST=^/hooks/,GET=^/public/,\\.css$"
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": routes]) { site, _ in
+                let refused: [([String], String)] = [
+                    (["POST /hooks/x%ff?action=delete HTTP/1.1", "Host: a", "Content-Length: 5"], "hello"),
+                    (["GET /public/%ff?q=1 HTTP/1.1", "Host: a", "Content-Length: 5"], "hello"),
+                    (["GET /public/%ff?q=1 HTTP/1.1", "Host: a"], ""),
+                    (["GET http://x:abc/public/x?q=5 HTTP/1.1", "Host: a"], ""),
+                    (["GET http://[::1/public/x HTTP/1.1", "Host: a"], ""),
+                    (["GET http://%zz/public/x HTTP/1.1", "Host: a"], ""),
+                    (["GET http://evil.example/public/x HTTP/1.1", "Host: a"], ""),
+                    (["GET /admin#.css HTTP/1.1", "Host: a"], ""),
+                    (["GET /admin#.css HTTP/1.1", "Host: a", "Content-Length: 0"], ""),
+                    (["GET /../secret.css HTTP/1.1", "Host: a"], ""),
+                    (["GET /public/a%2Fb HTTP/1.1", "Host: a"], ""),
+                    (["GET /public/..;/admin HTTP/1.1", "Host: a"], ""),
+                    (["GET /public/x HTTP/1.1", "Host: a", "Host: evil.example", "Content-Length: 0"], ""),
+                    (["GET /public/x HTTP/1.1", "Host: a", "Host: evil.example"], ""),
+                ]
+                for (head, body) in refused {
+                    let answer = try await Self.exchange(site, head, body: body)
+                    #expect(answer.status == 400, "\(head[0]): \(answer.head)")
+                    #expect(answer.body.contains("This address cannot be opened") || answer.body.isEmpty, "\(head[0]): \(answer.body.prefix(300))")
+                }
+                let json = try await Self.exchange(site, ["GET /public/%ff HTTP/1.1", "Host: a", "Accept: application/json"])
+                #expect(json.status == 400 && json.body.contains("\"status\":400"), "\(json.body)")
+                #expect(upstream.connections.value == 0, "a refused request reached the upstream")
+                // The same routes still pass what they name, with the target as the rule saw it.
+                let absolute = try await Self.exchange(site, ["GET http://A/public/x?q=5 HTTP/1.1", "Host: a"])
+                #expect(absolute.status == 404, "absolute-form naming the Host is the origin-form request: \(absolute.head)")
+                #expect(upstream.connections.value == 1)
+            }
+        }
+    }
+
+    @Test("a dot-segment stays under the upstream's base path: /a/../secret reaches it as /app/secret, by either carrier")
+    func dotSegmentsStayUnderTheBasePath() async throws {
+        try await withEchoUpstream { port in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)/app", ["skip_auth_routes": "^/"]) { site, _ in
+                let bytes = try await Self.exchange(site, ["GET /a/../secret?x=1 HTTP/1.1", "Host: a"])
+                let handlers = try await Self.exchange(site, ["GET /a/%2e%2E/secret?x=1 HTTP/1.1", "Host: a", "Content-Length: 0"])
+                for answer in [bytes, handlers] {
+                    #expect(answer.status == 200, "\(answer.head)")
+                    #expect(try EchoedRequest(json: ByteBuffer(string: answer.body)).path == "/app/secret?x=1")
+                }
+            }
+        }
+    }
+
+    @Test("generated targets, by every carrier: what the upstream receives is the normalized target the rule was matched on, or nothing reaches it and the client gets 400")
+    func generatedTargetsAgreeEndToEnd() async throws {
+        try await withEchoUpstream { port in
+            let settings: [String: String?] = ["skip_auth_routes": "GET=^/public/,POST=^/public/"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)/app", settings) { site, _ in
+                let targets = GeneratedTargets.make(count: 160, seed: 26, prefix: "public/") + GeneratedTargets.make(count: 40, seed: 2026)
+                var forwarded = 0
+                for raw in targets {
+                    let expected = try? RequestTarget(raw, host: "127.0.0.1")
+                    // The byte path (a bodiless GET), the handlers (a GET with Content-Length: 0, a POST with a body).
+                    let carriers: [(String, [String], String)] = [
+                        ("byte path", ["GET \(raw) HTTP/1.1", "Host: 127.0.0.1", "Accept: application/json"], ""),
+                        ("handlers", ["GET \(raw) HTTP/1.1", "Host: 127.0.0.1", "Accept: application/json", "Content-Length: 0"], ""),
+                        ("handlers with a body", ["POST \(raw) HTTP/1.1", "Host: 127.0.0.1", "Accept: application/json", "Content-Length: 4"], "body"),
+                    ]
+                    for (carrier, head, body) in carriers {
+                        let answer = try await Self.exchange(site, head, body: body)
+                        guard answer.status == 200 else {
+                            if let expected, SiwaPaths(publicDirectory: "/nonexistent").contains(expected.path) == false {
+                                #expect(answer.status == 401 && !expected.path.hasPrefix("/public/"), "\(carrier) \(raw): \(answer.head)")
+                            } else if expected == nil, !raw.contains(" ") {
+                                // (A blank ends the target on the request line: NIO's parser reads the rest its own way.)
+                                #expect(answer.status == 400, "\(carrier) \(raw) (refused by the door): \(answer.head)")
+                            }
+                            continue
+                        }
+                        let echoed = try EchoedRequest(json: ByteBuffer(string: answer.body))
+                        let received = String(echoed.path.dropFirst("/app".count))
+                        #expect(echoed.path.hasPrefix("/app/"), "\(carrier) \(raw) reached the upstream as \(echoed.path)")
+                        #expect(received == expected?.forwarded, "\(carrier) \(raw): the upstream received \(received), the rule saw \(expected?.forwarded ?? "nothing")")
+                        // What the upstream makes of what it received is what the rule was matched on.
+                        let upstreamView = try? RequestTarget(received, host: "127.0.0.1")
+                        #expect(upstreamView?.path.hasPrefix("/public/") == true, "\(carrier) \(raw): passed without a sign-in as \(received)")
+                        forwarded += 1
+                    }
+                }
+                #expect(forwarded > 100, "too few generated targets were forwarded to compare: \(forwarded)")
+            }
+        }
+    }
+
+    @Test("an upstream that answers 101 to a request that asked for no switch gets the 502 page on every carrier, and siwa goes on answering; an interim 102 is dropped on every carrier alike")
+    func unaskedSwitchIsABrokenUpstream() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                for path in ["/switch"] {
+                    let heads: [([String], String)] = [
+                        (["GET \(path) HTTP/1.1", "Host: a", "Accept: text/html"], ""),
+                        (["GET \(path) HTTP/1.1", "Host: a", "Accept: text/html", "Content-Length: 0"], ""),
+                        (["POST \(path) HTTP/1.1", "Host: a", "Accept: text/html", "Content-Length: 4"], "body"),
+                    ]
+                    for (head, body) in heads {
+                        let answer = try await Self.exchange(site, head, body: body)
+                        #expect(answer.status == 502, "\(head[0]) \(head.last ?? ""): \(answer.head)")
+                        #expect(answer.body.contains("cannot be passed on"), "\(answer.body.prefix(300))")
+                        #expect(!answer.head.lowercased().contains("upgrade"), "the upstream's switch reached the client: \(answer.head)")
+                    }
+                }
+                for head in [["GET /processing HTTP/1.1", "Host: a"], ["GET /processing HTTP/1.1", "Host: a", "Content-Length: 0"]] {
+                    let answer = try await Self.exchange(site, head)
+                    #expect(answer.status == 200 && answer.body == "ok", "\(head): \(answer.head)")
+                }
+                #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "siwa stopped answering")
+            }
+        }
+    }
+
+    @Test("an upstream that answers an upload before its body has all come: the answer reaches the client, the connection's next request is answered, siwa goes on (two readers of one body stopped it)")
+    func earlyAnswerDuringUpload() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                for _ in 0..<3 {
+                    let text = try await RawSocket.exchange(
+                        port: site.port, "POST /early HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello",
+                        then: [" worldGET /length HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"]
+                    )
+                    #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n") && text.contains("\r\n\r\nearly"), "\(text)")
+                    #expect(text.hasSuffix("twelve bytes"), "the next request was not answered: \(text)")
+                }
+                #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "siwa stopped answering")
+            }
+        }
+    }
+
+    @Test("signed-in POSTs with small bodies, each followed on its kept-alive connection by a GET with Content-Length: 0, on eight connections at once: every one is answered and siwa goes on (the upload's reader and Hummingbird's raced for the body)")
+    func uploadsThenGetsUnderLoad() async throws {
+        try await UpstreamProxyTests.withEchoSite { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            let cookie = "Cookie: siwa_session=\(session)\r\n"
+            let rounds = 40
+            let pair = "POST /form HTTP/1.1\r\nHost: a\r\n\(cookie)Content-Length: 5\r\n\r\nhello" + "GET /page HTTP/1.1\r\nHost: a\r\n\(cookie)Content-Length: 0\r\n\r\n"
+            let last = "GET /last HTTP/1.1\r\nHost: a\r\n\(cookie)Connection: close\r\n\r\n"
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await RawSocket.exchange(port: site.port, String(repeating: pair, count: rounds) + last) }
+                }
+                for try await text in group {
+                    #expect(text.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 2 * rounds + 2, "\(text.suffix(500))")
+                    #expect(text.contains("\"path\":\"\\/last\""))
+                }
+            }
+            #expect(try await visit.send(site.url("/page"), cookies: ["siwa_session": session]).status == 200, "siwa stopped answering")
+        }
+    }
+
+    @Test("an Upgrade siwa does not pass (h2c, as curl --http2 asks) is answered in HTTP/1.1 as if it had none; neither Upgrade nor HTTP2-Settings reaches the upstream")
+    func h2cUpgradeIsAnsweredInHTTP1() async throws {
+        try await UpstreamProxyTests.withEchoSite(["skip_auth_routes": "^/"]) { site, _ in
+            let lines = ["Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"]
+            for extra in [[], ["Content-Length: 0"]] {
+                let answer = try await Self.exchange(site, ["GET /page HTTP/1.1", "Host: a"] + lines + extra)
+                #expect(answer.head.hasPrefix("HTTP/1.1 200"), "\(answer.head)")
+                let echoed = try EchoedRequest(json: ByteBuffer(string: answer.body))
+                #expect(echoed.values("upgrade").isEmpty && echoed.values("http2-settings").isEmpty, "\(echoed.headers)")
+            }
+        }
+    }
+
+    @Test("headers other fronts pass identity under, method and URL overrides, the client's address claims and strip_request_headers never reach the upstream, in either spelling, by either carrier")
+    func identityFamilyStripped() async throws {
+        try await UpstreamProxyTests.withEchoSite(["skip_auth_routes": "^/", "strip_request_headers": "X-Tenant"]) { site, _ in
+            let claimed = [
+                "Remote-User: admin", "Remote_User: admin", "Remote-Email: a@b", "Remote-Groups: admins", "Remote-Name: Admin", "X-Remote-User: admin",
+                "X-Forwarded-User: admin", "X-Forwarded-Email: a@b", "X-Forwarded-Groups: admins", "X-Forwarded-Preferred-Username: admin",
+                "X-HTTP-Method-Override: DELETE", "X-Method-Override: DELETE", "X-Original-URL: /admin", "X-Original-URI: /admin",
+                "X-Rewrite-URL: /admin", "X-Real-IP: 10.0.0.1", "True-Client-IP: 10.0.0.1", "X-Tenant: other", "X_Tenant: other", "X-Kept: yes",
+            ]
+            for extra in [[], ["Content-Length: 0"]] {
+                let answer = try await Self.exchange(site, ["GET /page HTTP/1.1", "Host: a"] + claimed + extra)
+                let echoed = try EchoedRequest(json: ByteBuffer(string: answer.body))
+                let passed = echoed.headers.keys.filter { name in name != "x-kept" && claimed.contains { $0.lowercased().hasPrefix(name + ":") } }
+                #expect(passed.isEmpty, "\(extra): \(passed)")
+                #expect(echoed.values("x-kept") == ["yes"])
+                #expect(echoed.values("host").count == 1 && echoed.values("host") != ["a"], "the upstream's Host is siwa's")
+            }
+        }
+    }
+
+    @Test("a transfer coding other than chunked reaches the client labelled: as it came from the byte path, as a content coding from the handlers")
+    func transferCodingsKeepTheirLabel() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, _ in
+                let text = try await RawSocket.exchange(port: site.port, "GET /gzip-chunked HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                #expect(text.lowercased().contains("\r\ntransfer-encoding: gzip, chunked\r\n"), "\(text)")
+                #expect(text.hasSuffix("4\r\nGZ01\r\n0\r\n\r\n"), "\(text)")
+                let handlers = try await RawSocket.exchange(port: site.port, "GET /gzip-chunked HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                #expect(handlers.lowercased().contains("\r\ncontent-encoding: gzip\r\n"), "\(handlers)")
+                #expect(handlers.contains("GZ01"))
+            }
+        }
+    }
+}
