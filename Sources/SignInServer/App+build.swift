@@ -119,7 +119,7 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: settings.proxies),
-        ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS
+        ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission
     )
     return UpstreamGate(
         forwarder: forwarder, front: settings.front, sessions: SessionMiddleware(store: components.store, cookies: cookies), renderer: renderer,
@@ -161,9 +161,9 @@ public func buildApplication(
         upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) }, logger: logger
     )
     let server: HTTPServerBuilder = gate.map { gate in
-        HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath) }
+        HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits) }
     } ?? HTTPServerBuilder { responder in
-        FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath)
+        FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits)
     }
     var app = Application(
         router: front,

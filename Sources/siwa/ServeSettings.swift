@@ -74,6 +74,7 @@ extension ServePlan {
         } catch {
             throw ConfigurationError(field: "oidc_clients", "\(error)")
         }
+        let clientLimits = try Self.clientLimits(values)
         let checkCacheSeconds = try values.int("check_cache_seconds", default: 5)
         guard (0...3600).contains(checkCacheSeconds) else {
             throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
@@ -110,6 +111,8 @@ extension ServePlan {
             settings.upstream = upstream
             settings.cookieDomain = cookieDomain
             settings.checkCacheSeconds = checkCacheSeconds
+        settings.clientLimits = clientLimits
+            settings.clientLimits = clientLimits
             try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
             // On a Unix socket siwa is reached through the proxy only, the emulator's notifications too.
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: (socket == nil ? direct : origin) + "/auth/apple/notifications")
@@ -146,6 +149,7 @@ extension ServePlan {
         settings.upstream = upstream
         settings.cookieDomain = cookieDomain
         settings.checkCacheSeconds = checkCacheSeconds
+        settings.clientLimits = clientLimits
         try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
         emulator = nil
         self.emulatorPort = emulatorPort
@@ -180,10 +184,27 @@ extension ServePlan {
         throw ConfigurationError(field: "cookie_domain", "\(cookieDomain) does not cover \(host), the host of the return URL, where the session cookie is set")
     }
 
+    /// `client_header_timeout_ms` and `client_idle_timeout_ms`.
+    static func clientLimits(_ values: LayeredValues) throws -> ClientLimits {
+        var limits = ClientLimits()
+        limits.headerTimeoutMS = try positiveMilliseconds(values, "client_header_timeout_ms", default: limits.headerTimeoutMS)
+        limits.idleTimeoutMS = try positiveMilliseconds(values, "client_idle_timeout_ms", default: limits.idleTimeoutMS)
+        return limits
+    }
+
+    /// A duration key in milliseconds, more than 0.
+    static func positiveMilliseconds(_ values: LayeredValues, _ key: String, default value: Int) throws -> Int {
+        let milliseconds = try values.int(key, default: value)
+        guard milliseconds > 0 else { throw ConfigurationError(field: key, "must be more than 0 milliseconds; got \(milliseconds)") }
+        return milliseconds
+    }
+
     /// `upstream`, `upstream_timeout_ms` and `skip_auth_routes`: the built-in proxy, or nil without `upstream`.
     static func upstream(_ values: LayeredValues) throws -> UpstreamSettings? {
-        let timeout = try values.int("upstream_timeout_ms", default: 30_000)
-        guard timeout > 0 else { throw ConfigurationError(field: "upstream_timeout_ms", "must be more than 0 milliseconds; got \(timeout)") }
+        let timeout = try positiveMilliseconds(values, "upstream_timeout_ms", default: 30_000)
+        let idle = try positiveMilliseconds(values, "upstream_idle_timeout_ms", default: 300_000)
+        let maxConnections = try values.int("upstream_max_connections", default: 512)
+        guard maxConnections > 0 else { throw ConfigurationError(field: "upstream_max_connections", "must be at least 1; got \(maxConnections)") }
         let entries = values.list("skip_auth_routes")
         let stripped = values.list("strip_request_headers")
         guard let url = values.string("upstream") else {
@@ -200,7 +221,10 @@ extension ServePlan {
             }
         }
         do {
-            return try UpstreamSettings(url: url, timeoutMS: timeout, skipAuthRoutes: routes, stripRequestHeaders: stripped)
+            var settings = try UpstreamSettings(url: url, timeoutMS: timeout, skipAuthRoutes: routes, stripRequestHeaders: stripped)
+            settings.idleTimeoutMS = idle
+            settings.maxConnections = maxConnections
+            return settings
         } catch {
             throw ConfigurationError(field: error.description.hasPrefix("strip_request_headers") ? "strip_request_headers" : "upstream", error.description)
         }

@@ -398,6 +398,7 @@ struct ScriptedUpstream {
         "/extra": ("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nnot this one", false),
         "/garbage": ("SSH-2.0-OpenSSH_9.2\r\n\r\n", false),
         "/broken": ("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part", true),
+        "/stall": ("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial", false),
         "/switch": ("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", false),
         "/processing": ("HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false),
         // Answered at its head, before the request's body has come (an upstream that refuses an upload early).

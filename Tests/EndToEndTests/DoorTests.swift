@@ -218,4 +218,86 @@ struct DoorTests {
             }
         }
     }
+
+    // MARK: Limits on time and count
+
+    @Test("a request head that does not arrive whole within client_header_timeout_ms gets 408 and the connection ends, however its bytes trickle in; an idle kept-alive connection ends after client_idle_timeout_ms; both in the plain server and with --upstream")
+    func clientTimeLimits() async throws {
+        let limits: [String: String?] = ["client_header_timeout_ms": "300", "client_idle_timeout_ms": "600"]
+        try await withEchoUpstream { port in
+            for upstream in [nil, "http://127.0.0.1:\(port)"] as [String?] {
+                var settings = limits
+                settings["skip_auth_routes"] = upstream == nil ? nil : "^/"
+                try await UpstreamProxyTests.withSite(upstream: upstream ?? "", settings.merging(upstream == nil ? ["upstream": nil] : [:]) { $1 }) { site, _ in
+                    let started = ContinuousClock.now
+                    // A byte more within the limit does not extend it: the limit counts from the head's first byte.
+                    let trickled = try await RawSocket.exchange(port: site.port, "GET /healthz HT", then: ["T"])
+                    #expect(trickled.hasPrefix("HTTP/1.1 408 Request Timeout\r\n"), "\(upstream ?? "plain"): \(trickled)")
+                    #expect(ContinuousClock.now - started < .seconds(5))
+                    // A connection that asked one thing and then nothing: answered, then ended when idle.
+                    let idleStart = ContinuousClock.now
+                    let answered = try await RawSocket.exchange(port: site.port, "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+                    #expect(answered.hasPrefix("HTTP/1.1 200 OK") && !answered.contains("408"), "\(answered)")
+                    #expect(ContinuousClock.now - idleStart >= .milliseconds(550), "ended before client_idle_timeout_ms")
+                    // A connection that never says a thing ends too, without an answer.
+                    let silent = try await RawSocket.exchange(port: site.port, "")
+                    #expect(silent.isEmpty, "\(silent)")
+                }
+            }
+        }
+    }
+
+    @Test("a request in progress is not cut by the client's limits: an upstream slower than client_header_timeout_ms still answers, and so does the 504 after upstream_timeout_ms")
+    func requestInProgressIsNotCut() async throws {
+        try await SilentListener.run { port in
+            let settings: [String: String?] = ["skip_auth_routes": "^/", "upstream_timeout_ms": "900", "client_header_timeout_ms": "200", "client_idle_timeout_ms": "300"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { site, _ in
+                for extra in [[], ["Content-Length: 0"]] {
+                    let answer = try await Self.exchange(site, ["GET /slow HTTP/1.1", "Host: a", "Accept: text/html"] + extra)
+                    #expect(answer.status == 504, "\(extra): \(answer.head)")
+                }
+            }
+        }
+    }
+
+    @Test("an upstream whose answer goes silent midway is ended after upstream_idle_timeout_ms, on either carrier: the client's connection ends with what came")
+    func silentUpstreamBodyIsEnded() async throws {
+        try await ScriptedUpstream.run { upstream in
+            let settings: [String: String?] = ["skip_auth_routes": "^/", "upstream_idle_timeout_ms": "400"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", settings) { site, visit in
+                for extra in ["", "Content-Length: 0\r\n"] {
+                    let started = ContinuousClock.now
+                    let text = try await RawSocket.exchange(port: site.port, "GET /stall HTTP/1.1\r\nHost: a\r\n\(extra)\r\n")
+                    let waited = ContinuousClock.now - started
+                    #expect(text.hasPrefix("HTTP/1.1 200 OK") && text.hasSuffix("partial"), "\(extra): \(text)")
+                    #expect(waited >= .milliseconds(350) && waited < .seconds(10), "\(extra): ended after \(waited)")
+                }
+                #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "siwa stopped answering")
+            }
+        }
+    }
+
+    @Test("upstream_max_connections: a request finding every place taken waits in line for one; one that finds the line full gets the 503 page at once, on either carrier; siwa's own paths are not held up")
+    func upstreamPlacesAreCounted() async throws {
+        try await SilentListener.run { port in
+            let settings: [String: String?] = ["skip_auth_routes": "^/", "upstream_timeout_ms": "1500", "upstream_max_connections": "1"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { site, visit in
+                async let first = Self.exchange(site, ["GET /a HTTP/1.1", "Host: a", "Accept: text/html"])
+                try await Task.sleep(for: .milliseconds(300))
+                async let second = Self.exchange(site, ["GET /b HTTP/1.1", "Host: a", "Accept: text/html"])
+                try await Task.sleep(for: .milliseconds(300))
+                for extra in [[], ["Content-Length: 0"]] {
+                    let started = ContinuousClock.now
+                    let refused = try await Self.exchange(site, ["GET /c HTTP/1.1", "Host: a", "Accept: text/html"] + extra)
+                    #expect(refused.status == 503, "\(extra): \(refused.head)")
+                    #expect(refused.body.contains("The site is busy"), "\(refused.body.prefix(300))")
+                    #expect(ContinuousClock.now - started < .milliseconds(1000), "the line was full: no wait")
+                }
+                #expect(try await visit.send(site.url("/healthz")).status == 200)
+                // The first holds its place until its 504; the second waited, got it, and timed out in turn.
+                #expect(try await first.status == 504)
+                #expect(try await second.status == 504)
+            }
+        }
+    }
 }

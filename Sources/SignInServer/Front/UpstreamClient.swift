@@ -15,6 +15,8 @@ struct UpstreamClient: Service {
     let webSocketTLS: NIOSSLContext?
     /// The byte path's connections to the upstream (`RawFrontPath`), with the same TLS as WebSockets.
     let rawPool: UpstreamPool<ByteBuffer>
+    /// `upstream_max_connections`, for every carrier.
+    let admission: UpstreamAdmission
 
     init(settings: UpstreamSettings) {
         self.settings = settings
@@ -22,14 +24,17 @@ struct UpstreamClient: Service {
         configuration.redirectConfiguration = .disallow
         configuration.decompression = .disabled
         // A connection that cannot even be opened in time counts as the upstream not answering in time (504).
-        configuration.timeout = .init(connect: Self.connectTimeout(settings))
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)
+        // An answer's body silent for upstream_idle_timeout_ms is ended (async-http-client counts it once the request
+        // has been sent whole, so an upload's own time does not count).
+        configuration.timeout = .init(connect: Self.connectTimeout(settings), read: .milliseconds(Int64(settings.idleTimeoutMS)))
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: settings.maxConnections)
         configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         // The system's trust roots, as the HTTP client uses; loading them fails only on a broken system, and then a
         // WebSocket to the upstream is answered 502 (logged) while everything else works.
         webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
         rawPool = UpstreamPool(settings: settings, tls: webSocketTLS) { _ in }
+        admission = UpstreamAdmission(limit: settings.maxConnections)
     }
 
     /// How long opening a connection to the upstream may take: `upstream_timeout_ms`, at most 10 s.

@@ -13,6 +13,8 @@ struct UpstreamWebSocket: Sendable {
     let connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
     /// The upstream's `101 Switching Protocols` head.
     let answer: HTTPResponseHead
+    /// Its place at the upstream (`upstream_max_connections`), freed when the relay has ended and this is let go.
+    let place: UpstreamAdmission.Pass
 
     /// Adds to `headers` (the client's `101`) what of the upstream's `101` the client must see:
     /// `Sec-WebSocket-Accept`, the subprotocol and extensions it chose, and any other end-to-end header, as any
@@ -32,6 +34,7 @@ extension UpstreamForwarder {
     /// handshake, its headers cleaned as for any proxied request and `identity` added. Succeeds only when the upstream
     /// switches protocols within `upstream_timeout_ms`.
     func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> UpstreamWebSocket {
+        guard let place = await admission.pass(waitingAtMost: .milliseconds(Int64(settings.timeoutMS))) else { throw .busy }
         let headers = upstreamHeaders(request, context: context, identity: identity)
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: settings.basePath + target.forwarded, headers: headers)
         let timeout = TimeAmount.milliseconds(Int64(settings.timeoutMS))
@@ -75,7 +78,7 @@ extension UpstreamForwarder {
         }
         switch handshake {
         case .upgraded(let connection, let answer):
-            return UpstreamWebSocket(connection: connection, answer: answer)
+            return UpstreamWebSocket(connection: connection, answer: answer, place: place)
         case .refused:
             throw .unreachable(UpstreamWebSocketRefused(reason: "the upstream answered the WebSocket upgrade without switching protocols"))
         }

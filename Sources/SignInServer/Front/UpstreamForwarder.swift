@@ -20,6 +20,8 @@ struct UpstreamForwarder: Sendable {
     let ownCookies: Set<String>
     /// The TLS of WebSockets to an `https` upstream (`UpstreamClient.webSocketTLS`).
     let webSocketTLS: NIOSSLContext?
+    /// `upstream_max_connections` (`UpstreamClient.admission`).
+    let admission: UpstreamAdmission
 
     /// Why no answer came from the upstream.
     enum Failure: Error {
@@ -27,12 +29,15 @@ struct UpstreamForwarder: Sendable {
         case unreachable(any Error)
         /// No response head within `upstream_timeout_ms` of the request being sent.
         case timedOut
-        /// It answered with something siwa does not relay (a `101` nobody asked for, an unknown `1xx`).
+        /// It answered with something siwa does not relay (a `101` nobody asked for).
         case broken(String)
+        /// `upstream_max_connections` were in use, and no place came within `upstream_timeout_ms` (or the line was full).
+        case busy
     }
 
     /// The upstream's answer to `request`, with `identity` (siwa's identity headers, or none) added.
     func forward(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> Response {
+        guard let place = await admission.pass(waitingAtMost: .milliseconds(Int64(settings.timeoutMS))) else { throw .busy }
         var outbound = HTTPClientRequest(url: settings.origin + settings.basePath + target.forwarded)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         outbound.headers = upstreamHeaders(request, context: context, identity: identity)
@@ -51,7 +56,7 @@ struct UpstreamForwarder: Sendable {
         let answer: HTTPClientResponse
         do {
             answer = try await head(of: outbound, upload: upload, logger: context.logger)
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout {
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout || error == .readTimeout {
             throw .timedOut
         } catch let failure as Failure {
             throw failure
@@ -75,6 +80,8 @@ struct UpstreamForwarder: Sendable {
                 // its end): two readers of one body stop the server. The answer ends once the upload has.
                 if let uploading { await uploading.ended() }
                 try await writer.finish(nil)
+                // The place at the upstream is held until the answer has passed whole.
+                withExtendedLifetime(place) {}
             }
         )
     }

@@ -69,6 +69,7 @@ struct UpstreamGate: Sendable {
             case .timedOut: context.logger.error("upstream did not open the WebSocket in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
             case .unreachable(let cause): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(cause)"])
             case .broken(let reason): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(reason)"])
+            case .busy: context.logger.warning("upstream WebSocket not opened: upstream_max_connections in use")
             }
             return nil
         }
@@ -100,6 +101,9 @@ struct UpstreamGate: Sendable {
         case .broken(let reason):
             logger.error("upstream answered what siwa does not pass on", metadata: ["reason": "\(reason)"])
             return page(.badUpstream(retryURL: request.head.path ?? "/"), request)
+        case .busy:
+            logger.warning("upstream_max_connections in use: a request waited in vain", metadata: ["limit": "\(forwarder.settings.maxConnections)"])
+            return page(.busy(retryURL: request.head.path ?? "/"), request)
         case .timedOut:
             logger.error("upstream did not answer in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
             return page(.gatewayTimeout(retryURL: request.head.path ?? "/"), request)

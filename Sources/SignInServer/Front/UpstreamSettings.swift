@@ -16,6 +16,11 @@ public struct UpstreamSettings: Sendable {
     /// How long siwa waits for the upstream's response head once the request is sent (a body that has started
     /// is not cut).
     public var timeoutMS: Int
+    /// `upstream_idle_timeout_ms`: an answer's body, or a WebSocket, silent this long is ended.
+    public var idleTimeoutMS: Int = 300_000
+    /// `upstream_max_connections`: at most this many requests and WebSockets at the upstream at once (as many more
+    /// wait, for at most `timeoutMS`; beyond that, 503).
+    public var maxConnections: Int = 512
     /// Routes forwarded without a sign-in and without identity headers.
     public var skipAuthRoutes: [SkipAuthRoute]
     /// `strip_request_headers`: client headers never passed to the upstream, besides siwa's own list

@@ -36,6 +36,8 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     let owned: SiwaPaths
     /// The requests answered on the event loop (`RawFrontPath`).
     let fastPath: FastPathAnswers
+    /// `client_header_timeout_ms`, `client_idle_timeout_ms`.
+    let limits: ClientLimits
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -43,7 +45,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             let upgrader = ClientUpgrader(gate: gate, owned: owned, handoff: handoff, logger: logger)
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome())
+                    try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome(countsHeads: false))
                     try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
                     try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
                     let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
@@ -52,7 +54,9 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
                     return .http(http)
                 }
             }
-            // Ahead of NIO's HTTP codecs: the requests passed to the upstream from memory, as bytes (`RawFrontPath`).
+            // Ahead of NIO's HTTP codecs: the client's time limits, then the requests passed to the upstream from
+            // memory, as bytes (`RawFrontPath`).
+            try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits))
             try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
             var pipeline = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
             // As Hummingbird's own HTTP/1 channel: requests are taken one at a time by the async channel, header
@@ -86,7 +90,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             if let refused = value.handoff.attempt {
                 await answer(refused, on: http, logger: logger)
             } else {
-                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned, fastPath: fastPath)
+                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned, fastPath: fastPath, limits: limits)
                     .handleHTTP(asyncChannel: http, logger: logger)
             }
         case .relay(let client):
@@ -94,7 +98,9 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
                 try? await client.channel.close()
                 return
             }
-            await Self.relay(client, upstream.connection, logger: logger)
+            await Self.relay(client, upstream.connection, idleLimit: .milliseconds(gate.forwarder.settings.idleTimeoutMS), logger: logger)
+            // Its place at the upstream is held until the relay has ended.
+            withExtendedLifetime(upstream) {}
         }
     }
 
@@ -127,22 +133,50 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     }
 
     /// Joins the client's and the upstream's connections until both directions have ended. Either side's end of
-    /// input is passed on as an end of output; siwa's graceful shutdown closes both.
-    static func relay(_ client: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ upstream: NIOAsyncChannel<ByteBuffer, ByteBuffer>, logger: Logger) async {
+    /// input is passed on as an end of output; siwa's graceful shutdown closes both, and so does `idleLimit`
+    /// (`upstream_idle_timeout_ms`) without a byte either way.
+    static func relay(
+        _ client: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ upstream: NIOAsyncChannel<ByteBuffer, ByteBuffer>, idleLimit: Duration, logger: Logger
+    ) async {
+        let lastByte = LastActivity()
         do {
             try await withGracefulShutdownHandler {
                 try await client.executeThenClose { fromClient, toClient in
                     try await upstream.executeThenClose { fromUpstream, toUpstream in
-                        try await withThrowingTaskGroup(of: Void.self) { group in
+                        try await withThrowingTaskGroup(of: Bool.self) { group in
                             group.addTask {
-                                for try await bytes in fromClient { try await toUpstream.write(bytes) }
+                                for try await bytes in fromClient {
+                                    lastByte.touch()
+                                    try await toUpstream.write(bytes)
+                                }
                                 toUpstream.finish()
+                                return true
                             }
                             group.addTask {
-                                for try await bytes in fromUpstream { try await toClient.write(bytes) }
+                                for try await bytes in fromUpstream {
+                                    lastByte.touch()
+                                    try await toClient.write(bytes)
+                                }
                                 toClient.finish()
+                                return true
                             }
-                            try await group.waitForAll()
+                            group.addTask {
+                                // Wakes when the limit would be reached since the last byte, and ends both sides then.
+                                while true {
+                                    try await Task.sleep(until: lastByte.instant + idleLimit, clock: .continuous)
+                                    if ContinuousClock.now - lastByte.instant >= idleLimit { break }
+                                }
+                                logger.info("WebSocket silent for upstream_idle_timeout_ms: ended", metadata: ["idle_ms": "\(idleLimit)"])
+                                client.channel.close(promise: nil)
+                                upstream.channel.close(promise: nil)
+                                return false
+                            }
+                            var relaying = 2
+                            for try await isRelay in group where isRelay {
+                                relaying -= 1
+                                if relaying == 0 { break }
+                            }
+                            group.cancelAll()
                         }
                     }
                 }
@@ -156,6 +190,13 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
         upstream.channel.close(promise: nil)
         client.channel.close(promise: nil)
     }
+}
+
+/// When a relay last moved a byte, either way.
+final class LastActivity: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+    var instant: ContinuousClock.Instant { last.withLock { $0 } }
+    func touch() { last.withLock { $0 = .now } }
 }
 
 /// What the upgrader learnt of a connection's first request, for the channel's handler: the request when it asked
@@ -262,12 +303,19 @@ extension Request {
 final class DoorRequestHeads: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
+    /// Told of each head read: from here on its time is the request's, not the client's (`ClientTimer`).
+    private weak var timer: ClientTimer?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        timer = try? context.pipeline.syncOperations.handler(type: ClientTimer.self)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(var head) = unwrapInboundIn(data) else {
             context.fireChannelRead(data)
             return
         }
+        timer?.headRead()
         Self.reduceAbsoluteForm(&head)
         guard head.headers.contains(name: "upgrade") else {
             context.fireChannelRead(wrapInboundOut(.head(head)))

@@ -23,6 +23,9 @@ struct SessionMiddleware: RouterMiddleware {
                 return .anonymous(hadCookie: true)
             }
             return .signedIn(session, user)
+        } catch let busy as SessionLookupsBusy {
+            logger.warning("session look-up not made: \(busy)")
+            return .storeUnavailable(retryURL: request.uri.path)
         } catch {
             logger.error("store unavailable", metadata: ["error": "\(error)"])
             return .storeUnavailable(retryURL: request.uri.path)

@@ -69,6 +69,9 @@ public struct ServerSettings: Sendable {
 
     /// `check_cache_seconds`: how long a session looked up stays in memory (0: every lookup asks the store).
     public var checkCacheSeconds: Int = 5
+    /// `client_header_timeout_ms` and `client_idle_timeout_ms`: how long a request head may take to arrive, and a
+    /// kept-alive connection may wait for its next request.
+    public var clientLimits = ClientLimits()
 
     /// The OpenID Provider: issuer (`public_url`) and the clients of `oidc_clients`.
     public var provider: ProviderSettings

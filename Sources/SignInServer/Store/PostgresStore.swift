@@ -137,8 +137,11 @@ public final class PostgresStore: SignInStore {
 
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         if let cached = sessions.lookup(idHash, now: now) { return cached }
-        let generation = sessions.generation
-        let found = try await bounded { [self] () async throws -> (SessionRecord, UserRecord)? in
+        return try await sessions.lookUpMissing(idHash, now: now) { try await self.readSession(idHash: idHash, now: now) }
+    }
+
+    private func readSession(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
+        try await bounded { [self] () async throws -> (SessionRecord, UserRecord)? in
             let rows = try await client.query(
                 "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
                 logger: logger
@@ -150,8 +153,6 @@ public final class PostgresStore: SignInStore {
             }
             return nil
         }
-        if let found { sessions.store(found, readAt: generation, now: now) }
-        return found
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {

@@ -179,8 +179,11 @@ public final class SQLiteStore: SignInStore {
 
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         if let cached = sessions.lookup(idHash, now: now) { return cached }
-        let generation = sessions.generation
-        let found = try await pool.read { db -> (SessionRecord, UserRecord)? in
+        return try await sessions.lookUpMissing(idHash, now: now) { try await self.readSession(idHash: idHash, now: now) }
+    }
+
+    private func readSession(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
+        try await pool.read { db -> (SessionRecord, UserRecord)? in
             guard let row = try db.cachedRow(sql: Self.sessionQuery, arguments: [idHash, now.timeIntervalSince1970]) else { return nil }
             let user = Self.user(row, from: 4)
             let session = SessionRecord(
@@ -189,8 +192,6 @@ public final class SQLiteStore: SignInStore {
             )
             return (session, user)
         }
-        if let found { sessions.store(found, readAt: generation, now: now) }
-        return found
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {

@@ -11,8 +11,14 @@ import Synchronization
 /// with such a change from caching what it read before the change. Entries also expire after `lifetime`, the
 /// bound on staleness when a change is not heard (another process writing the same SQLite file, such as
 /// `siwa migrate-users`; a PostgreSQL instance whose listening connection is down), and never outlive the
-/// session. A lifetime of 0 keeps nothing. Only hits are kept: unknown cookies always go to the database, so
-/// they cannot fill the cache.
+/// session. A lifetime of 0 keeps nothing.
+///
+/// A cookie the database did not know is remembered as unknown for as long (at most `capacity` of them, forgotten
+/// all at once when full, so they cannot crowd out the sessions), and at most `missLimit` look-ups of cookies not in
+/// memory go to the database at once; one more is refused (`SessionLookupsBusy`, a 503). A flood of made-up session
+/// cookies costs the database a bounded number of queries at once, and siwa's signed-in visitors, whose sessions
+/// are in memory, do not notice it. A session id is random and only handed out once stored, so no cookie that was
+/// unknown becomes a session later.
 final class SessionCache: Sendable {
     private struct Entry {
         var session: SessionRecord
@@ -24,15 +30,49 @@ final class SessionCache: Sendable {
         var entries: [String: Entry] = [:]
         var bySubject: [String: Set<String>] = [:]
         var generation: UInt64 = 0
+        /// Cookies (by hash) the database did not know, and when it said so.
+        var unknown: [String: Date] = [:]
+        /// Look-ups at the database now.
+        var misses = 0
     }
 
     let lifetime: TimeInterval
     let capacity: Int
+    /// How many look-ups of sessions not in memory may be at the database at once.
+    let missLimit: Int
     private let state = Mutex(State())
 
-    init(lifetime: TimeInterval = 5, capacity: Int = 10_000) {
+    init(lifetime: TimeInterval = 5, capacity: Int = 10_000, missLimit: Int = 64) {
         self.lifetime = lifetime
         self.capacity = capacity
+        self.missLimit = missLimit
+    }
+
+    /// Looks `idHash` up in the database with `read` unless it is known to be unknown (nil), within `missLimit`
+    /// (`SessionLookupsBusy` past it); what is found is kept, what is not is remembered as unknown.
+    func lookUpMissing(
+        _ idHash: String, now: Date, _ read: () async throws -> (SessionRecord, UserRecord)?
+    ) async throws -> (SessionRecord, UserRecord)? {
+        let admitted = state.withLock { state -> Result<UInt64, SessionLookupsBusy>? in
+            if let since = state.unknown[idHash], now.timeIntervalSince(since) < lifetime { return nil }
+            guard state.misses < missLimit else { return .failure(SessionLookupsBusy(limit: missLimit)) }
+            state.misses += 1
+            return .success(state.generation)
+        }
+        // Known to be unknown: no session, without asking again.
+        guard let admitted else { return nil }
+        let generation = try admitted.get()
+        defer { state.withLock { $0.misses -= 1 } }
+        let found = try await read()
+        if let found {
+            store(found, readAt: generation, now: now)
+        } else if lifetime > 0 {
+            state.withLock { state in
+                if state.unknown.count >= capacity { state.unknown.removeAll(keepingCapacity: true) }
+                state.unknown[idHash] = now
+            }
+        }
+        return found
     }
 
     private static let registry = Mutex<[String: SessionCache]>([:])
@@ -112,4 +152,10 @@ final class SessionCache: Sendable {
         state.bySubject[subject]?.remove(idHash)
         if state.bySubject[subject]?.isEmpty == true { state.bySubject.removeValue(forKey: subject) }
     }
+}
+
+/// More look-ups of sessions not in memory than `SessionCache.missLimit` at once: this one was not made.
+struct SessionLookupsBusy: Error, CustomStringConvertible {
+    let limit: Int
+    var description: String { "more than \(limit) session look-ups at the database at once" }
 }

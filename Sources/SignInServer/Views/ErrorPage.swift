@@ -43,6 +43,11 @@ struct ErrorPage: Error, Sendable {
         ErrorPage(key: "badUpstream", status: .badGateway, actionURL: retryURL, actionKey: "tryAgain")
     }
 
+    /// `upstream_max_connections` are in use and no place came in time; the button tries `retryURL` again.
+    static func busy(retryURL: String) -> ErrorPage {
+        ErrorPage(key: "busy", status: .serviceUnavailable, actionURL: retryURL, actionKey: "tryAgain")
+    }
+
     /// A form's CSRF token was missing or wrong; the button goes back to the form at `retryURL`.
     static func csrf(retryURL: String) -> ErrorPage {
         ErrorPage(key: "csrf", status: .forbidden, actionURL: retryURL, actionKey: "tryAgain")

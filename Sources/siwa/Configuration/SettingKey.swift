@@ -36,7 +36,8 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("public_url"), SettingKey("allowed_redirect_domains", list: true), SettingKey("allowed_emails", list: true),
         SettingKey("allowed_email_domains", list: true), SettingKey("allowed_subs", list: true),
         SettingKey("upstream"), SettingKey("upstream_timeout_ms"), SettingKey("skip_auth_routes", list: true),
-        SettingKey("strip_request_headers", list: true),
+        SettingKey("strip_request_headers", list: true), SettingKey("upstream_idle_timeout_ms"), SettingKey("upstream_max_connections"),
+        SettingKey("client_header_timeout_ms"), SettingKey("client_idle_timeout_ms"),
         SettingKey("cookie_domain"), SettingKey("check_cache_seconds"), SettingKey("oidc_clients", secret: true, json: true),
     ]
 

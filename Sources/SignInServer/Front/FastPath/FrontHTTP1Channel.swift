@@ -11,15 +11,18 @@ import NIOHTTPTypesHTTP1
 struct FrontHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
     let fastPath: FastPathAnswers
+    let limits: ClientLimits
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
         let fastPath = fastPath
+        let limits = limits
         return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits))
             try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
         }.flatMap { inner.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
             // Between NIO's HTTP/1 codec and Hummingbird's conversion to HTTP types, which drops the version.
             let codec = try channel.pipeline.syncOperations.context(handlerType: HTTP1ToHTTPServerCodec.self)
-            try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome(), position: .before(codec.handler))
+            try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome(countsHeads: true), position: .before(codec.handler))
             return value
         }
     }

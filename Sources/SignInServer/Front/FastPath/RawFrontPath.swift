@@ -35,6 +35,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private let answers: FastPathAnswers
     private let upstream: FastPathAnswers.Upstream?
     private var context: ChannelHandlerContext?
+    /// The client's time limits, told of the heads this path reads and the answers it ends.
+    private weak var clientTimer: ClientTimer?
     private var peer: String?
     /// The peer is a trusted proxy (its `X-Forwarded-*` are read); the peer of a connection does not change.
     private var peerTrusted = false
@@ -56,6 +58,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// The one timer of the connection, armed for the exchange's deadline (scheduling and cancelling one per request
     /// showed in profiles): when it fires early, for an exchange that has ended, it is armed again for the next one.
     private var timer: Scheduled<Void>?
+    /// When `timer` fires.
+    private var timerDue: NIODeadline?
     /// The client half-closed while something was in progress or waiting: the connection ends once it is answered.
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
@@ -85,8 +89,14 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         /// The upstream keeps its connection open after this answer.
         var keepAlive = false
         let closeClient: Bool
-        /// When the upstream's response head is due (`upstream_timeout_ms` after the request was sent); nil once it came.
+        /// When the upstream's response head is due (`upstream_timeout_ms` after the request was sent); once it came,
+        /// when its body is silent too long (`upstream_idle_timeout_ms` after its last bytes); nil while the client
+        /// is not taking the body (the upstream is not read then).
         var deadline: NIODeadline?
+        /// It holds a place at the upstream (`upstream_max_connections`).
+        var admitted = false
+        /// It waits in line for one.
+        var ticket: UInt64?
 
         init(head: RawHTTP.RequestHead, headBytes: ByteBuffer, request: ByteBuffer, closeClient: Bool) {
             self.head = head
@@ -113,6 +123,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        clientTimer = try? context.pipeline.syncOperations.handler(type: ClientTimer.self)
         learnPeer(context)
     }
 
@@ -228,7 +239,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, let connection = exchange?.attempt.connection {
+        if context.channel.isWritable, let exchange, let connection = exchange.attempt.connection {
+            if exchange.body != nil, exchange.deadline == nil {
+                exchange.deadline = .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? 300_000))
+                armTimer(context)
+            }
             try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
         }
         context.fireChannelWritabilityChanged()
@@ -254,11 +269,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     buffer.moveReaderIndex(forwardBy: head.length)
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
+                    clientTimer?.headRead()
                     context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
                     if close {
                         context.close(promise: nil)
                         return
                     }
+                    clientTimer?.answerEnded()
                     continue
                 }
                 let route = upstream?.owned.route(head.target, host: head.host)
@@ -274,8 +291,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
                 pending = buffer.readableBytes > 0 ? buffer : nil
                 exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: close)
+                clientTimer?.headRead()
                 answers.metrics.fastProxiedBytes.increment()
-                connect(fresh: false)
+                admit()
             }
         }
         // Shutting down, or the client will send nothing more: what is left is at most a head that will not be whole.
@@ -499,6 +517,51 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     // MARK: The upstream's side
 
+    /// Takes a place at the upstream for the exchange (`upstream_max_connections`), then connects; with none free, waits
+    /// in line for one for at most `upstream_timeout_ms` (then, or with the line full, siwa's 503 page).
+    private func admit() {
+        guard let exchange, let context, let upstream else { return }
+        let admission = upstream.gate.forwarder.admission
+        if admission.tryEnter() {
+            exchange.admitted = true
+            return connect(fresh: false)
+        }
+        let loop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: loop)
+        let waiting = NIOLoopBound(exchange, eventLoop: loop)
+        guard let ticket = admission.enter({ granted in loop.execute { handler.value.admitted(granted, waiting.value) } }) else { return }
+        exchange.ticket = ticket
+        loop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(upstream.rawPool.settings.timeoutMS))) {
+            if admission.giveUp(ticket) { self.admitted(false, exchange) }
+        }
+    }
+
+    /// The wait for a place at the upstream is over for `waited`: connect, or answer 503.
+    private func admitted(_ granted: Bool, _ waited: Exchange) {
+        guard let exchange, exchange === waited else {
+            // The client left meanwhile: the place goes to the next in line.
+            if granted { upstream?.gate.forwarder.admission.leave() }
+            return
+        }
+        exchange.ticket = nil
+        guard granted else { return failed(.busy) }
+        exchange.admitted = true
+        connect(fresh: false)
+    }
+
+    /// Frees the exchange's place at the upstream, or its place in line.
+    private func release(_ exchange: Exchange) {
+        guard let admission = upstream?.gate.forwarder.admission else { return }
+        if exchange.admitted {
+            exchange.admitted = false
+            admission.leave()
+        } else if let ticket = exchange.ticket {
+            exchange.ticket = nil
+            // Its place came meanwhile: `admitted` frees it when it arrives.
+            _ = admission.giveUp(ticket)
+        }
+    }
+
     private func connect(fresh: Bool) {
         guard let context, let pool = upstream?.rawPool else { return }
         pool.acquire(on: context.eventLoop, fresh: fresh) { result in
@@ -526,9 +589,14 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     private func armTimer(_ context: ChannelHandlerContext) {
-        guard timer == nil, let deadline = exchange?.deadline else { return }
+        guard let deadline = exchange?.deadline else { return }
+        // A timer due no later serves; one due later (the head's, when the body's idle limit is shorter) is replaced.
+        if timer != nil, let due = timerDue, due <= deadline { return }
+        timer?.cancel()
+        timerDue = deadline
         timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             self.timer = nil
+            self.timerDue = nil
             guard let context = self.context, let due = self.exchange?.deadline else { return }
             if due <= .now() {
                 self.timedOut()
@@ -539,7 +607,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     private func timedOut() {
-        guard let exchange, exchange.body == nil else { return }
+        guard let exchange else { return }
+        guard exchange.body == nil else {
+            return upstreamBrokeMidway("the upstream's answer was silent for upstream_idle_timeout_ms (\(upstream?.rawPool.settings.idleTimeoutMS ?? 0) ms)")
+        }
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
         failed(.timedOut)
     }
@@ -606,7 +677,6 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                         answer.moveReaderIndex(forwardBy: head.length)
                         continue
                     }
-                    exchange.deadline = nil
                     exchange.answer = nil
                     exchange.keepAlive = head.keepAlive
                     var (out, body) = answerHead(head, from: answer, closeClient: exchange.closeClient, context: context)
@@ -632,8 +702,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             // Bytes after the answer's end answer no request: that connection is not used again.
             finish(reusable: reusable && exchange.keepAlive && buffer.readableBytes == 0)
         } else if !context.channel.isWritable, let connection = exchange.attempt.connection {
-            // The client is slower than the upstream: stop reading the upstream until it catches up.
+            // The client is slower than the upstream: stop reading the upstream until it catches up (and its silence
+            // meanwhile is siwa's doing, not the upstream's).
+            exchange.deadline = nil
             try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
+        } else {
+            exchange.deadline = .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? 300_000))
+            armTimer(context)
         }
     }
 
@@ -788,11 +863,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private func finish(reusable: Bool) {
         guard let exchange, let context else { return }
         self.exchange = nil
+        release(exchange)
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: reusable)
         if exchange.closeClient {
             context.close(promise: nil)
             return
         }
+        clientTimer?.answerEnded()
         if readHeld {
             readHeld = false
             context.read()
@@ -803,6 +880,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private func abandonExchange() {
         guard let exchange else { return }
         self.exchange = nil
+        release(exchange)
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
     }
 }

@@ -29,9 +29,18 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
     static let lingerLimit = TimeAmount.seconds(5)
     /// The byte path ahead of the codecs, told when an answer of theirs has ended so that it takes the next request.
     private weak var raw: RawFrontPath?
+    /// The client's time limits, told when an answer has ended and, `countsHeads`, when a head has been read (with
+    /// `--upstream`, `DoorRequestHeads` reads them first, ahead of NIO's upgrade handler).
+    private weak var timer: ClientTimer?
+    private let countsHeads: Bool
+
+    init(countsHeads: Bool) {
+        self.countsHeads = countsHeads
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         raw = try? context.pipeline.syncOperations.handler(type: RawFrontPath.self)
+        timer = try? context.pipeline.syncOperations.handler(type: ClientTimer.self)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -42,6 +51,7 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
             unanswered.append((head.isKeepAlive, head.version == .http1_0))
+            if countsHeads { timer?.headRead() }
         }
         context.fireChannelRead(data)
     }
@@ -76,6 +86,7 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
             return
         case .end:
             context.write(data, promise: promise)
+            timer?.answerEnded()
             raw?.codecAnswered()
             return
         default:

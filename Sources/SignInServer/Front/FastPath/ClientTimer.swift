@@ -1,0 +1,118 @@
+import NIOCore
+
+/// The limits on a client's time, first in each connection's pipeline: a request head must arrive whole within
+/// `client_header_timeout_ms` of its first byte (a client that sends it a byte at a time holds nothing for long:
+/// 408, and the connection ends), and a kept-alive connection with no request in progress ends after
+/// `client_idle_timeout_ms` without one. While a request is in progress (its head read, its answer not ended)
+/// neither runs: the upstream's limits govern then.
+///
+/// Whoever reads heads says so (`headRead`: the byte path for the requests it takes, the handler after NIO's
+/// parser for the others), and whoever ends answers (`answerEnded`: the byte path, `SaysConnectionOutcome`); a
+/// WebSocket, once switched, is a request that never ends here (its relay has the upstream's idle limit).
+final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let limits: ClientLimits
+    private var context: ChannelHandlerContext?
+    /// Heads read whose answers have not ended.
+    private var inProgress = 0
+    /// The first byte of a head has come, and the head is not whole yet.
+    private var awaitingHead = false
+    private var timer: Scheduled<Void>?
+    /// The head did not come in time: what the client still sends is read and dropped until the connection ends.
+    private var over = false
+
+    init(limits: ClientLimits) {
+        self.limits = limits
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { arm(idle: true) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        arm(idle: true)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if over { return }
+        if inProgress == 0, !awaitingHead {
+            awaitingHead = true
+            arm(idle: false)
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// A request head has been read whole.
+    func headRead() {
+        inProgress += 1
+        awaitingHead = false
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// The answer to a request has ended (the connection stays open).
+    func answerEnded() {
+        inProgress = max(0, inProgress - 1)
+        if inProgress == 0 { arm(idle: true) }
+    }
+
+    private func arm(idle: Bool) {
+        timer?.cancel()
+        guard let context else { return }
+        let milliseconds = idle ? limits.idleTimeoutMS : limits.headerTimeoutMS
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(milliseconds))) {
+            self.timer = nil
+            self.expired(idle: idle)
+        }
+    }
+
+    private func expired(idle: Bool) {
+        guard let context, inProgress == 0 else { return }
+        guard !idle || awaitingHead else {
+            context.close(promise: nil)
+            return
+        }
+        // Written here, ahead of every codec: whatever of the head has come is not a request. siwa's side is shut
+        // once it is out and the rest of what the client sends is dropped, so that closing with bytes unread cannot
+        // turn into a reset that loses the answer; the connection is closed when the client closes its side, or
+        // after `SaysConnectionOutcome.lingerLimit`.
+        over = true
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(ByteBuffer(string: Self.timedOut))).assumeIsolated().whenComplete { _ in
+            self.context?.close(mode: .output, promise: nil)
+            channel.eventLoop.scheduleTask(in: SaysConnectionOutcome.lingerLimit) { channel.close(promise: nil) }
+        }
+    }
+
+    /// The answer to a head that did not arrive in time.
+    static let timedOut: String = {
+        let body = "The request did not arrive in time. Please try again.\n"
+        return "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+    }()
+}
+
+/// `client_header_timeout_ms` and `client_idle_timeout_ms` (`ClientTimer`).
+public struct ClientLimits: Sendable, Equatable {
+    /// How long a request head may take to arrive whole, from its first byte.
+    public var headerTimeoutMS: Int = 10_000
+    /// How long a kept-alive connection may wait for its next request.
+    public var idleTimeoutMS: Int = 75_000
+
+    public init() {}
+}
