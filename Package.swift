@@ -45,6 +45,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The door's reading of HTTP: the request target model and the byte path's HTTP/1.1 subset, a module of its
+        // own so that the fuzz targets can set it against NIO's parser without building the server.
+        .target(
+            name: "DoorHTTP",
+            dependencies: ["JOSE"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "AppleSignIn",
             dependencies: [
@@ -75,6 +82,7 @@ let package = Package(
             name: "SignInServer",
             dependencies: [
                 "AppleSignIn",
+                "DoorHTTP",
                 "JOSE",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -128,7 +136,11 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: [
                 "AppleSignIn",
+                "DoorHTTP",
                 "JOSE",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
@@ -215,6 +227,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "SignInServer",
+                "DoorHTTP",
                 "AppleIDEmulator",
                 "AppleSignIn",
                 "JOSE",
@@ -256,6 +269,7 @@ let package = Package(
                 "TestSupport",
                 "siwa",
                 "SignInServer",
+                "DoorHTTP",
                 "AppleIDEmulator",
                 "AppleSignIn",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -6,7 +6,8 @@ import Foundation
 import JOSE
 
 /// The fuzz targets of issue 9: what a hostile client can put in front of us before anything is trusted — the
-/// callback form post (or query), an identity token, and the `user` JSON. Each target feeds the input to the
+/// callback form post (or query), an identity token, and the `user` JSON; and of issue 26, a request head as the
+/// door's byte path reads it, against NIO's parser. Each target feeds the input to the
 /// real parser or verifier and checks properties that must hold for every input. A violation is returned as
 /// `FuzzOutcome.violated`: the SiwaFuzz driver turns it into a crash, which libFuzzer reports with the input saved;
 /// `swift test` (FuzzCorpusTests) records it as a failure of that input and goes on with the next.
@@ -18,6 +19,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case jwt
     /// `AppleUser.parse(json:)`.
     case user
+    /// `RawHTTP.request` against NIO's HTTP/1 parser, and `RequestTarget` (issue 26).
+    case request
 
     /// Runs one input through the target.
     public func run(_ input: [UInt8]) -> FuzzOutcome {
@@ -26,6 +29,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             case .callback: try FuzzChecks.callback(input)
             case .jwt: try FuzzChecks.jwt(input)
             case .user: try FuzzChecks.user(input)
+            case .request: try FuzzChecks.request(input)
             }
         }
     }

@@ -1,3 +1,4 @@
+@testable import DoorHTTP
 import Foundation
 import NIOCore
 import NIOEmbedded

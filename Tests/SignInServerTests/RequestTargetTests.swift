@@ -1,3 +1,4 @@
+@testable import DoorHTTP
 import Foundation
 @testable import SignInServer
 import Testing

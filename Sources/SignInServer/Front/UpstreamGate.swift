@@ -1,3 +1,4 @@
+import DoorHTTP
 import HTTPTypes
 import Hummingbird
 import Logging

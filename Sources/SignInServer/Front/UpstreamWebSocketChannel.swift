@@ -1,3 +1,4 @@
+import DoorHTTP
 import Hummingbird
 import HummingbirdCore
 import Logging

@@ -1,3 +1,4 @@
+import DoorHTTP
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,3 +1,4 @@
+import DoorHTTP
 import NIOCore
 import NIOHTTP1
 

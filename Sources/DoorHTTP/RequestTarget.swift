@@ -15,25 +15,25 @@ import JOSE
 /// …) is percent-encoded, and dot-segments are removed (RFC 3986 §5.2.4). The query is kept as sent, but for the
 /// same encoding of characters a query may not hold unencoded. A rule's regex (`skip_auth_routes`) is matched against
 /// `path`, and `forwarded` is what the upstream gets after its base path: the same bytes.
-struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
+package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
     /// The normalized path, still percent-encoded but for unreserved characters: what rules are matched against.
-    let path: String
+    package let path: String
     /// The query without its `?` (nil when the target had none).
-    let query: String?
+    package let query: String?
 
     /// The target as the upstream gets it (after the upstream's base path).
-    var forwarded: String { query.map { path + "?" + $0 } ?? path }
+    package var forwarded: String { query.map { path + "?" + $0 } ?? path }
 
-    var description: String { forwarded }
+    package var description: String { forwarded }
 
     /// Why a target was refused (for the log; the client gets siwa's 400 page).
-    struct Refusal: Error, Equatable, CustomStringConvertible {
-        let description: String
+    package struct Refusal: Error, Equatable, CustomStringConvertible {
+        package let description: String
     }
 
     /// Reads `raw`, the target as the request line carried it; `host` is the request's `Host` (which an absolute-form
     /// target must name).
-    init(_ raw: some StringProtocol, host: String?) throws(Refusal) {
+    package init(_ raw: some StringProtocol, host: String?) throws(Refusal) {
         var bytes = Array(raw.utf8)
         if bytes.first != UInt8(ascii: "/") {
             bytes = try Self.reduceAbsoluteForm(bytes, host: host)
@@ -55,7 +55,7 @@ struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
     /// `raw`, an absolute-form target, as the origin-form target it names (its path and query, as sent) when its
     /// authority is `host`; nil otherwise. For what reads a target before `RequestTarget` does and would lose the
     /// authority (the conversion of NIO's heads to HTTP types).
-    static func originForm(of raw: String, host: String?) -> String? {
+    package static func originForm(of raw: String, host: String?) -> String? {
         guard let reduced = try? reduceAbsoluteForm(Array(raw.utf8), host: host) else { return nil }
         return String(decoding: reduced, as: UTF8.self)
     }
@@ -191,7 +191,7 @@ struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// RFC 3986 unreserved.
-    static func isUnreserved(_ byte: UInt8) -> Bool {
+    package static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
         case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
@@ -200,7 +200,7 @@ struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// RFC 3986 pchar (less `%`, read apart) and `/`: what a path may hold unencoded.
-    static func isPathByte(_ byte: UInt8) -> Bool {
+    package static func isPathByte(_ byte: UInt8) -> Bool {
         if isUnreserved(byte) { return true }
         return switch byte {
         case UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"),

@@ -1,5 +1,3 @@
-import Foundation
-import NIOCore
 
 /// The HTTP/1.1 the byte-level proxy path (`RawFrontPath`) reads itself: a strict subset, so that whatever it
 /// accepts means one thing to siwa, to NIO's parser and to the upstream. A request head is read only when its
@@ -10,46 +8,46 @@ import NIOCore
 /// one at a time, and anything outside the subset with the rest of the connection. A response head is read with
 /// its framing (`Content-Length`, chunked, or to the end of the connection); one that is not well-formed is a
 /// broken upstream (502), never guessed at.
-enum RawHTTP {
+package enum RawHTTP {
     /// The longest request head taken here; a longer one goes to NIO's parser, with its own limits.
-    static let requestHeadLimit = 16 * 1024
+    package static let requestHeadLimit = 16 * 1024
     /// The longest response head read (a longer one is a broken upstream).
-    static let responseHeadLimit = 64 * 1024
+    package static let responseHeadLimit = 64 * 1024
     /// The most header lines of a request head taken here (a response's are limited by its length only).
-    static let headerCountLimit = 100
+    package static let headerCountLimit = 100
     /// The methods taken (NIO's parser knows them all; `CONNECT` and unknown ones are left to it whole).
-    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    package static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
     /// One header line of a head: its name lowercased, where the line is (from the head's first byte, CRLF
     /// excluded) and where its value is (blanks around it excluded).
-    struct Line {
-        let name: String
-        let line: Range<Int>
-        let value: Range<Int>
+    package struct Line {
+        package let name: String
+        package let line: Range<Int>
+        package let value: Range<Int>
     }
 
     /// A request head taken whole.
-    struct RequestHead {
-        let method: String
+    package struct RequestHead {
+        package let method: String
         /// Bytes of the head, CRLF CRLF included.
-        let length: Int
+        package let length: Int
         /// The body's length (`Content-Length`); nil without one.
-        let contentLength: Int?
+        package let contentLength: Int?
         /// As sent: `/path?query`.
-        let target: String
-        let lines: [Line]
-        let host: String
-        let cookie: String?
+        package let target: String
+        package let lines: [Line]
+        package let host: String
+        package let cookie: String?
         /// `Connection` values (`close`, and the names of the headers that stay on this hop).
-        let connection: [String]
+        package let connection: [String]
         /// The `X-Forwarded-*` fields, as the handlers read them from a trusted proxy (otherwise ignored).
-        let forwarded: [(name: String, value: String)]
+        package let forwarded: [(name: String, value: String)]
 
         /// A `GET` without a body: what may pass to the upstream from here.
-        var isBodilessGET: Bool { method == "GET" && contentLength == nil }
+        package var isBodilessGET: Bool { method == "GET" && contentLength == nil }
     }
 
-    enum RequestParse {
+    package enum RequestParse {
         /// More bytes are needed to decide.
         case incomplete
         /// Not for this path: NIO's parser and the handlers take it.
@@ -61,7 +59,7 @@ enum RawHTTP {
     private static let requestVersion: [UInt8] = Array(" HTTP/1.1\r\n".utf8)
 
     /// Reads a request head at the start of `bytes`.
-    static func request(_ bytes: UnsafeRawBufferPointer) -> RequestParse {
+    package static func request(_ bytes: UnsafeRawBufferPointer) -> RequestParse {
         // The method: upper-case letters, then SP and the target's slash (known at the first bytes).
         var index = 0
         while index < bytes.count, (0x41...0x5A).contains(bytes[index]) { index += 1 }
@@ -127,22 +125,22 @@ enum RawHTTP {
     }
 
     /// A response head read whole, with the framing of the body that follows.
-    struct ResponseHead {
-        let length: Int
-        let status: Int
+    package struct ResponseHead {
+        package let length: Int
+        package let status: Int
         /// The status line's reason phrase, as sent.
-        let reason: Range<Int>
-        let lines: [Line]
-        let framing: Framing
+        package let reason: Range<Int>
+        package let lines: [Line]
+        package let framing: Framing
         /// The upstream keeps the connection open after this answer.
-        let keepAlive: Bool
-        let connection: [String]
+        package let keepAlive: Bool
+        package let connection: [String]
         /// The transfer codings other than a final `chunked` (`gzip` of `gzip, chunked`), as sent; nil for none.
-        let codings: String?
+        package let codings: String?
     }
 
     /// Where the body of a response ends.
-    enum Framing: Equatable {
+    package enum Framing: Equatable {
         case none
         case length(Int)
         case chunked
@@ -150,14 +148,14 @@ enum RawHTTP {
         case close
     }
 
-    enum ResponseParse {
+    package enum ResponseParse {
         case incomplete
         case invalid(String)
         case head(ResponseHead)
     }
 
     /// Reads a response head at the start of `bytes` (the answer to a GET).
-    static func response(_ bytes: UnsafeRawBufferPointer) -> ResponseParse {
+    package static func response(_ bytes: UnsafeRawBufferPointer) -> ResponseParse {
         let end: Int
         switch headEnd(bytes, limit: responseHeadLimit) {
         case .at(let found): end = found
@@ -228,12 +226,12 @@ enum RawHTTP {
 
     /// Whether `Connection` values list the token `close` (read by byte: an answer's `Connection: keep-alive` is read
     /// on every proxied request).
-    static func listsClose(_ connection: [String]) -> Bool {
+    package static func listsClose(_ connection: [String]) -> Bool {
         connection.contains { value in value.split(separator: ",").contains { equalsIgnoringCase($0.trimmingBlanks, "close") } }
     }
 
     /// Whether `text` is `lowercase` (ASCII, lower case) in any case.
-    static func equalsIgnoringCase(_ text: Substring, _ lowercase: StaticString) -> Bool {
+    package static func equalsIgnoringCase(_ text: Substring, _ lowercase: StaticString) -> Bool {
         let bytes = text.utf8
         guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         return lowercase.withUTF8Buffer { expected in
@@ -319,16 +317,18 @@ enum RawHTTP {
 }
 
 /// A chunked body read as it passes: where its data is, and where it ends (after its trailers).
-struct ChunkedFraming {
+package struct ChunkedFraming {
     private enum State {
         case size, sizeExtension, sizeLF, data, dataCR, dataLF, trailerStart, trailerLine, trailerLF, finalLF, done
     }
+
+    package init() {}
 
     private var state = State.size
     private var size = 0
     private var sawDigit = false
 
-    enum Progress: Equatable {
+    package enum Progress: Equatable {
         /// All of it belongs to the body, which goes on.
         case more
         /// The body ends after this many bytes.
@@ -337,7 +337,7 @@ struct ChunkedFraming {
     }
 
     /// Reads `bytes`, the body's next; `data` is given the ranges of `bytes` that are chunk data, in order.
-    mutating func consume(_ bytes: UnsafeRawBufferPointer, data: (Range<Int>) -> Void = { _ in }) -> Progress {
+    package mutating func consume(_ bytes: UnsafeRawBufferPointer, data: (Range<Int>) -> Void = { _ in }) -> Progress {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
