@@ -13,6 +13,8 @@ package enum RawHTTP {
     package static let requestHeadLimit = 16 * 1024
     /// The longest response head read (a longer one is a broken upstream).
     package static let responseHeadLimit = 64 * 1024
+    /// The longest body the byte path passes on (whole, with its head); a longer one goes to the handlers, which stream it.
+    package static let smallBodyLimit = 64 * 1024
     /// The most header lines of a request head taken here (a response's are limited by its length only).
     package static let headerCountLimit = 100
     /// The methods taken (NIO's parser knows them all; `CONNECT` and unknown ones are left to it whole).
@@ -45,6 +47,19 @@ package enum RawHTTP {
 
         /// A `GET` without a body: what may pass to the upstream from here.
         package var isBodilessGET: Bool { method == "GET" && contentLength == nil }
+
+        /// Whether the byte path may pass it to the upstream when `available` bytes of it (head included) have come:
+        /// a request of any method but `HEAD` (whose answer has no body, whatever its framing says) without a body,
+        /// or with a body of known length, at most `smallBodyLimit`, that has come whole with its head.
+        package func isTakeable(available: Int) -> Bool {
+            guard method != "HEAD" else { return false }
+            guard let contentLength else { return true }
+            return contentLength <= smallBodyLimit && available >= length + contentLength
+        }
+
+        /// Whether a request of this method may be sent again when a reused connection failed before any answer:
+        /// an idempotent one (RFC 9110 §9.2.2), as a proxy may.
+        package var isIdempotent: Bool { method == "GET" || method == "PUT" || method == "DELETE" || method == "OPTIONS" }
     }
 
     package enum RequestParse {

@@ -29,17 +29,21 @@ struct BytePathTests {
                 "X-Forwarded-For: 6.6.6.6", "X-Forwarded-Host: evil.example", "Forwarded: for=6.6.6.6", "Connection: X-Custom, close", "X-Custom: 1",
                 "Keep-Alive: timeout=5", "TE: trailers", "X-Kept: yes", "Cookie: theme=dark; siwa_session=\(session); __Host-siwa_session=old",
             ]
-            // Content-Length: 0 is a body to the byte path: the request goes to the handlers, the first time (no
+            // A header outside the byte path's subset sends the request to the handlers, the first time (no
             // assertion signed yet) and the next (all in memory) alike.
-            let byHandlers = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines + ["Content-Length: 0"])
+            let byHandlers = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines + [DoorTests.toTheHandlers])
             #expect(try await Self.counted("upstream_bytes", site, visit) == 0)
             let byBytes = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines)
             #expect(try await Self.counted("upstream_bytes", site, visit) == 1)
-            let byCodecs = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines + ["Content-Length: 0"])
+            let byCodecs = try await RawSocket.send(port: site.port, path: "/reports/2026?view=full", lines: lines + [DoorTests.toTheHandlers])
             #expect(try await Self.counted("upstream_bytes", site, visit) == 1)
 
             for answer in [byHandlers, byBytes, byCodecs] { #expect(answer.status == 200, "\(answer.head)") }
-            let seen = try [byHandlers, byBytes, byCodecs].map { try EchoedRequest(json: ByteBuffer(string: $0.body)) }
+            let seen = try [byHandlers, byBytes, byCodecs].map {
+                var echoed = try EchoedRequest(json: ByteBuffer(string: $0.body))
+                echoed.headers["x-note"] = nil
+                return echoed
+            }
             #expect(seen[1] == seen[0], "the byte path sent another request than the handlers")
             #expect(seen[2] == seen[0], "the handlers sent another request with all in memory")
             let echoed = seen[1]
@@ -50,7 +54,9 @@ struct BytePathTests {
             #expect(echoed.values("x-kept") == ["yes"] && echoed.values("accept") == ["text/html"])
             #expect(echoed.values("x-siwa-assertion").count == 1 && !echoed.values("x-siwa-assertion").contains("forged.jwt.value"))
             #expect(echoed.values("host").count == 1 && echoed.values("host") != ["127.0.0.1:\(site.port)"], "the upstream's own Host")
-            #expect(byBytes.fields == byHandlers.fields, "the client got other headers from the byte path")
+            // The same answer headers (but for the body's length: the echo of the others also shows their X-Note).
+            func withoutLength(_ answer: RawSocket.Answer) -> [String] { answer.fields.filter { !$0.hasPrefix("content-length:") } }
+            #expect(withoutLength(byBytes) == withoutLength(byHandlers), "the client got other headers from the byte path")
             #expect(byCodecs.fields == byHandlers.fields, "the client got other headers from the handlers with all in memory")
             #expect(byBytes.head.hasPrefix("HTTP/1.1 200 OK\r\n"))
 

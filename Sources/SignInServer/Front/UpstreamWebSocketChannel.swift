@@ -261,6 +261,10 @@ private struct ClientUpgrader: NIOTypedHTTPServerProtocolUpgrader {
             }
             let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
             let context = ServerContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+            // The connection may carry WebSocket frames from here, not HTTP parts: the door's reader of heads leaves
+            // now, before NIO's decoder does and hands it the bytes that follow (a refused upgrade is answered, and
+            // the connection then ends, without it).
+            try await channel.pipeline.handler(type: DoorRequestHeads.self).flatMap { channel.pipeline.removeHandler($0) }.get()
             guard let upstream = await gate.openWebSocket(request, target: target, context: context) else { throw NotPassed() }
             handoff.opened(upstream)
             var headers = initialResponseHeaders

@@ -54,7 +54,7 @@ final class SessionCache: Sendable {
         _ idHash: String, now: Date, _ read: () async throws -> (SessionRecord, UserRecord)?
     ) async throws -> (SessionRecord, UserRecord)? {
         let admitted = state.withLock { state -> Result<UInt64, SessionLookupsBusy>? in
-            if let since = state.unknown[idHash], now.timeIntervalSince(since) < lifetime { return nil }
+            if let since = state.unknown[idHash], (0..<lifetime).contains(now.timeIntervalSince(since)) { return nil }
             guard state.misses < missLimit else { return .failure(SessionLookupsBusy(limit: missLimit)) }
             state.misses += 1
             return .success(state.generation)

@@ -75,14 +75,14 @@ struct FastPathAnswers: Sendable {
         case identified(UserRecord, assertion: String)
     }
 
-    /// As whom a `GET` of `target` (the upstream's, as `SiwaPaths.route` read it; no body, no upgrade) passes to the
+    /// As whom a request of `method` for `target` (the upstream's, as `SiwaPaths.route` read it; no upgrade) passes to the
     /// upstream, decided from memory with the rules the gate applies (`UpstreamGate.respond`): nil when the handlers
     /// decide (no session in memory, a person turned away, no recent assertion). The session is found by the SHA-256
     /// of its cookie, `sessionHash` (only asked for when the route needs a person).
-    func upstreamPass(target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
+    func upstreamPass(method: HTTPRequest.Method, target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
         guard let upstream else { return nil }
         let settings = upstream.rawPool.settings
-        if settings.skipsAuth(method: .get, path: target.path) { return .anonymous }
+        if settings.skipsAuth(method: method, path: target.path) { return .anonymous }
         guard let idHash = sessionHash(), let user = allowedUser(idHash: idHash, now: now),
             let assertion = assertions.recentAssertion(for: user, audience: settings.origin, now: now)
         else { return nil }

@@ -280,8 +280,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     continue
                 }
                 let route = upstream?.owned.route(head.target, host: head.host)
-                guard head.isBodilessGET, case .upstream(let target)? = route, let request = upstreamRequest(head, target: target, from: buffer) else {
-                    if head.isBodilessGET, !warmed, let hash = sessionHash(head.cookie), case .upstream? = route {
+                let takeable = head.isTakeable(available: buffer.readableBytes)
+                guard takeable, case .upstream(let target)? = route, let request = upstreamRequest(head, target: target, from: buffer) else {
+                    if takeable, !warmed, let hash = sessionHash(head.cookie), case .upstream? = route {
                         return warm(sessionHash: hash, context: context)
                     }
                     warmed = false
@@ -290,8 +291,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 }
                 warmed = false
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
+                // The body, whole (`isTakeable`), went into the upstream's request.
+                buffer.moveReaderIndex(forwardBy: head.contentLength ?? 0)
                 pending = buffer.readableBytes > 0 ? buffer : nil
                 exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: close)
+                exchange?.attempt.idempotent = head.isIdempotent
                 clientTimer?.headRead()
                 answers.metrics.fastProxiedBytes.increment()
                 admit()
@@ -403,16 +407,17 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         return fields
     }
 
-    /// The request the upstream gets for `head` (at the front of `source`; its target read as `target`), when it
-    /// passes from memory; nil when the handlers decide.
+    /// The request the upstream gets for `head` (at the front of `source`, with its body if it has one; its target
+    /// read as `target`), when it passes from memory; nil when the handlers decide.
     private func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer) -> ByteBuffer? {
-        guard let upstream, let context else { return nil }
+        guard let upstream, let context, let method = HTTPRequest.Method(head.method) else { return nil }
         let now = Date()
-        guard let pass = answers.upstreamPass(target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
+        guard let pass = answers.upstreamPass(method: method, target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
         let settings = upstream.rawPool.settings
         let forwarder = upstream.gate.forwarder
-        var out = context.channel.allocator.buffer(capacity: head.length + 1024)
-        out.writeString("GET ")
+        var out = context.channel.allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
+        out.writeString(head.method)
+        out.writeString(" ")
         out.writeString(settings.basePath)
         out.writeString(target.forwarded)
         out.writeString(" HTTP/1.1\r\nHost: ")
@@ -446,6 +451,14 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         if case .identified(let user, let assertion) = pass {
             var lines = identityLines(user, assertion: assertion)
             out.writeBuffer(&lines)
+        }
+        if let length = head.contentLength {
+            // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
+            Self.writeField(&out, "Content-Length", String(length))
+            out.writeString("\r\n")
+            guard let body = source.viewBytes(at: source.readerIndex + head.length, length: length) else { return nil }
+            out.writeBytes(body)
+            return out
         }
         out.writeString("\r\n")
         return out

@@ -138,12 +138,15 @@ struct UpstreamAttempt<Part> {
     /// The connection came from the pool: the upstream may have closed it meanwhile.
     var reused = false
     var retried = false
+    /// The request may be sent twice (`RawHTTP.RequestHead.isIdempotent`).
+    var idempotent = true
 
     /// Whether an exchange that got no answer, for `failure`, is sent again on a new connection: once, when a
-    /// reused connection failed (the request is a GET without a body). The connection is let go either way.
+    /// reused connection failed and the request is idempotent (a `POST` is not sent twice, as nginx does not). The
+    /// connection is let go either way.
     mutating func retries(after failure: UpstreamForwarder.Failure) -> Bool {
         connection = nil
-        guard reused, !retried, case .unreachable = failure else { return false }
+        guard reused, !retried, idempotent, case .unreachable = failure else { return false }
         retried = true
         reused = false
         return true
