@@ -4,6 +4,8 @@
 #   (2) a protected page through `siwa serve --upstream` vs nginx proxying the same upstream with no auth;
 #   (3) nginx + auth_request to siwa's /auth/check + the same upstream vs the same nginx direct, siwa reached over
 #       loopback TCP (the README's block) and over a Unix socket (`socket`, a second siwa on the same store);
+#   (5) a 4 KB POST through `siwa serve --upstream` vs the same POST through nginx direct (issue 26);
+#   (6) `GET /auth/check` vs nginx answering `return 202` from memory, a stricter ceiling than the hello-world;
 #   (4) resident memory of `siwa serve` with SESSIONS stored sessions, idle and after /auth/check across them
 #       (SQLite, and PostgreSQL: a throwaway server when initdb is installed, else SIWA_TEST_POSTGRES_URL).
 # The upstream is a separate nginx answering a small page from memory, the same for (2) and (3). The front
@@ -12,7 +14,7 @@
 # so the load generator and the servers share the cores. A report, not a test: exits 0 whatever the figures.
 #
 # Usage: Benchmarks/run-front.sh
-# Environment: WRK_CONNECTIONS (64) WRK_THREADS (2) ROUNDS (3) ROUND_SECONDS (5): the five lines alternate in
+# Environment: WRK_CONNECTIONS (64) WRK_THREADS (2) ROUNDS (3) ROUND_SECONDS (5): the lines alternate in
 #              ROUNDS rounds and each keeps its best round; SESSIONS (100000) MEMORY_SECONDS (20)
 #              POSTGRES (1; 0 skips the PostgreSQL memory line) NGINX_WORKERS (auto)
 #              SCRATCH_PATH (.build-release) LOG_DIR (/tmp/siwa-front-bench-logs)
@@ -97,7 +99,7 @@ wait_ready "$sock_pid" "$work/siwa-socket.log" "http://siwa/readyz" --unix-socke
 
 # The front nginx: one server proxying straight to the upstream, one asking siwa first (the README's
 # configuration, its identity headers and assertion included, with keepalive to both).
-nport="$(free_port)"; aport="$(free_port)"
+nport="$(free_port)"; aport="$(free_port)"; rport="$(free_port)"
 keep='proxy_http_version 1.1; proxy_set_header Connection "";'
 # auth_server PORT UPSTREAM: a server on PORT with the README's auth_request configuration, asking siwa at UPSTREAM.
 auth_server() {
@@ -155,6 +157,11 @@ start_nginx front "$NGINX_WORKERS" "
         keepalive_requests 100000;
         location / { proxy_pass http://app; $keep }
     }
+    server {
+        listen 127.0.0.1:$rport;
+        keepalive_requests 100000;
+        location / { return 202; }
+    }
 $(auth_server "$aport" siwa)
 $(auth_server "$sport" siwa_socket)"
 front_pid="$nginx_pid"
@@ -167,11 +174,16 @@ proxy_url="http://127.0.0.1:$port/app/page"
 direct_url="http://127.0.0.1:$nport/app/page"
 authreq_url="http://127.0.0.1:$aport/app/page"
 authsock_url="http://127.0.0.1:$sport/app/page"
+return202_url="http://127.0.0.1:$rport/auth/check"
 expect 202 "$check_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$check_url"
 expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$proxy_url"
 expect 200 "$direct_url"
+expect 202 "$return202_url"
+# A 4 KB POST passes both ways (the byte path takes a small body whole with its head).
+expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE" --data-binary "@Benchmarks/lua/post4k.lua"
+expect 200 "$direct_url" --data-binary "@Benchmarks/lua/post4k.lua"
 expect 200 "$authreq_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$authreq_url" -H "Accept: application/json"   # a browser would get siwa's 302 to the sign-in
 # The check nginx makes carries the forwarded origin, so siwa's answer carries the assertion for it.
@@ -186,21 +198,27 @@ curl -s -o /dev/null -D - --unix-socket "$sock" -H "Cookie: $SESSION_COOKIE" -H 
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
 echo "warm-up ..." >&2
-for url in "$hello_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url" "$authsock_url"; do
+for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url" "$authsock_url"; do
     wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/session.lua "$url" > /dev/null 2>&1 || true
+done
+for url in "$direct_url" "$proxy_url"; do
+    wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/post4k.lua "$url" > /dev/null 2>&1 || true
 done
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
-    echo "round $round of $ROUNDS: hello-world, /auth/check, nginx direct, siwa --upstream, nginx + auth_request (TCP, socket)" >&2
+    echo "round $round of $ROUNDS: hello-world, nginx return 202, /auth/check, nginx direct, siwa --upstream, nginx + auth_request (TCP, socket), 4 KB POST (nginx, siwa)" >&2
     wrk_run "hello.r$round" "$hello_url" "$hello_pid" -s Benchmarks/lua/session.lua
+    wrk_run "return202.r$round" "$return202_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "direct.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "proxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "authreq.r$round" "$authreq_url" "$front_pid $siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "authsock.r$round" "$authsock_url" "$front_pid $sock_pid" -s Benchmarks/lua/session.lua
+    wrk_run "postdirect.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/post4k.lua
+    wrk_run "postproxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/post4k.lua
 done
-for name in hello check direct proxy authreq authsock; do best_round "$name"; done
+for name in hello return202 check direct proxy authreq authsock postdirect postproxy; do best_round "$name"; done
 kill "$sock_pid" 2>/dev/null || true
 kill "$hello_pid" 2>/dev/null || true
 stop_siwa
@@ -284,11 +302,14 @@ second nginx answering a page of ${page_bytes} bytes from memory (\`return 200\`
 | line | requests/s | p50 | p99 | CPU per request (front) | requests | non-2xx/3xx |
 |---|---:|---:|---:|---:|---:|---|
 $(row "(1) Hummingbird hello-world \`GET /\` (HTTP ceiling)" hello)
+$(row "(6) nginx \`return 202\` from memory (a stricter ceiling)" return202)
 $(row "(1) \`GET /auth/check\`, valid session (202)" check)
 $(row "(2)(3) nginx → upstream, no auth" direct)
 $(row "(2) \`siwa serve --upstream\` → upstream, valid session" proxy)
 $(row "(3) nginx + \`auth_request\` → siwa \`/auth/check\`, then → upstream" authreq)
 $(row "(3) the same, siwa on a Unix socket (\`socket\`)" authsock)
+$(row "(5) nginx → upstream, 4 KB \`POST\`, no auth" postdirect)
+$(row "(5) \`siwa serve --upstream\` → upstream, 4 KB \`POST\`, valid session" postproxy)
 
 "CPU per request (front)": user + system time of the process answering wrk (siwa; nginx's master and workers;
 both for (3)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.
@@ -300,6 +321,8 @@ both for (3)) over the round, divided by its requests; the upstream's and wrk's 
 | (2) \`siwa --upstream\` ≥ 60 % of nginx direct | $(ratio "$(wrk_rate proxy)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate proxy)" "$(wrk_rate direct)" 60) |
 | (3) nginx + \`auth_request\` + siwa ≥ 50 % of nginx direct | $(ratio "$(wrk_rate authreq)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate authreq)" "$(wrk_rate direct)" 50) |
 | (3) the same, siwa on a Unix socket | $(ratio "$(wrk_rate authsock)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate authsock)" "$(wrk_rate direct)" 50) |
+| (5) 4 KB \`POST\` through \`siwa --upstream\` ≥ 50 % of nginx direct | $(ratio "$(wrk_rate postproxy)" "$(wrk_rate postdirect)") | $(verdict "$(wrk_rate postproxy)" "$(wrk_rate postdirect)" 50) |
+| (6) \`/auth/check\` ≥ 60 % of nginx \`return 202\` | $(ratio "$(wrk_rate check)" "$(wrk_rate return202)") | $(verdict "$(wrk_rate check)" "$(wrk_rate return202)" 60) |
 
 (4) Resident memory of \`siwa serve --upstream\` (restarted on the store), idle 2 s after start, then after
 ${MEMORY_SECS} s of \`GET /auth/check\` at ${CONNS} connections, each request with the cookie of a random one of the

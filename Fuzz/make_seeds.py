@@ -74,8 +74,8 @@ write("user", "extra-keys", '{"name":{"firstName":"A","middleName":"B"},"email":
 write("user", "wrong-types", '{"name":"Jane","email":42}')
 write("user", "deep", "[" * 64 + "]" * 64)
 
-# request (issue 26): heads as the door's byte path reads them, set against NIO's parser. The first five are taken
-# by the byte path; the rest are left to NIO's parser.
+# request (issue 26): heads as the door's byte path reads them, set against NIO's parser. The first five and http10
+# are taken by the byte path; the rest are left to NIO's parser.
 CRLF = "\r\n"
 def head(*lines, body=""):
     return CRLF.join(lines) + CRLF + CRLF + body

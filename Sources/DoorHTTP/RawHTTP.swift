@@ -1,7 +1,7 @@
 
 /// The HTTP/1.1 the byte-level proxy path (`RawFrontPath`) reads itself: a strict subset, so that whatever it
 /// accepts means one thing to siwa, to NIO's parser and to the upstream. A request head is read only when its
-/// method is upper-case letters, its target origin-form, its version HTTP/1.1, with exactly one `Host`, at most one
+/// method is upper-case letters, its target origin-form, its version HTTP/1.1 or 1.0, with exactly one `Host`, at most one
 /// `Cookie`, at most one `Content-Length` (digits) and no `Transfer-Encoding`, `Expect` or `Upgrade`, every line
 /// ending in CRLF, names of token characters and values of visible ASCII; so where it ends, body included, is
 /// known. Of those, a `GET` without a body may go to the upstream from here; the others are handed to NIO's parser
@@ -44,6 +44,12 @@ package enum RawHTTP {
         package let connection: [String]
         /// The `X-Forwarded-*` fields, as the handlers read them from a trusted proxy (otherwise ignored).
         package let forwarded: [(name: String, value: String)]
+        /// HTTP/1.0 (else HTTP/1.1): only a check is answered here then; anything else goes to the codecs.
+        package let isHTTP10: Bool
+
+        /// Whether the connection ends after the answer: HTTP/1.1 unless `Connection` lists `close`, HTTP/1.0 unless it
+        /// lists `keep-alive` (RFC 9112 §9.3).
+        package var closesAfter: Bool { isHTTP10 ? !listsToken(connection, "keep-alive") : listsToken(connection, "close") }
 
         /// A `GET` without a body: what may pass to the upstream from here.
         package var isBodilessGET: Bool { method == "GET" && contentLength == nil }
@@ -52,7 +58,8 @@ package enum RawHTTP {
         /// a request of any method but `HEAD` (whose answer has no body, whatever its framing says) without a body,
         /// or with a body of known length, at most `smallBodyLimit`, that has come whole with its head.
         package func isTakeable(available: Int) -> Bool {
-            guard method != "HEAD" else { return false }
+            // The upstream's answer may be re-chunked for the client, which HTTP/1.0 does not read.
+            guard method != "HEAD", !isHTTP10 else { return false }
             guard let contentLength else { return true }
             return contentLength <= smallBodyLimit && available >= length + contentLength
         }
@@ -100,8 +107,12 @@ package enum RawHTTP {
         }
         guard index > targetStart, bytes[targetStart] == UInt8(ascii: "/") else { return .notTaken }
         let target = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<index]), as: UTF8.self)
+        // HTTP/1.1, or HTTP/1.0 (nginx's auth_request asks in it unless told otherwise): the minor digit is at 8.
         let version = requestVersion
-        guard index + version.count <= end, version.indices.allSatisfy({ bytes[index + $0] == version[$0] }) else { return .notTaken }
+        guard index + version.count <= end,
+            version.indices.allSatisfy({ bytes[index + $0] == version[$0] || ($0 == 8 && bytes[index + $0] == UInt8(ascii: "0")) })
+        else { return .notTaken }
+        let isHTTP10 = bytes[index + 8] == UInt8(ascii: "0")
         index += version.count
         guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false, limit: headerCountLimit) else { return .notTaken }
         var host: String?
@@ -134,7 +145,7 @@ package enum RawHTTP {
         return .head(
             RequestHead(
                 method: method, length: end, contentLength: contentLength, target: target, lines: lines, host: host, cookie: cookie,
-                connection: connection, forwarded: forwarded
+                connection: connection, forwarded: forwarded, isHTTP10: isHTTP10
             )
         )
     }
@@ -242,7 +253,12 @@ package enum RawHTTP {
     /// Whether `Connection` values list the token `close` (read by byte: an answer's `Connection: keep-alive` is read
     /// on every proxied request).
     package static func listsClose(_ connection: [String]) -> Bool {
-        connection.contains { value in value.split(separator: ",").contains { equalsIgnoringCase($0.trimmingBlanks, "close") } }
+        listsToken(connection, "close")
+    }
+
+    /// Whether `Connection` values list `token` (lower case), in any case.
+    package static func listsToken(_ connection: [String], _ token: StaticString) -> Bool {
+        connection.contains { value in value.split(separator: ",").contains { equalsIgnoringCase($0.trimmingBlanks, token) } }
     }
 
     /// Whether `text` is `lowercase` (ASCII, lower case) in any case.

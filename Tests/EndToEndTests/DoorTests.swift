@@ -307,4 +307,21 @@ struct DoorTests {
             }
         }
     }
+
+    @Test("an HTTP/1.0 check (nginx's auth_request asks in HTTP/1.0 unless told otherwise) is answered from memory by the byte path: kept alive when it asks, ended otherwise, each answer saying which")
+    func http10ChecksFromMemory() async throws {
+        try await UpstreamProxyTests.withEchoSite { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            // The first check puts the session in memory (the handlers answer it).
+            _ = try await visit.send(site.url("/auth/check"), cookies: ["siwa_session": session])
+            let before = try await BytePathTests.counted("check", site, visit)
+            let check = "GET /auth/check HTTP/1.0\r\nHost: a\r\nCookie: siwa_session=\(session)\r\n"
+            let text = try await RawSocket.exchange(port: site.port, check + "Connection: keep-alive\r\n\r\n" + check + "\r\n")
+            let answers = text.components(separatedBy: "HTTP/1.1 202 Accepted\r\n").dropFirst()
+            #expect(answers.count == 2, "\(text)")
+            #expect(answers.first?.contains("Connection: keep-alive\r\n") == true, "\(text)")
+            #expect(answers.last?.contains("Connection: close\r\n") == true, "\(text)")
+            #expect(try await BytePathTests.counted("check", site, visit) == before + 2)
+        }
+    }
 }

@@ -77,6 +77,18 @@ struct RawHTTPTests {
         #expect(head.lines.map(\.name) == nio.headers.map { $0.0.lowercased() })
     }
 
+    @Test("HTTP/1.0 is taken for a check, which ends the connection unless it asks to keep it; it never goes to the upstream from here")
+    func http10() throws {
+        let plain = try #require(Self.taken("GET /auth/check HTTP/1.0\r\nHost: a\r\n\r\n"))
+        #expect(plain.isHTTP10 && plain.closesAfter)
+        #expect(!plain.isTakeable(available: plain.length))
+        let kept = try #require(Self.taken("GET /auth/check HTTP/1.0\r\nHost: a\r\nConnection: Keep-Alive\r\n\r\n"))
+        #expect(kept.isHTTP10 && !kept.closesAfter)
+        let eleven = try #require(Self.taken("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, CLOSE\r\n\r\n"))
+        #expect(!eleven.isHTTP10 && eleven.closesAfter)
+        #expect(try Self.parsedByNIO("GET /auth/check HTTP/1.0\r\nHost: a\r\n\r\n")?.uri == "/auth/check", "NIO reads it too")
+    }
+
     @Test("an unfinished head waits for more bytes; bytes after it are the next request's")
     func incompleteAndPipelined() {
         for cut in [1, 3, 10, Self.browserGET.utf8.count - 1] {
@@ -102,7 +114,8 @@ struct RawHTTPTests {
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\nx",
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1 2\r\n\r\nx",
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1234567890123456789\r\n\r\n",
-            "GET / HTTP/1.0\r\nHost: a\r\n\r\n",
+            "GET / HTTP/1.2\r\nHost: a\r\n\r\n",
+            "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
             "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
             "GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
             "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",

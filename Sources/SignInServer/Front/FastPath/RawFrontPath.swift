@@ -264,7 +264,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             case .notTaken:
                 return handOn(context)
             case .head(let head):
-                let close = RawHTTP.listsClose(head.connection)
+                let close = head.closesAfter
                 if head.isBodilessGET, let answer = checkAnswer(head, closing: close, allocator: context.channel.allocator) {
                     // `/auth/check` or `/auth/forward` from memory: answered at once, as the codec path would.
                     buffer.moveReaderIndex(forwardBy: head.length)
@@ -381,7 +381,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         out.writeImmutableBuffer(lines)
         Self.writeField(&out, "Date", answers.dates.now)
         Self.writeField(&out, "Server", FastPathAnswers.serverName)
-        Self.endHead(&out, closing: closing)
+        Self.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
         return out
     }
 
@@ -478,9 +478,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         for field in fields { writeField(&out, field.name.rawName, field.value) }
     }
 
-    /// The end of an answer's head: `Connection: close` when the connection ends after it, then the empty line.
-    private static func endHead(_ out: inout ByteBuffer, closing: Bool) {
+    /// The end of an answer's head: `Connection: close` when the connection ends after it (`Connection: keep-alive`
+    /// to an HTTP/1.0 request that keeps it, as `SaysConnectionOutcome` says it on the codecs' answers), then the
+    /// empty line.
+    private static func endHead(_ out: inout ByteBuffer, closing: Bool, keptHTTP10: Bool = false) {
         if closing { out.writeString("Connection: close\r\n") }
+        if keptHTTP10 { out.writeString("Connection: keep-alive\r\n") }
         out.writeString("\r\n")
     }
 
