@@ -9,6 +9,8 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     let hsts: Bool
     private let formActions: String
     private let styles: String
+    /// The headers as fields, made (and their values checked) once: every page of siwa's carries them.
+    private let fields: HTTPFields
 
     /// `styleOrigins`: where else stylesheets may come from (siwa's `public_url`, for its pages shown on an app's
     /// host by a forward-auth proxy, which link siwa's stylesheets there).
@@ -17,6 +19,17 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
         styles = (["'self'"] + styleOrigins).joined(separator: " ")
         contentSecurityPolicy = Self.policy(formActions: formActions, styles: styles)
         self.hsts = hsts
+        var fields = HTTPFields()
+        Self.set(&fields, policy: contentSecurityPolicy, hsts: hsts)
+        self.fields = fields
+    }
+
+    private static func set(_ headers: inout HTTPFields, policy: String, hsts: Bool) {
+        headers[.contentSecurityPolicy] = policy
+        headers[.xContentTypeOptions] = "nosniff"
+        if let name = HTTPField.Name.referrerPolicy { headers[name] = "same-origin" }
+        if let name = HTTPField.Name.xFrameOptions { headers[name] = "DENY" }
+        if hsts { headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
     }
 
     private static func policy(formActions: String, styles: String) -> String {
@@ -50,14 +63,13 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
         // origin: browsers hold the redirect after a form's POST to `form-action` too.
         if let name = HTTPField.Name.formActionOrigin, let origin = headers[name] {
             headers[name] = nil
-            headers[.contentSecurityPolicy] = Self.policy(formActions: formActions + " " + origin, styles: styles)
+            Self.set(&headers, policy: Self.policy(formActions: formActions + " " + origin, styles: styles), hsts: hsts)
+        } else if headers.contains(where: { fields[$0.name] != nil }) {
+            // An answer that already says one of them: set each, replacing what it says.
+            Self.set(&headers, policy: contentSecurityPolicy, hsts: hsts)
         } else {
-            headers[.contentSecurityPolicy] = contentSecurityPolicy
+            headers.append(contentsOf: fields)
         }
-        headers[.xContentTypeOptions] = "nosniff"
-        if let name = HTTPField.Name.referrerPolicy { headers[name] = "same-origin" }
-        if let name = HTTPField.Name.xFrameOptions { headers[name] = "DENY" }
-        if hsts { headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
     }
 }
 
