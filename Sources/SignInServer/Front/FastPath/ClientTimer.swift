@@ -103,17 +103,11 @@ final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        // Written here, ahead of every codec: whatever of the head has come is not a request. siwa's side is shut
-        // once it is out and the rest of what the client sends is dropped, so that closing with bytes unread cannot
-        // turn into a reset that loses the answer; the connection is closed when the client closes its side, or
-        // after `SaysConnectionOutcome.lingerLimit`.
+        // Written here, ahead of every codec: whatever of the head has come is not a request. The connection ends
+        // as every closing answer ends it (`SaysConnectionOutcome.end`), and what the client still sends is dropped.
         over = true
         deadline = nil
-        let channel = context.channel
-        context.writeAndFlush(NIOAny(ByteBuffer(string: Self.timedOut))).assumeIsolated().whenComplete { _ in
-            self.context?.close(mode: .output, promise: nil)
-            channel.eventLoop.scheduleTask(in: SaysConnectionOutcome.lingerLimit) { channel.close(promise: nil) }
-        }
+        SaysConnectionOutcome.end(context, after: context.writeAndFlush(NIOAny(ByteBuffer(string: Self.timedOut))))
     }
 
     /// The answer to a head that did not arrive in time.

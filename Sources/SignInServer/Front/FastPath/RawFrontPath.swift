@@ -43,6 +43,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var peerTrusted = false
     /// What the client sent that has not been taken yet.
     private var pending: ByteBuffer?
+    /// The connection ends after an answer that said so: nothing the client sends after it is taken.
+    private var ended = false
     private var exchange: Exchange?
     /// A read asked for during an exchange with much already pending, issued once it is over.
     private var readHeld = false
@@ -156,6 +158,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     // MARK: The client's side
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if ended { return }
         var buffer = unwrapInboundIn(data)
         if bodyToCodecs > 0 {
             // The body of the request the codecs are reading goes to them as it comes.
@@ -271,11 +274,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
                     clientTimer?.headRead()
-                    context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
-                    if close {
-                        context.close(promise: nil)
-                        return
-                    }
+                    let written = context.writeAndFlush(wrapOutboundOut(answer))
+                    if close { return endConnection(context, after: written) }
                     clientTimer?.answerEnded()
                     continue
                 }
@@ -882,16 +882,21 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         self.exchange = nil
         release(exchange)
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: reusable)
-        if exchange.closeClient {
-            context.close(promise: nil)
-            return
-        }
+        if exchange.closeClient { return endConnection(context, after: context.writeAndFlush(wrapOutboundOut(ByteBuffer()))) }
         clientTimer?.answerEnded()
         if readHeld {
             readHeld = false
             context.read()
         }
         takePending(context)
+    }
+
+    /// Ends the connection after an answer that closes it, as every carrier does (`SaysConnectionOutcome.end`);
+    /// what the client sends after it is not read.
+    private func endConnection(_ context: ChannelHandlerContext, after written: EventLoopFuture<Void>) {
+        ended = true
+        pending = nil
+        SaysConnectionOutcome.end(context, after: written)
     }
 
     private func abandonExchange() {

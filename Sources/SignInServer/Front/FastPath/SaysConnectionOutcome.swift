@@ -28,6 +28,19 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
     private var quiescing = false
     /// How long a client may keep its side open once siwa has shut its own after a closing answer.
     static let lingerLimit = TimeAmount.seconds(5)
+
+    /// Ends the connection after the answer `written` is out, the one way every carrier ends one: siwa's side is
+    /// shut then, so a request body or a next request not yet read cannot turn into a reset that loses the answer,
+    /// and the connection is closed when the client closes its side, or after `lingerLimit`.
+    static func end(_ context: ChannelHandlerContext, after written: EventLoopFuture<Void>) {
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.whenComplete { _ in
+            let context = bound.value
+            context.close(mode: .output, promise: nil)
+            let channel = context.channel
+            context.eventLoop.scheduleTask(in: lingerLimit) { channel.close(promise: nil) }
+        }
+    }
     /// The byte path ahead of the codecs, told when an answer of theirs has ended so that it takes the next request.
     private weak var raw: RawFrontPath?
     /// The client's time limits, told when an answer has ended and, `countsHeads`, when a head has been read (with
@@ -75,14 +88,8 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
             return
         case .end where closeAfterAnswer:
             closeAfterAnswer = false
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             let written = context.writeAndFlush(data)
-            written.whenComplete { _ in
-                let context = bound.value
-                context.close(mode: .output, promise: nil)
-                let channel = context.channel
-                context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
-            }
+            Self.end(context, after: written)
             if let promise { written.cascade(to: promise) }
             return
         case .end:
