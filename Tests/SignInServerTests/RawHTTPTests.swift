@@ -115,6 +115,7 @@ struct RawHTTPTests {
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1 2\r\n\r\nx",
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1234567890123456789\r\n\r\n",
             "GET / HTTP/1.2\r\nHost: a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\t\r\n\r\nhello",
             "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
             "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
             "GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
