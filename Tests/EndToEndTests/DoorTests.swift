@@ -324,4 +324,43 @@ struct DoorTests {
             #expect(try await BytePathTests.counted("check", site, visit) == before + 2)
         }
     }
+
+    @Test("an upload the handlers carry to an upstream that is down, or that answers before reading it, is answered at once and gives its place back: with upstream_max_connections 1 the next request still finds one")
+    func uploadsThatFailGiveTheirPlaceBack() async throws {
+        let body = String(repeating: "u", count: 200 * 1024)
+        try await withClosedLoopbackPort { port in
+            let settings: [String: String?] = ["skip_auth_routes": "^/", "upstream_max_connections": "1", "upstream_timeout_ms": "3000"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { site, _ in
+                for round in 0..<3 {
+                    let started = ContinuousClock.now
+                    let answer = try await Self.exchange(site, ["POST /upload HTTP/1.1", "Host: a", "Accept: text/html", "Content-Length: \(body.utf8.count)"], body: body)
+                    #expect(answer.status == 502, "round \(round): \(answer.head)")
+                    #expect(ContinuousClock.now - started < .seconds(10), "round \(round) waited")
+                }
+            }
+        }
+        try await ScriptedUpstream.run { upstream in
+            let settings: [String: String?] = ["skip_auth_routes": "^/", "upstream_max_connections": "1", "upstream_timeout_ms": "3000"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", settings) { site, visit in
+                for round in 0..<3 {
+                    let answer = try await Self.exchange(site, ["POST /early HTTP/1.1", "Host: a", "Content-Length: \(body.utf8.count)"], body: body)
+                    #expect(answer.status == 200 && answer.body.hasPrefix("early"), "round \(round): \(answer.head)")
+                }
+                #expect(try await visit.send(site.url("/length")).text == "twelve bytes", "the place was not given back")
+            }
+        }
+    }
+
+    @Test("an answer that comes before the request's body has all arrived (a 401 to an upload) does not start the client's header limit on the body's bytes: no 408 on that connection")
+    func earlyAnswerDoesNotTimeTheBody() async throws {
+        let settings: [String: String?] = ["client_header_timeout_ms": "300", "client_idle_timeout_ms": "1500"]
+        try await UpstreamProxyTests.withEchoSite(settings) { site, _ in
+            let text = try await RawSocket.exchange(
+                port: site.port, "POST /upload HTTP/1.1\r\nHost: a\r\nAccept: application/json\r\nContent-Length: 40\r\n\r\n0123456789",
+                then: ["0123456789", "0123456789", "0123456789"]
+            )
+            #expect(text.hasPrefix("HTTP/1.1 401"), "\(text.prefix(200))")
+            #expect(!text.contains("408"), "a 408 for the body's bytes: \(text)")
+        }
+    }
 }

@@ -57,32 +57,41 @@ struct UpstreamForwarder: Sendable {
         let answer: HTTPClientResponse
         do {
             answer = try await head(of: outbound, upload: upload, logger: context.logger)
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout || error == .readTimeout {
-            throw .timedOut
-        } catch let failure as Failure {
-            throw failure
         } catch {
-            throw .unreachable(error)
+            // Hummingbird reads what is left of the request body once siwa's page is written, with the iterator
+            // async-http-client may still be reading it with: the upload stops reading first (`UploadEnd.stop`).
+            await upload?.stop()
+            switch error {
+            case let error as HTTPClientError where error == .deadlineExceeded || error == .connectTimeout || error == .readTimeout:
+                throw .timedOut
+            case let failure as Failure:
+                throw failure
+            default:
+                throw .unreachable(error)
+            }
         }
         // Interim and switching answers are handled once, here: async-http-client reads 100 and 103 itself; a 101
         // the client did not get through the WebSocket relay, or any other 1xx, is a broken upstream.
         if answer.status.code < 200 {
+            await upload?.stop()
             throw .broken("the upstream answered \(answer.status.code) to a \(request.method) that asked for no protocol switch")
         }
         let body = answer.body
         let uploading = upload
+        let holder = PlaceHolder(place)
         return Response(
             status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
             headers: Self.responseHeaders(answer.headers),
             body: ResponseBody { writer in
+                defer { holder.release() }
                 for try await buffer in body { try await writer.write(buffer) }
-                // Hummingbird reads what is left of the request body once this answer is written, with the same
-                // iterator async-http-client may still be reading it with (an upload the upstream answered before
-                // its end): two readers of one body stop the server. The answer ends once the upload has.
-                if let uploading { await uploading.ended() }
+                // The exchange with the upstream is over: its place goes to the next in line. Hummingbird reads what
+                // is left of the request body once this answer is written, with the iterator async-http-client may
+                // still be reading it with (an upstream that answered before the upload's end): two readers of one
+                // body stop the server, so the upload stops reading first, and its next read finds the body ended.
+                holder.release()
+                await uploading?.stop()
                 try await writer.finish(nil)
-                // The place at the upstream is held until the answer has passed whole.
-                withExtendedLifetime(place) {}
             }
         )
     }
@@ -245,9 +254,9 @@ struct UpstreamForwarder: Sendable {
     ]
 }
 
-/// The request body on its way to the upstream, telling `end` once it is no longer read: its last byte handed on,
-/// its reading failed, or async-http-client let go of both the body and its reader (an upload it ended early, or
-/// never began).
+/// The request body on its way to the upstream: one read at a time through `end`, which says when the upload is over
+/// (its last byte handed on, its reading failed, `stop`, or async-http-client let go of both the body and its reader)
+/// and, once stopped, ends the body for async-http-client, so that Hummingbird can read the rest alone.
 private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
@@ -267,6 +276,8 @@ private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Send
         let reader: UploadReader
 
         mutating func next() async throws -> ByteBuffer? {
+            guard reader.end.beginRead() else { return nil }
+            defer { reader.end.endRead() }
             do {
                 let buffer = try await base.next()
                 if buffer == nil { reader.end.finish() }
@@ -287,31 +298,74 @@ private final class UploadReader: Sendable {
     deinit { end.finish() }
 }
 
-/// Whether a request body is still being read for the upstream: awaited by the timeout, which counts from its end,
-/// and by the answer, which must not end while it is read.
+/// Whether a request body is still being read for the upstream, read by one reader at a time: the timeout waits for
+/// the upload's end (`ended`, which a cancelled wait leaves), and the answer, once its exchange is over, stops the
+/// upload (`stop`: no read begins after it, and it returns once the read in progress, if any, has ended).
 final class UploadEnd: Sendable {
-    private let state = Mutex<(done: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+    private struct State {
+        var done = false
+        var stopped = false
+        var reading = false
+        var quietWaiters: [CheckedContinuation<Void, Never>] = []
+    }
 
-    /// Marks the upload over (once; later calls do nothing) and wakes whoever waits.
+    private let state = Mutex(State())
+    private let (endStream, endContinuation) = AsyncStream<Never>.makeStream()
+
+    /// Marks the upload over (once; later calls do nothing) and wakes whoever waits for its end.
     func finish() {
-        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.done else { return [] }
-            state.done = true
-            defer { state.waiting = [] }
-            return state.waiting
+        let first = state.withLock { state -> Bool in
+            defer { state.done = true }
+            return !state.done
         }
-        for continuation in waiting { continuation.resume() }
+        if first { endContinuation.finish() }
     }
 
-    /// Returns once the upload is over.
+    /// Returns once the upload is over, or the waiting task is cancelled.
     func ended() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.done { return true }
-                state.waiting.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
+        for await _ in endStream {}
+    }
+
+    /// A read of the body may begin: false once the upload is over or stopped (the body then reads as ended).
+    func beginRead() -> Bool {
+        state.withLock { state in
+            guard !state.done, !state.stopped else { return false }
+            state.reading = true
+            return true
         }
     }
+
+    /// The read begun has ended.
+    func endRead() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.reading = false
+            defer { state.quietWaiters = [] }
+            return state.quietWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// No read begins from now on; returns once the read in progress, if any, has ended (when the client sends more
+    /// of the body, or its connection ends).
+    func stop() async {
+        await withCheckedContinuation { continuation in
+            let quiet = state.withLock { state -> Bool in
+                state.stopped = true
+                if state.reading {
+                    state.quietWaiters.append(continuation)
+                    return false
+                }
+                return true
+            }
+            if quiet { continuation.resume() }
+        }
+        finish()
+    }
+}
+
+/// The place at the upstream of one exchange, let go once its answer has passed, or with the answer if it never did.
+private final class PlaceHolder: Sendable {
+    private let place: Mutex<UpstreamAdmission.Pass?>
+    init(_ place: UpstreamAdmission.Pass) { self.place = Mutex(place) }
+    func release() { place.withLock { $0 = nil } }
 }

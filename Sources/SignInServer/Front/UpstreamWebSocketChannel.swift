@@ -317,6 +317,7 @@ final class DoorRequestHeads: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(var head) = unwrapInboundIn(data) else {
+            if case .end = unwrapInboundIn(data) { timer?.requestRead() }
             context.fireChannelRead(data)
             return
         }

@@ -6,9 +6,11 @@ import NIOCore
 /// `client_idle_timeout_ms` without one. While a request is in progress (its head read, its answer not ended)
 /// neither runs: the upstream's limits govern then.
 ///
-/// Whoever reads heads says so (`headRead`: the byte path for the requests it takes, the handler after NIO's
-/// parser for the others), and whoever ends answers (`answerEnded`: the byte path, `SaysConnectionOutcome`); a
-/// WebSocket, once switched, is a request that never ends here (its relay has the upstream's idle limit).
+/// Whoever reads requests says when a head and its body have been read (`headRead`, `requestRead`: the byte path
+/// for the requests it takes, the handler after NIO's parser for the others), and whoever ends answers
+/// (`answerEnded`: the byte path, `SaysConnectionOutcome`); a request is in progress until both its answer and its
+/// body have passed (an answer may come before the body's end: a 401 to an upload). A WebSocket, once switched, is
+/// a request that never ends here (its relay has the upstream's idle limit).
 final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -17,6 +19,8 @@ final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext?
     /// Heads read whose answers have not ended.
     private var inProgress = 0
+    /// Heads read whose bodies have not all been read.
+    private var bodiesOwed = 0
     /// The first byte of a head has come, and the head is not whole yet.
     private var awaitingHead = false
     /// The head did not come in time: what the client still sends is read and dropped until the connection ends.
@@ -57,7 +61,7 @@ final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if over { return }
-        if inProgress == 0, !awaitingHead {
+        if inProgress == 0, bodiesOwed == 0, !awaitingHead {
             awaitingHead = true
             wait(idle: false)
         }
@@ -67,14 +71,28 @@ final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
     /// A request head has been read whole.
     func headRead() {
         inProgress += 1
+        bodiesOwed += 1
         awaitingHead = false
         deadline = nil
+    }
+
+    /// A request's body has been read to its end (at once for one without a body).
+    func requestRead() {
+        bodiesOwed = max(0, bodiesOwed - 1)
+        if inProgress == 0, bodiesOwed == 0 { wait(idle: true) }
     }
 
     /// The answer to a request has ended (the connection stays open).
     func answerEnded() {
         inProgress = max(0, inProgress - 1)
-        if inProgress == 0 { wait(idle: true) }
+        if inProgress == 0, bodiesOwed == 0 { wait(idle: true) }
+    }
+
+    /// A head counted by `headRead` that another reader will count again (the byte path counted it while it asked
+    /// the store, then handed the request to NIO's parser): forgotten, with no wait begun.
+    func headForgotten() {
+        inProgress = max(0, inProgress - 1)
+        bodiesOwed = max(0, bodiesOwed - 1)
     }
 
     /// Sets the deadline of a wait for a head's end (or, `idle`, for the next request), and the timer if none runs.
@@ -98,7 +116,7 @@ final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func expired() {
-        guard let context, inProgress == 0 else { return }
+        guard let context, inProgress == 0, bodiesOwed == 0 else { return }
         guard awaitingHead else {
             context.close(promise: nil)
             return

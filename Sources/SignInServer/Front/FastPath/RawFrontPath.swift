@@ -274,6 +274,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
                     clientTimer?.headRead()
+                    clientTimer?.requestRead()
                     let written = context.writeAndFlush(wrapOutboundOut(answer))
                     if close { return endConnection(context, after: written) }
                     clientTimer?.answerEnded()
@@ -285,18 +286,24 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     if takeable, !warmed, let hash = sessionHash(head.cookie), case .upstream? = route {
                         return warm(sessionHash: hash, context: context)
                     }
+                    // Counted while the store was asked: NIO's reader of heads counts it again.
+                    if warmed { clientTimer?.headForgotten() }
                     warmed = false
                     handToCodecs(head, from: &buffer, context: context)
                     continue
                 }
-                warmed = false
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }
                 // The body, whole (`isTakeable`), went into the upstream's request.
                 buffer.moveReaderIndex(forwardBy: head.contentLength ?? 0)
                 pending = buffer.readableBytes > 0 ? buffer : nil
                 exchange = Exchange(head: head, headBytes: headBytes, request: request, closeClient: close)
                 exchange?.attempt.idempotent = head.isIdempotent
-                clientTimer?.headRead()
+                // Its body came whole with it. A head that waited for the store was counted then.
+                if !warmed {
+                    clientTimer?.headRead()
+                    clientTimer?.requestRead()
+                }
+                warmed = false
                 answers.metrics.fastProxiedBytes.increment()
                 admit()
             }
@@ -322,6 +329,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// the front of `pending` again, once.
     private func warm(sessionHash: String, context: ChannelHandlerContext) {
         warming = true
+        // The head is whole: the client's header limit no longer runs while the store is asked.
+        clientTimer?.headRead()
+        clientTimer?.requestRead()
         let answers = answers
         let loop = context.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)

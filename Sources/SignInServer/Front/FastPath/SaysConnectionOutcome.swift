@@ -63,9 +63,14 @@ final class SaysConnectionOutcome: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
             unanswered.append((head.isKeepAlive, head.version == .http1_0))
             if countsHeads { timer?.headRead() }
+        case .end:
+            if countsHeads { timer?.requestRead() }
+        case .body:
+            break
         }
         context.fireChannelRead(data)
     }
