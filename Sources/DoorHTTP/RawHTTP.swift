@@ -1,3 +1,5 @@
+import JOSE
+
 
 /// The HTTP/1.1 the byte-level proxy path (`RawFrontPath`) reads itself: a strict subset, so that whatever it
 /// accepts means one thing to siwa, to NIO's parser and to the upstream. A request head is read only when its
@@ -210,8 +212,7 @@ package enum RawHTTP {
         let reason = reasonStart..<index
         guard let lines = headerLines(bytes, from: index + 2, end: end, allowsObsText: true, limit: .max) else { return .invalid("malformed header line") }
         var length: Int?
-        var codingList: [Substring] = []
-        var codings = false
+        var transferEncoding: [String] = []
         var connection: [String] = []
         for line in lines {
             let value = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self)
@@ -222,17 +223,16 @@ package enum RawHTTP {
                 else { return .invalid("bad Content-Length") }
                 length = parsed
             case "transfer-encoding":
-                codings = true
-                codingList.append(contentsOf: value.split(separator: ",").map(\.trimmingBlanks).filter { !$0.isEmpty })
+                transferEncoding.append(value)
             case "connection":
                 connection.append(value)
             default:
                 break
             }
         }
+        let codings = !transferEncoding.isEmpty
         if codings, length != nil { return .invalid("both Transfer-Encoding and Content-Length") }
-        let chunked = codingList.last.map { equalsIgnoringCase($0, "chunked") } ?? false
-        if chunked { codingList.removeLast() }
+        let (codingList, chunked) = transferCodings(transferEncoding)
         if codingList.contains(where: { equalsIgnoringCase($0, "chunked") }) { return .invalid("chunked before another transfer coding") }
         let closes = listsClose(connection)
         let framing: Framing
@@ -252,6 +252,15 @@ package enum RawHTTP {
                 codings: codingList.isEmpty ? nil : codingList.joined(separator: ", ")
             )
         )
+    }
+
+    /// The transfer codings `Transfer-Encoding` values list before a final `chunked` (`gzip` of `gzip, chunked`),
+    /// and whether it ends in `chunked`: the bytes of a body siwa relays are still in those codings.
+    package static func transferCodings(_ values: [String]) -> (codings: [Substring], chunked: Bool) {
+        var codings = values.flatMap { $0.split(separator: ",").map(\.trimmingBlanks) }.filter { !$0.isEmpty }
+        let chunked = codings.last.map { equalsIgnoringCase($0, "chunked") } ?? false
+        if chunked { codings.removeLast() }
+        return (codings, chunked)
     }
 
     /// Whether `Connection` values list the token `close` (read by byte: an answer's `Connection: keep-alive` is read
@@ -378,7 +387,7 @@ package struct ChunkedFraming {
             let byte = bytes[index]
             switch state {
             case .size:
-                if let digit = Self.hexValue(byte) {
+                if let digit = FormEncoding.hexValue(byte).map(Int.init) {
                     guard size < 1 << 40 else { return .invalid }
                     size = size * 16 + digit
                     sawDigit = true
@@ -440,14 +449,5 @@ package struct ChunkedFraming {
             index += 1
         }
         return .more
-    }
-
-    private static func hexValue(_ byte: UInt8) -> Int? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): Int(byte - UInt8(ascii: "a")) + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): Int(byte - UInt8(ascii: "A")) + 10
-        default: nil
-        }
     }
 }

@@ -171,7 +171,7 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
 
     /// The byte that `%XX` at `index` encodes.
     private static func percentDecoded(_ bytes: ArraySlice<UInt8>, at index: Int) throws(Refusal) -> UInt8 {
-        guard index + 2 < bytes.endIndex, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) else {
+        guard index + 2 < bytes.endIndex, let high = FormEncoding.hexValue(bytes[index + 1]), let low = FormEncoding.hexValue(bytes[index + 2]) else {
             throw Refusal(description: "a % not followed by two hex digits")
         }
         return high << 4 | low
@@ -184,10 +184,6 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
         out.append(UInt8(ascii: "%"))
         out.append(digits[Int(byte >> 4)])
         out.append(digits[Int(byte & 0x0F)])
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        FormEncoding.hexValue(byte)
     }
 
     /// RFC 3986 unreserved.

@@ -176,8 +176,7 @@ struct UpstreamForwarder: Sendable {
     /// a client undoes the same way.
     static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
         var headers = headers
-        var codings = headers["transfer-encoding"].flatMap { $0.split(separator: ",").map(\.trimmingBlanks) }.filter { !$0.isEmpty }
-        if let last = codings.last, RawHTTP.equalsIgnoringCase(last, "chunked") { codings.removeLast() }
+        let codings = RawHTTP.transferCodings(headers["transfer-encoding"]).codings
         if !codings.isEmpty { headers.add(name: "Content-Encoding", value: codings.joined(separator: ", ")) }
         forClient(&headers)
         var fields = HTTPFields()

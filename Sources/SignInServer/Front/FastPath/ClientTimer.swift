@@ -76,6 +76,12 @@ final class ClientTimer: ChannelInboundHandler, RemovableChannelHandler {
         deadline = nil
     }
 
+    /// A request has been read whole, its body with its head (the byte path takes only such).
+    func wholeRequestRead() {
+        headRead()
+        requestRead()
+    }
+
     /// A request's body has been read to its end (at once for one without a body).
     func requestRead() {
         bodiesOwed = max(0, bodiesOwed - 1)

@@ -245,7 +245,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, let exchange, let connection = exchange.attempt.connection {
             if exchange.body != nil, exchange.deadline == nil {
-                exchange.deadline = .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? 300_000))
+                exchange.deadline = idleDeadline()
                 armTimer(context)
             }
             try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
@@ -273,8 +273,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     buffer.moveReaderIndex(forwardBy: head.length)
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
-                    clientTimer?.headRead()
-                    clientTimer?.requestRead()
+                    clientTimer?.wholeRequestRead()
                     let written = context.writeAndFlush(wrapOutboundOut(answer))
                     if close { return endConnection(context, after: written) }
                     clientTimer?.answerEnded()
@@ -300,8 +299,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 exchange?.attempt.idempotent = head.isIdempotent
                 // Its body came whole with it. A head that waited for the store was counted then.
                 if !warmed {
-                    clientTimer?.headRead()
-                    clientTimer?.requestRead()
+                    clientTimer?.wholeRequestRead()
                 }
                 warmed = false
                 answers.metrics.fastProxiedBytes.increment()
@@ -330,8 +328,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private func warm(sessionHash: String, context: ChannelHandlerContext) {
         warming = true
         // The head is whole: the client's header limit no longer runs while the store is asked.
-        clientTimer?.headRead()
-        clientTimer?.requestRead()
+        clientTimer?.wholeRequestRead()
         let answers = answers
         let loop = context.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)
@@ -615,6 +612,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         handler.send(exchange.request)
     }
 
+    /// When an answer's body that has gone silent now is ended (`upstream_idle_timeout_ms` from now).
+    private func idleDeadline() -> NIODeadline {
+        .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? 300_000))
+    }
+
     private func armTimer(_ context: ChannelHandlerContext) {
         guard let deadline = exchange?.deadline else { return }
         // A timer due no later serves; one due later (the head's, when the body's idle limit is shorter) is replaced.
@@ -699,7 +701,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                         // An interim answer (100, 102, 103) is not passed on, as async-http-client does not pass one
                         // on the handlers' path; a 101 (nobody asked to switch) is a broken upstream on both.
                         guard head.status != 101 else {
-                            return upstreamBroke("the upstream answered \(head.status) to a GET that asked for no protocol switch")
+                            return upstreamBroke("the upstream answered \(head.status) to a \(exchange.head.method) that asked for no protocol switch")
                         }
                         answer.moveReaderIndex(forwardBy: head.length)
                         continue
@@ -734,7 +736,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             exchange.deadline = nil
             try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
         } else {
-            exchange.deadline = .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? 300_000))
+            exchange.deadline = idleDeadline()
             armTimer(context)
         }
     }
