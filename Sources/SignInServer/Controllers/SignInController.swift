@@ -17,6 +17,10 @@ struct SignInController: Sendable {
     /// a Foundation URL's parts on every request showed in profiles.
     let appleOrigin: String
     let returnAuthority: String
+    /// The sign-in page's four shapes (language × signed in or not), rendered at start: building and looking up a
+    /// cache key per view was half of the page's own work in a profile.
+    private let shapes: [PageLanguage: (signedOut: PreparedPage, signedIn: PreparedPage)]
+    private static let slotNames = ["startURL", "popupStartURL", "csrfToken"]
 
     init(flow: SignInFlow, renderer: PageRenderer, cookies: CookiePolicy, settings: ServerSettings, metrics: ServerMetrics, proxy: ClientAddressResolver) {
         self.flow = flow
@@ -28,6 +32,24 @@ struct SignInController: Sendable {
         // Both URLs were checked to be absolute http(s) URLs with a host when the configuration was read.
         appleOrigin = ServerSettings.origin(of: settings.apple.authorizeBaseURL)
         returnAuthority = ServerSettings.authority(of: settings.returnURL)
+        var shapes: [PageLanguage: (signedOut: PreparedPage, signedIn: PreparedPage)] = [:]
+        for language in PageLanguage.allCases {
+            let origin = appleOrigin
+            func shape(signedIn: Bool) -> PreparedPage {
+                renderer.prepare(
+                    "signin", title: renderer.string("signInTitle", language), language: language,
+                    fixed: ["signedIn": signedIn],
+                    fixedText: [
+                        "buttonStyle": settings.button.style.rawValue,
+                        "buttonTitle": renderer.string(settings.button.title.stringKey, language),
+                        "appleOrigin": origin,
+                    ],
+                    slotNames: Self.slotNames
+                )
+            }
+            shapes[language] = (shape(signedIn: false), shape(signedIn: true))
+        }
+        self.shapes = shapes
     }
 
     /// Where a sign-in without a return path lands: siwa's session page, or in front of an upstream the site's home
@@ -49,20 +71,11 @@ struct SignInController: Sendable {
         let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"), otherwise: landing)
         let csrf = request.cookieValue(cookies.csrfName) ?? RandomToken.generate()
         let encodedReturn = FormEncoding.encode(returnTo)
-        var response = renderer.page(
-            "signin", title: renderer.string("signInTitle", language), language: language,
-            fixed: ["signedIn": signedIn],
-            fixedText: [
-                "buttonStyle": settings.button.style.rawValue,
-                "buttonTitle": renderer.string(settings.button.title.stringKey, language),
-                "appleOrigin": appleOrigin,
-            ],
-            slots: [
-                "startURL": "/auth/apple?return_to=" + encodedReturn,
-                "popupStartURL": "/auth/apple?mode=popup&return_to=" + encodedReturn,
-                "csrfToken": csrf,
-            ]
-        )
+        guard let shapes = shapes[language] else { throw ErrorPage.internal() }
+        // In the order of `slotNames`.
+        var response = (signedIn ? shapes.signedIn : shapes.signedOut).response([
+            "/auth/apple?return_to=" + encodedReturn, "/auth/apple?mode=popup&return_to=" + encodedReturn, csrf,
+        ])
         response.headers.append(HTTPField(name: .setCookie, value: cookies.csrfHeader(csrf)))
         return response
     }

@@ -86,18 +86,36 @@ public struct PageRenderer: Sendable {
         for (name, value) in fixedText.sorted(by: { $0.key < $1.key }) { key += "\u{1}\(name)=\(value)" }
         for name in slotNames { key += "\u{1}\(name):" + ((slots[name] ?? "").isEmpty ? "0" : "1") }
         let segments = cache.segments(for: key, slotCount: slotNames.count) { markers in
-            var values: [String: Any] = [:]
-            for (name, value) in fixed { values[name] = value }
-            for (name, value) in fixedText { values[name] = value }
-            // An empty slot is left out, as a missing value: Mustache treats "" as present in `{{^name}}`.
-            for (index, name) in slotNames.enumerated() where !(slots[name] ?? "").isEmpty { values[name] = markers[index] }
-            return render(template, title: title, language: language, values: values, status: status)
+            render(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slotNames: slotNames,
+                   present: { !(slots[$0] ?? "").isEmpty }, markers: markers, status: status)
         }
-        return Response(
-            status: status,
-            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: PageCache.fill(segments, with: slotNames.map { slots[$0] ?? "" }))
-        )
+        return PreparedPage(segments: segments, status: status).response(slotNames.map { slots[$0] ?? "" })
+    }
+
+    /// One shape of a page rendered now, to be filled per request by `PreparedPage.response`, for a page whose
+    /// shapes are few and known at start (the sign-in page): `page` builds and looks up a cache key on each request.
+    /// Every slot of `slotNames` is present; their values are given in this order.
+    func prepare(
+        _ template: String, title: String, language: PageLanguage, fixed: [String: Bool] = [:], fixedText: [String: String] = [:],
+        slotNames: [String], status: HTTPResponse.Status = .ok
+    ) -> PreparedPage {
+        let markers = (0..<slotNames.count).map(cache.marker)
+        let html = render(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slotNames: slotNames,
+                          present: { _ in true }, markers: markers, status: status)
+        return PreparedPage(segments: cache.split(html, slotCount: slotNames.count), status: status)
+    }
+
+    /// `template` rendered with a marker in place of each present slot.
+    private func render(
+        _ template: String, title: String, language: PageLanguage, fixed: [String: Bool], fixedText: [String: String],
+        slotNames: [String], present: (String) -> Bool, markers: [String], status: HTTPResponse.Status
+    ) -> String {
+        var values: [String: Any] = [:]
+        for (name, value) in fixed { values[name] = value }
+        for (name, value) in fixedText { values[name] = value }
+        // An empty slot is left out, as a missing value: Mustache treats "" as present in `{{^name}}`.
+        for (index, name) in slotNames.enumerated() where present(name) { values[name] = markers[index] }
+        return render(template, title: title, language: language, values: values, status: status)
     }
 
     /// Renders `template` with Mustache.
@@ -133,5 +151,20 @@ public struct PageRenderer: Sendable {
     /// The string for `key` in `language`.
     func string(_ key: String, _ language: PageLanguage) -> String {
         Strings.table(language)[key] ?? key
+    }
+}
+
+/// A page's shape with its slots to fill (`PageRenderer.page`, `PageRenderer.prepare`).
+struct PreparedPage: Sendable {
+    let segments: [PageCache.Segment]
+    let status: HTTPResponse.Status
+
+    /// The page with `values` (in the order of its slots) HTML-escaped into place, not to be stored.
+    func response(_ values: [String]) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: PageCache.fill(segments, with: values))
+        )
     }
 }
