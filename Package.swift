@@ -110,6 +110,7 @@ let package = Package(
             dependencies: [
                 "AppleSignIn",
                 "AppleIDEmulator",
+                "DoorHTTP",
                 "SignInServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Configuration", package: "swift-configuration"),

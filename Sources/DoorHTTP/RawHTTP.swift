@@ -44,7 +44,8 @@ package enum RawHTTP {
         package let cookie: String?
         /// `Connection` values (`close`, and the names of the headers that stay on this hop).
         package let connection: [String]
-        /// The `X-Forwarded-*` fields, as the handlers read them from a trusted proxy (otherwise ignored).
+        /// The `X-Forwarded-*`, `X-Original-URI` and `X-Original-Method` fields, as the handlers read them from a trusted
+        /// proxy (otherwise ignored).
         package let forwarded: [(name: String, value: String)]
         /// HTTP/1.0 (else HTTP/1.1): only a check is answered here then; anything else goes to the codecs.
         package let isHTTP10: Bool
@@ -144,7 +145,7 @@ package enum RawHTTP {
             case "connection":
                 connection.append(value())
             default:
-                if line.name.hasPrefix("x-forwarded-") { forwarded.append((line.name, value())) }
+                if line.name.hasPrefix("x-forwarded-") || line.name == "x-original-uri" || line.name == "x-original-method" { forwarded.append((line.name, value())) }
             }
         }
         guard let host, !host.isEmpty else { return .notTaken }

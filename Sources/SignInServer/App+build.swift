@@ -117,6 +117,8 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
 /// the router's cookies, sessions and security headers.
 func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> UpstreamGate {
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
+    // `skip_auth_routes`: public rules ahead of `access_rules`, for every carrier and the checks alike.
+    settings.front.access.install(skipRoutes: client.settings.skipAuthRoutes)
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: settings.proxies),
         ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission
@@ -150,7 +152,8 @@ public func buildApplication(
     let owned = SiwaPaths(publicDirectory: settings.publicDirectory)
     let front = FrontDoor(router: router, gate: gate, owned: owned)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
-    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? [])
+    let groups = GroupsRefresher(store: components.store, access: settings.front.access, interval: .seconds(max(1, settings.checkCacheSeconds)), logger: logger)
+    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups]
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).
@@ -184,6 +187,8 @@ public func buildApplication(
     app.beforeServerStarts {
         // The store needed its services running first (a PostgreSQL pool): migrate once they are.
         if storeNeedsServices { try await components.store.migrate() }
+        // The store's groups are in force from the first request.
+        await groups.refresh()
         // The first signing keys of the identity assertion and, when the provider has clients, of id_tokens, on the
         // first start. (An RSA key takes a while to make; a site without clients never needs one. A client registered
         // later gets one at its first token, and the key set is read from the store each time it is asked for.)

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// The command line's own output channels (the only place `print` is used).
 enum CLIOutput {
@@ -9,6 +10,13 @@ enum CLIOutput {
 
     static func stderr(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// The log of a command's own work: warnings and errors only, so its output stays what it printed.
+    static var quietLogger: Logger {
+        var logger = Logger(label: "siwa")
+        logger.logLevel = .warning
+        return logger
     }
 
     /// Reads all of standard input as text.

@@ -66,6 +66,11 @@ struct KeysCommand: AsyncParsableCommand {
 
     /// Opens the store the configuration names (running a PostgreSQL pool while `body` runs), migrated.
     static func withStore(_ options: Options, _ body: (any SignInStore) async throws -> Void) async throws {
+        try await withStore(options) { store, _ in try await body(store) }
+    }
+
+    /// The same, with the configuration read as serve reads it (its access rules and groups).
+    static func withStore(_ options: Options, _ body: (any SignInStore, ServePlan) async throws -> Void) async throws {
         let plan: ServePlan
         do {
             plan = try ServePlan(values: await LayeredValues(cli: ["db": options.db, "data_key": options.dataKey], configFile: options.config, dotEnvPath: ".env"))
@@ -79,7 +84,7 @@ struct KeysCommand: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for service in store.services { group.addTask { try await service.run() } }
             try await store.migrate()
-            try await body(store)
+            try await body(store, plan)
             group.cancelAll()
         }
     }

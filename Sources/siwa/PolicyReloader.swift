@@ -1,13 +1,16 @@
+import Foundation
 import Logging
 import ServiceLifecycle
 import SignInServer
 import UnixSignals
 
-/// SIGHUP: reads the configuration again (the same command line, the environment `siwa serve` started with, the
-/// config file and `.env` as they are now) and puts its access policy (`allowed_emails`, `allowed_email_domains`,
-/// `allowed_subs`) in force for the next request, without a restart and without dropping a connection. The log
-/// says what changed. A configuration that no longer reads leaves the running policy as it was and says why.
-/// Everything else (ports, the store, Apple's credentials) still needs a restart.
+/// Reads the configuration again (the same command line, the environment `siwa serve` started with, the config file
+/// and `.env` as they are now) and puts its access configuration in force for the next request, without a restart
+/// and without dropping a connection: `access_rules`, `groups`, and the global policy (`allowed_emails`,
+/// `allowed_email_domains`, `allowed_subs`, `allowed_groups`). On SIGHUP, and when the config file changes on disk
+/// (its modification time or size, looked at every second, as oauth2-proxy watches its emails file). The log says
+/// what changed. A configuration that no longer reads leaves what is in force as it was and says why. Everything
+/// else (ports, the store, Apple's credentials) still needs a restart.
 struct PolicyReloader: Service, CustomStringConvertible {
     /// ServiceLifecycle logs its services at start: the name only, never the arguments (they may hold secrets).
     var description: String { "PolicyReloader" }
@@ -15,40 +18,89 @@ struct PolicyReloader: Service, CustomStringConvertible {
     let arguments: [String]
     let front: FrontSettings
     let logger: Logger
+    /// The config file to watch; nil watches none.
+    var watched: String?
+    /// Told of each change put in force (the audit trail).
+    var changed: @Sendable (_ changes: [String]) -> Void = { _ in }
 
     func run() async throws {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         try await cancelWhenGracefulShutdown {
-            for await _ in hangups {
-                await reload()
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask {
+                    for await _ in hangups { await reload(because: "SIGHUP") }
+                }
+                if let watched {
+                    group.addTask { try await watch(watched) }
+                }
             }
         }
     }
 
-    func reload() async {
-        let policy: AccessPolicy
+    /// Reloads when `path`'s modification time or size changes (an editor that writes a new file and renames it
+    /// included), until cancelled.
+    private func watch(_ path: String) async throws {
+        var seen = Self.stamp(path)
+        while !Task.isCancelled {
+            try await Task.sleep(for: .seconds(1))
+            let now = Self.stamp(path)
+            if now != seen {
+                seen = now
+                await reload(because: "configuration file changed")
+            }
+        }
+    }
+
+    private static func stamp(_ path: String) -> String? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        let modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        return "\(modified) \(attributes[.size] as? Int ?? -1) \(attributes[.systemFileNumber] as? Int ?? -1)"
+    }
+
+    func reload(because trigger: String = "SIGHUP") async {
+        let configuration: AccessConfiguration
         do {
-            policy = ServePlan.accessPolicy(try await LayeredValues(commandArguments: arguments))
+            configuration = try ServePlan.access(try await LayeredValues(commandArguments: arguments))
         } catch {
-            logger.error("SIGHUP: configuration not reloaded, the access policy in force is unchanged", metadata: ["error": "\(error)"])
+            logger.error("\(trigger): configuration not reloaded, the access rules, groups and policy in force are unchanged", metadata: ["error": "\(error)"])
             return
         }
-        let previous = front.reload(policy: policy)
-        let changes = Self.changes(from: previous, to: policy)
+        let previous = front.access.reload(configuration)
+        let changes = Self.changes(from: previous, to: configuration)
         if changes.isEmpty {
-            logger.info("SIGHUP: access policy reloaded, unchanged")
+            logger.info("\(trigger): access configuration reloaded, unchanged")
         } else {
-            logger.notice("SIGHUP: access policy reloaded", metadata: ["changes": "\(changes.joined(separator: "; "))", "open": "\(policy.isOpen)"])
+            logger.notice("\(trigger): access configuration reloaded", metadata: ["changes": "\(changes.joined(separator: "; "))", "open": "\(configuration.global.isOpen)"])
+            changed(changes)
         }
     }
 
-    /// What differs, rule by rule: `allowed_emails +a@x.org -b@y.org`.
+    /// What differs: the global policy key by key (`allowed_emails +a@x.org -b@y.org`), then the rules and groups.
+    static func changes(from old: AccessConfiguration, to new: AccessConfiguration) -> [String] {
+        var changes = changes(from: old.global, to: new.global)
+        let before = old.rules.map(\.description)
+        let after = new.rules.map(\.description)
+        if before != after { changes.append("access_rules: \(before.count) → \(after.count) rules" + (after.isEmpty ? "" : " (" + after.joined(separator: "; ") + ")")) }
+        for group in Set(old.groups.keys).union(new.groups.keys).sorted() {
+            let was = Set((old.groups[group] ?? []).map(\.description))
+            let now = Set((new.groups[group] ?? []).map(\.description))
+            let added = now.subtracting(was).sorted().map { "+" + $0 }
+            let removed = was.subtracting(now).sorted().map { "-" + $0 }
+            if !added.isEmpty || !removed.isEmpty { changes.append("groups.\(group) " + (added + removed).joined(separator: " ")) }
+        }
+        return changes
+    }
+
+    /// What differs in the global policy, key by key: `allowed_emails +a@x.org -b@y.org`.
     static func changes(from old: AccessPolicy, to new: AccessPolicy) -> [String] {
-        [("allowed_emails", old.emails, new.emails), ("allowed_email_domains", old.emailDomains, new.emailDomains), ("allowed_subs", old.subjects, new.subjects)]
-            .compactMap { key, before, after in
-                let added = after.subtracting(before).sorted().map { "+" + $0 }
-                let removed = before.subtracting(after).sorted().map { "-" + $0 }
-                return added.isEmpty && removed.isEmpty ? nil : key + " " + (added + removed).joined(separator: " ")
-            }
+        [
+            ("allowed_emails", old.emails, new.emails), ("allowed_email_domains", old.emailDomains, new.emailDomains),
+            ("allowed_subs", old.subjects, new.subjects), ("allowed_groups", old.groups, new.groups),
+        ]
+        .compactMap { key, before, after in
+            let added = after.subtracting(before).sorted().map { "+" + $0 }
+            let removed = before.subtracting(after).sorted().map { "-" + $0 }
+            return added.isEmpty && removed.isEmpty ? nil : key + " " + (added + removed).joined(separator: " ")
+        }
     }
 }

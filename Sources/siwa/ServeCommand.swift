@@ -45,7 +45,7 @@ struct ServeCommand: AsyncParsableCommand {
         let level = Logger.Level(rawValue: plan.logLevel) ?? .info
         EscapingLogHandler.bootstrap(level: level)
         let logger = Logger(label: "siwa")
-        var services: [any Service] = [PolicyReloader(arguments: settings, front: plan.settings.front, logger: logger)]
+        var services: [any Service] = [PolicyReloader(arguments: settings, front: plan.settings.front, logger: logger, watched: values.configPath)]
         if let emulatorConfiguration = plan.emulator {
             let emulator = try AppleIDEmulator(configuration: emulatorConfiguration, logger: Logger(label: "siwa.emulator"))
             services.append(emulator.buildApplication(host: "127.0.0.1", port: plan.emulatorPort))

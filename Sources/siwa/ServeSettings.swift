@@ -60,10 +60,10 @@ extension ServePlan {
         for domain in redirects.domains where domain.contains(":") || domain.contains("/") || domain.contains("*") || domain.contains(where: \.isWhitespace) {
             throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme, port or wildcard (app.example.com, or .example.com for its subdomains); got \(domain)")
         }
-        let policy = Self.accessPolicy(values)
+        let access = AccessControl(try Self.access(values))
         // siwa's own host is always a place to return to (the built-in proxy's sign-ins come back there).
         func front(_ origin: String) -> FrontSettings {
-            FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), policy: policy)
+            FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), access: access)
         }
         let upstream = try Self.upstream(values)
 
@@ -157,9 +157,36 @@ extension ServePlan {
 }
 
 extension ServePlan {
-    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs` (what SIGHUP reloads).
-    static func accessPolicy(_ values: LayeredValues) -> AccessPolicy {
-        AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"))
+    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs`, `allowed_groups`: the global policy.
+    static func accessPolicy(_ values: LayeredValues) throws -> AccessPolicy {
+        let groups = values.list("allowed_groups")
+        for group in groups {
+            do {
+                try GroupName.check(group)
+            } catch {
+                throw ConfigurationError(field: "allowed_groups", error.description)
+            }
+        }
+        return AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"), groups: groups)
+    }
+
+    /// `access_rules`, the global policy and `groups` (what SIGHUP and a change of the configuration file reload). A
+    /// bad rule or group stops the start, named by its index and field.
+    static func access(_ values: LayeredValues) throws -> AccessConfiguration {
+        let global = try accessPolicy(values)
+        let rules: [AccessRule]
+        do {
+            rules = try values.string("access_rules").map { try AccessRule.parse(json: $0) } ?? []
+        } catch {
+            throw ConfigurationError(field: "access_rules", "\(error)")
+        }
+        let groups: [String: [GroupMember]]
+        do {
+            groups = try values.string("groups").map { try AccessConfiguration.groups(json: $0) } ?? [:]
+        } catch {
+            throw ConfigurationError(field: "groups", "\(error)")
+        }
+        return AccessConfiguration(rules: rules, global: global, groups: groups)
     }
 
     /// `cookie_domain`: a parent domain of siwa's host (`.example.com` or `example.com`), never an IP address, or nil.

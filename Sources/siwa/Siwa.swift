@@ -6,6 +6,6 @@ struct Siwa: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "siwa",
         abstract: "Sign in with Apple for a website: server, emulator of Apple, and tools.",
-        subcommands: [ServeCommand.self, DoctorCommand.self, EmulatorCommand.self, MigrateUsersCommand.self, KeysCommand.self, OIDCCommand.self, ClientSecretCommand.self, VerifyTokenCommand.self, VerifyNotificationCommand.self]
+        subcommands: [ServeCommand.self, DoctorCommand.self, EmulatorCommand.self, MigrateUsersCommand.self, KeysCommand.self, OIDCCommand.self, GroupsCommand.self, RulesCommand.self, ClientSecretCommand.self, VerifyTokenCommand.self, VerifyNotificationCommand.self]
     )
 }

@@ -38,8 +38,9 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
-        switch AccessDecision(context.visitor, policy: front.policy) {
-        case .allow(let user): return await allowed(user, status: .accepted, request: request, context: context)
+        switch decision(request, context: context) {
+        case .pass: return Self.empty(.accepted)
+        case .allow(let user, let groups): return await allowed(user, groups: groups, status: .accepted, request: request, context: context)
         case .deny: return Self.empty(.forbidden)
         case .signIn: return Self.empty(.unauthorized)
         case .unavailable: return Self.empty(.serviceUnavailable)
@@ -47,9 +48,10 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
-        switch AccessDecision(context.visitor, policy: front.policy) {
-        case .allow(let user): return await allowed(user, status: .ok, request: request, context: context)
-        case .deny(let user):
+        switch decision(request, context: context) {
+        case .pass: return Self.empty(.ok)
+        case .allow(let user, let groups): return await allowed(user, groups: groups, status: .ok, request: request, context: context)
+        case .deny(let user, _):
             // Shown on the app's host: siwa's stylesheets are linked at public_url.
             return renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage, assetOrigin: front.publicOrigin)
         case .unavailable: return renderer.render(.storeUnavailable(retryURL: original(request, context: context) ?? "/"), language: request.pageLanguage)
@@ -60,21 +62,33 @@ struct ForwardAuthController: Sendable {
         }
     }
 
+    /// The decision for the request the proxy asks about (`ClientAddressResolver.checkedRequest`), narrowed by the
+    /// check's own query (`CheckNarrowing`); logged when a rule had to refuse for want of the original request.
+    private func decision(_ request: Request, context: ServerContext) -> AccessDecision {
+        let checked = proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress))
+        let narrowing = request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
+        let decision = AccessDecision(context.visitor, request: checked, access: front.access, narrowing: narrowing)
+        if case .deny(_, let judgement) = decision, let reason = judgement.reason {
+            context.logger.warning("access rule could not be applied", metadata: ["rule": "\(judgement.rule)", "reason": "\(reason)"])
+        }
+        return decision
+    }
+
     /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
-    /// `-Host` from a trusted proxy); without a forwarded origin there is no audience, so no assertion.
-    private func allowed(_ user: UserRecord, status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
+    /// `-Host`); without a forwarded origin there is no audience, so no assertion.
+    private func allowed(_ user: UserRecord, groups: [String], status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
         var token: String?
         if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
-            token = await assertions.assertion(for: user, audience: audience)
+            token = await assertions.assertion(for: user, groups: groups, audience: audience)
         }
-        return Response(status: status, headers: Self.allowedFields(user, assertion: token))
+        return Response(status: status, headers: Self.allowedFields(user, groups: groups, assertion: token))
     }
 
     /// The header fields of a request let through: `no-store`, the identity headers, and the assertion when there
     /// is one. The byte path (`RawFrontPath`) answers with the same fields.
-    static func allowedFields(_ user: UserRecord, assertion: String?) -> HTTPFields {
+    static func allowedFields(_ user: UserRecord, groups: [String], assertion: String?) -> HTTPFields {
         var fields: HTTPFields = [.cacheControl: "no-store"]
-        fields.append(contentsOf: IdentityHeaders.fields(for: user))
+        fields.append(contentsOf: IdentityHeaders.fields(for: user, groups: groups))
         if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
         return fields
     }
@@ -99,43 +113,33 @@ public struct FrontSettings: Sendable {
     public var publicOrigin: String
     /// `allowed_redirect_domains`.
     public var redirects: RedirectPolicy
-    /// `allowed_emails`, `allowed_email_domains`, `allowed_subs`: what the running server applies now. Assigning
-    /// gives these settings a policy of their own; `reload(policy:)` changes it for every copy (SIGHUP).
-    public var policy: AccessPolicy {
-        get { livePolicy.withLock { $0 } }
-        set { livePolicy = LivePolicy(newValue) }
-    }
+    /// The access rules, the global policy and the groups in force (`AccessControl`), shared by every copy of these
+    /// settings: SIGHUP and a change of the configuration file replace what it holds for all of them.
+    public var access: AccessControl
 
-    private typealias LivePolicy = SharedValue<AccessPolicy>
-    private var livePolicy: LivePolicy
+    /// The global policy (`allowed_emails`, `allowed_email_domains`, `allowed_subs`, `allowed_groups`) in force.
+    /// Assigning gives these settings access control of their own, with no rules.
+    public var policy: AccessPolicy {
+        get { access.configuration.global }
+        set { access = AccessControl(AccessConfiguration(global: newValue)) }
+    }
 
     public init(publicOrigin: String, redirects: RedirectPolicy = RedirectPolicy(domains: []), policy: AccessPolicy = AccessPolicy()) {
+        self.init(publicOrigin: publicOrigin, redirects: redirects, access: AccessControl(AccessConfiguration(global: policy)))
+    }
+
+    public init(publicOrigin: String, redirects: RedirectPolicy = RedirectPolicy(domains: []), access: AccessControl) {
         self.publicOrigin = publicOrigin.hasSuffix("/") ? String(publicOrigin.dropLast()) : publicOrigin
         self.redirects = redirects
-        livePolicy = LivePolicy(policy)
+        self.access = access
     }
 
-    /// Puts `policy` in force for the server built with these settings (and every copy of them); returns the
-    /// policy it replaces.
+    /// Puts `policy` in force as the global policy, rules and groups kept; returns the policy it replaces.
     @discardableResult
     public func reload(policy: AccessPolicy) -> AccessPolicy {
-        livePolicy.withLock { current in
-            defer { current = policy }
-            return current
-        }
-    }
-}
-
-/// A value shared by reference between copies of the settings that hold it, read and replaced under a lock.
-final class SharedValue<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-
-    init(_ value: Value) {
-        self.value = Mutex(value)
-    }
-
-    func withLock<T>(_ body: (inout Value) -> T) -> T {
-        value.withLock { body(&$0) }
+        var configuration = access.configuration
+        configuration.global = policy
+        return access.reload(configuration).global
     }
 }
 

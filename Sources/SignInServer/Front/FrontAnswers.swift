@@ -1,22 +1,30 @@
 import Hummingbird
 import JOSE
 
-/// What the front does with a request, from who is asking and the access policy.
+/// What the front does with a request, from who is asking and the rules in force (`AccessControl`).
 enum AccessDecision {
-    /// Signed in and let in by the policy.
-    case allow(UserRecord)
-    /// Signed in, not let in.
-    case deny(UserRecord)
-    /// No live session.
+    /// A `public` rule: passes without a person, without identity.
+    case pass
+    /// Signed in and let in, with the person's groups now.
+    case allow(UserRecord, groups: [String])
+    /// Not let in: a `deny` rule (for anyone, `nil` when no one is signed in), or a person the rule or policy does
+    /// not name.
+    case deny(UserRecord?, AccessJudgement)
+    /// No live session, and the request needs one.
     case signIn
     /// The store did not answer; `retryURL` is the page to try again.
     case unavailable(retryURL: String)
 
-    init(_ visitor: Visitor, policy: AccessPolicy) {
-        switch visitor {
-        case .signedIn(_, let user): self = policy.allows(subject: user.subject, email: user.email) ? .allow(user) : .deny(user)
-        case .anonymous, .notLooked: self = .signIn
-        case .storeUnavailable(let retryURL): self = .unavailable(retryURL: retryURL)
+    /// The decision for `request` by `visitor`, narrowed by a check's query parameters (`narrowing`).
+    init(_ visitor: Visitor, request: AccessRequest, access: AccessControl, narrowing: [AccessPolicy] = []) {
+        let user: UserRecord? = if case .signedIn(_, let user) = visitor { user } else { nil }
+        let judgement = access.judge(request, subject: user?.subject, email: user?.email, narrowing: narrowing)
+        switch (judgement.verdict, user) {
+        case (.public, _): self = .pass
+        case (.allow, let user?): self = .allow(user, groups: judgement.groups)
+        case (.deny, let user): self = .deny(user, judgement)
+        case (.allow, nil), (.signIn, _):
+            if case .storeUnavailable(let retryURL) = visitor { self = .unavailable(retryURL: retryURL) } else { self = .signIn }
         }
     }
 }
@@ -46,10 +54,12 @@ extension FrontSettings {
 }
 
 extension PageRenderer {
-    /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out.
-    /// `assetOrigin`: where its stylesheets are linked, when it is shown on another host than siwa's.
-    func denied(_ user: UserRecord, signOutURL: String, language: PageLanguage, assetOrigin: String = "") -> Response {
-        page(
+    /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out; with
+    /// no one signed in (a `deny` rule), the page that says the address is closed. `assetOrigin`: where its
+    /// stylesheets are linked, when it is shown on another host than siwa's.
+    func denied(_ user: UserRecord?, signOutURL: String, language: PageLanguage, assetOrigin: String = "") -> Response {
+        guard let user else { return render(.closed, language: language) }
+        return page(
             "denied", title: string("deniedHeading", language), language: language, fixedText: assetOrigin.isEmpty ? [:] : ["assetOrigin": assetOrigin],
             slots: ["who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": signOutURL],
             status: .forbidden

@@ -22,7 +22,7 @@ public final class IdentityAssertions: Sendable {
     /// The ES256 keys of the store.
     private let keyring: SigningKeyring
     /// The assertions signed lately, by subject and audience.
-    private let recent = Mutex<[String: (token: String, issuedAt: Date)]>([:])
+    private let recent = Mutex<[String: (token: String, groups: [String], issuedAt: Date)]>([:])
 
     public init(store: any SigningKeyStore, issuer: String, logger: Logger) {
         self.store = store
@@ -61,13 +61,15 @@ public final class IdentityAssertions: Sendable {
         var email_verified: Bool?
         var is_private_email: Bool
         var name: String?
+        var groups: [String]
         var iat: Int
         var exp: Int
     }
 
-    /// The assertion for `user` addressed to `audience` (an origin), or nil when no key can sign (logged).
-    func assertion(for user: UserRecord, audience: String, now: Date = Date()) async -> String? {
-        if let recent = recentAssertion(for: user, audience: audience, now: now) { return recent }
+    /// The assertion for `user`, in `groups` now, addressed to `audience` (an origin), or nil when no key can sign
+    /// (logged).
+    func assertion(for user: UserRecord, groups: [String], audience: String, now: Date = Date()) async -> String? {
+        if let recent = recentAssertion(for: user, groups: groups, audience: audience, now: now) { return recent }
         let cacheKey = user.subject + "\u{1}" + audience
         do {
             var signing = try await keyring.signingKey("ES256", now: now)
@@ -82,12 +84,12 @@ public final class IdentityAssertions: Sendable {
             let issuedAt = Int(now.timeIntervalSince1970)
             let claims = Claims(
                 iss: issuer, aud: audience, sub: user.subject, email: user.email, email_verified: user.email == nil ? nil : true,
-                is_private_email: user.isPrivateEmail, name: user.displayName, iat: issuedAt, exp: issuedAt + Int(Self.lifetime)
+                is_private_email: user.isPrivateEmail, name: user.displayName, groups: groups, iat: issuedAt, exp: issuedAt + Int(Self.lifetime)
             )
             let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: key)
             self.recent.withLock { recent in
                 if recent.count >= 10_000 { recent.removeAll(keepingCapacity: true) }
-                recent[cacheKey] = (token, now)
+                recent[cacheKey] = (token, groups, now)
             }
             return token
         } catch {
@@ -96,11 +98,14 @@ public final class IdentityAssertions: Sendable {
         }
     }
 
-    /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any: no signing, no store,
-    /// so it can be asked on an event loop (the front's fast path); nil sends the caller to `assertion`.
-    func recentAssertion(for user: UserRecord, audience: String, now: Date = Date()) -> String? {
+    /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any, when it says the same
+    /// `groups` (a change of groups is in force at once): no signing, no store, so it can be asked on an event loop
+    /// (the front's fast path); nil sends the caller to `assertion`.
+    func recentAssertion(for user: UserRecord, groups: [String], audience: String, now: Date = Date()) -> String? {
         let cacheKey = user.subject + "\u{1}" + audience
-        guard let recent = self.recent.withLock({ $0[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now else {
+        guard let recent = self.recent.withLock({ $0[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now,
+            recent.groups == groups
+        else {
             return nil
         }
         return recent.token

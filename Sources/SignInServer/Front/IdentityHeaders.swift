@@ -9,16 +9,19 @@ public enum IdentityHeaders {
     public static let email = HTTPField.Name("X-Auth-Request-Email")
     public static let preferredUsername = HTTPField.Name("X-Auth-Request-Preferred-Username")
     public static let privateEmail = HTTPField.Name("X-Siwa-Private-Email")
+    /// The person's groups (`groups`, `siwa groups`), comma-separated and sorted; absent when none.
+    public static let groups = HTTPField.Name("X-Auth-Request-Groups")
     /// The signed assertion (`IdentityAssertions`).
     public static let assertion = HTTPField.Name("X-Siwa-Assertion")
 
-    /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, and
-    /// whether the email is a private relay address.
-    static func fields(for user: UserRecord) -> [HTTPField] {
+    /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, whether the
+    /// email is a private relay address, and the person's `groups` now (none: no header).
+    static func fields(for user: UserRecord, groups: [String]) -> [HTTPField] {
         var pairs: [(HTTPField.Name?, String)] = [(Self.user, user.subject)]
         if let email = user.email, !email.isEmpty { pairs.append((Self.email, email)) }
         if let name = user.displayName, !name.isEmpty { pairs.append((preferredUsername, name)) }
         pairs.append((privateEmail, user.isPrivateEmail ? "true" : "false"))
+        if !groups.isEmpty { pairs.append((Self.groups, groups.joined(separator: ","))) }
         return pairs.compactMap { name, value in name.map { HTTPField(name: $0, value: headerSafe(value)) } }
     }
 

@@ -1,16 +1,14 @@
 import HTTPTypes
 
-/// One entry of `skip_auth_routes`: `METHOD=regex`, `*=regex` or a bare regex (any method). The regex is searched
-/// in the request's normalized path (`RequestTarget.path`: dot-segments removed, percent-encoded but for unreserved
-/// characters; never its query), so anchor it (`^/health$`) to mean the whole path.
+/// One entry of `skip_auth_routes`: `METHOD=regex`, `*=regex` or a bare regex (any method), a shorthand for a
+/// `public` rule of `access_rules` (`AccessRule(skipRoute:index:)`), which come before the rules of `access_rules`.
+/// The regex is searched in the request's normalized path (`PathPattern`).
 public struct SkipAuthRoute: Sendable, CustomStringConvertible {
     /// The method it applies to; nil for any.
     public let method: HTTPRequest.Method?
     /// The entry as configured.
     public let description: String
-    // Not Sendable only because a match's output (`AnyRegexOutput`) may hold any value; the regex itself is
-    // immutable once compiled and is only matched against, each match making its own output.
-    nonisolated(unsafe) private let pattern: Regex<AnyRegexOutput>
+    let pattern: PathPattern
 
     /// Parses `entry`; a regex that does not compile is refused with the compiler's message.
     public init(_ entry: String) throws(UpstreamSettingsError) {
@@ -28,16 +26,10 @@ public struct SkipAuthRoute: Sendable, CustomStringConvertible {
             }
         }
         self.method = method
-        guard !source.isEmpty else { throw UpstreamSettingsError("\(entry): the regex is empty (write ^/$ for the root alone)") }
         do {
-            pattern = try Regex(String(source))
+            pattern = try PathPattern(String(source))
         } catch {
-            throw UpstreamSettingsError("\(entry): the regex does not compile: \(error)")
+            throw UpstreamSettingsError("\(entry): \(error.description)")
         }
-    }
-
-    func matches(method: HTTPRequest.Method, path: String) -> Bool {
-        if let expected = self.method, expected != method, !(expected == .get && method == .head) { return false }
-        return (try? pattern.firstMatch(in: path)) != nil
     }
 }

@@ -4,10 +4,10 @@ import Hummingbird
 import Logging
 
 /// The built-in proxy's door (`--upstream`): a request for a path siwa does not own passes to the upstream when
-/// its session's person is let in by the policy (with siwa's identity headers and `X-Siwa-Assertion` addressed to
-/// the upstream's origin), or when it is on a
-/// `skip_auth_routes` route (with none); otherwise siwa answers: a browser is sent to the sign-in and comes back to
-/// the same URL, anything else gets 401; a person the policy turns away gets 403. The upstream's answers pass as
+/// its session's person is let in by the rules (with siwa's identity headers and `X-Siwa-Assertion` addressed to
+/// the upstream's origin), or when a `public` rule (`skip_auth_routes` among them) matches (with none); otherwise
+/// siwa answers: a browser is sent to the sign-in and comes back to the same URL, anything else gets 401; a person
+/// the rules turn away, and anyone on a `deny` rule, gets 403. The upstream's answers pass as
 /// they are; siwa's own carry its security headers.
 struct UpstreamGate: Sendable {
     let forwarder: UpstreamForwarder
@@ -20,16 +20,14 @@ struct UpstreamGate: Sendable {
     /// The answer to `request`, whose target the front read as `target` (`SiwaPaths.route`): decided on it, and
     /// forwarded with it.
     func respond(to request: Request, target: RequestTarget, context: ServerContext) async throws -> Response {
-        if forwarder.settings.skipsAuth(method: request.method, path: target.path) {
+        switch await decision(request, target: target, context: context) {
+        case .pass:
             return await forward(request, target: target, context: context, identity: [])
-        }
-        let visitor = await sessions.visitor(request, logger: context.logger)
-        switch AccessDecision(visitor, policy: front.policy) {
-        case .allow(let user):
-            return await forward(request, target: target, context: context, identity: await identity(of: user))
-        case .deny(let user):
+        case .allow(let user, let groups):
+            return await forward(request, target: target, context: context, identity: await identity(of: user, groups: groups))
+        case .deny(let user, _):
             if request.acceptsJSON {
-                return own(Response.problem(.forbidden, "denied", "Not allowed", "The signed-in Apple account is not allowed by this site's access policy."))
+                return own(Response.problem(.forbidden, "denied", "Not allowed", "This site's access rules do not let this request through."))
             }
             return own(renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage))
         case .signIn:
@@ -42,14 +40,24 @@ struct UpstreamGate: Sendable {
         }
     }
 
-    /// The identity headers of `user` and, when a key can sign, the assertion addressed to the upstream's origin.
-    func identity(of user: UserRecord) async -> [HTTPField] {
-        Self.identityFields(user, assertion: await assertions.assertion(for: user, audience: forwarder.settings.origin))
+    /// The rules' decision on `request` for `target`, the host it was sent to and its method: the session is looked
+    /// up only when the rule that applies needs a person.
+    func decision(_ request: Request, target: RequestTarget, context: ServerContext) async -> AccessDecision {
+        let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
+        let anyone = AccessDecision(.notLooked, request: asked, access: front.access)
+        guard case .signIn = anyone else { return anyone }
+        return AccessDecision(await sessions.visitor(request, logger: context.logger), request: asked, access: front.access)
+    }
+
+    /// The identity headers of `user` (in `groups`) and, when a key can sign, the assertion addressed to the
+    /// upstream's origin.
+    func identity(of user: UserRecord, groups: [String]) async -> [HTTPField] {
+        Self.identityFields(user, groups: groups, assertion: await assertions.assertion(for: user, groups: groups, audience: forwarder.settings.origin))
     }
 
     /// The identity headers of `user`, and `assertion` when there is one (also what the fast path sends).
-    static func identityFields(_ user: UserRecord, assertion: String?) -> [HTTPField] {
-        var fields = IdentityHeaders.fields(for: user)
+    static func identityFields(_ user: UserRecord, groups: [String], assertion: String?) -> [HTTPField] {
+        var fields = IdentityHeaders.fields(for: user, groups: groups)
         if let name = IdentityHeaders.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
         return fields
     }
@@ -58,10 +66,11 @@ struct UpstreamGate: Sendable {
     /// would carry; nil (nothing sent to the upstream) when the request would not be forwarded, or when the upstream
     /// did not switch protocols (logged). `respond` then answers the same request: 401, 403, or 502.
     func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext) async -> UpstreamWebSocket? {
-        var identity: [HTTPField] = []
-        if !forwarder.settings.skipsAuth(method: request.method, path: target.path) {
-            guard case .allow(let user) = AccessDecision(await sessions.visitor(request, logger: context.logger), policy: front.policy) else { return nil }
-            identity = await self.identity(of: user)
+        let identity: [HTTPField]
+        switch await decision(request, target: target, context: context) {
+        case .pass: identity = []
+        case .allow(let user, let groups): identity = await self.identity(of: user, groups: groups)
+        case .deny, .signIn, .unavailable: return nil
         }
         do {
             return try await forwarder.openWebSocket(request, target: target, context: context, identity: identity)

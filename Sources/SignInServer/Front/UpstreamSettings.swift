@@ -21,7 +21,8 @@ public struct UpstreamSettings: Sendable {
     /// `upstream_max_connections`: at most this many requests and WebSockets at the upstream at once (as many more
     /// wait, for at most `timeoutMS`; beyond that, 503).
     public var maxConnections: Int = 512
-    /// Routes forwarded without a sign-in and without identity headers.
+    /// Routes forwarded without a sign-in and without identity headers: `public` rules ahead of `access_rules`, put
+    /// in force by the app (`AccessControl.install(skipRoutes:)`).
     public var skipAuthRoutes: [SkipAuthRoute]
     /// `strip_request_headers`: client headers never passed to the upstream, besides siwa's own list
     /// (`UpstreamForwarder.forgeable`); lowercased, `_` read as `-`.
@@ -57,12 +58,6 @@ public struct UpstreamSettings: Sendable {
 
     /// `host[:port]` of the upstream, as its `Host` header says it (made once: every proxied request sends it).
     let authority: String
-
-    /// Whether `method` and `path` (normalized, `RequestTarget.path`) fall under a skip-auth route.
-    func skipsAuth(method: HTTPRequest.Method, path: String) -> Bool {
-        guard !skipAuthRoutes.isEmpty else { return false }
-        return skipAuthRoutes.contains { $0.matches(method: method, path: path) }
-    }
 }
 
 /// A value of the proxy's settings that cannot be used, and why.

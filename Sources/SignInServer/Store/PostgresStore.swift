@@ -50,7 +50,7 @@ public final class PostgresStore: SignInStore {
             try await connection.query("SELECT pg_advisory_lock(727472)", logger: self.logger)
             do {
                 try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)", logger: self.logger)
-                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3)] {
+                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3), ("v4", PostgresSchema.v4)] {
                     guard try await connection.query("SELECT 1 FROM schema_migrations WHERE version = \(version)", logger: self.logger).collect().isEmpty else { continue }
                     for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
@@ -416,6 +416,9 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
+    /// Issue 27: the groups siwa keeps.
+    static let v4 = GroupSQL.schema
+
     /// Issue 18: the OpenID Provider's clients, codes and tokens, and each signing key's algorithm.
     static let v3 = ProviderSQL.schema
 

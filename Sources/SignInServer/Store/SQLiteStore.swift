@@ -87,6 +87,9 @@ public final class SQLiteStore: SignInStore {
         migrator.registerMigration("v3") { db in
             try db.execute(sql: SQLiteSchema.v3)
         }
+        migrator.registerMigration("v4") { db in
+            try db.execute(sql: SQLiteSchema.v4)
+        }
         // Not `migrator.migrate(pool)`: that blocks the calling thread until every reader is done, and on Swift's
         // cooperative pool (two threads on two cores) two such waits at once left no thread for the readers'
         // own work: the test process hung. GRDB schedules the migration and calls back instead.
@@ -382,6 +385,9 @@ public final class SQLiteStore: SignInStore {
 
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
+    /// Issue 27: the groups siwa keeps.
+    static let v4 = GroupSQL.schema.joined(separator: ";\n")
+
     /// Issue 18: the OpenID Provider's clients, codes and tokens, and each signing key's algorithm.
     static let v3 = ProviderSQL.schema.joined(separator: ";\n")
 

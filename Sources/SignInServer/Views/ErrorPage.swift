@@ -48,6 +48,9 @@ struct ErrorPage: Error, Sendable {
         ErrorPage(key: "busy", status: .serviceUnavailable, actionURL: retryURL, actionKey: "tryAgain")
     }
 
+    /// A `deny` rule of `access_rules` closes this address to everyone.
+    static let closed = ErrorPage(key: "closed", status: .forbidden, actionURL: "/", actionKey: "goHome")
+
     /// A form's CSRF token was missing or wrong; the button goes back to the form at `retryURL`.
     static func csrf(retryURL: String) -> ErrorPage {
         ErrorPage(key: "csrf", status: .forbidden, actionURL: retryURL, actionKey: "tryAgain")

@@ -19,6 +19,8 @@ struct LayeredValues: Sendable {
     /// The config file's values of JSON keys (`oidc_clients`), as JSON text: swift-configuration's JSON file
     /// provider takes strings, numbers, booleans and arrays of them, not arrays of objects.
     private let fileJSON: [String: String]
+    /// The config file read, if any (`--config`, `SIWA_CONFIG`): watched by `serve` for changes to its access rules.
+    let configPath: String?
 
     /// Layers for `arguments` (the command's own, after the subcommand), the process environment, `./.env` and the
     /// config file named by `--config`, `SIWA_CONFIG` or `configFile`.
@@ -84,6 +86,7 @@ struct LayeredValues: Sendable {
             }
         }
         self.fileJSON = fileJSON
+        self.configPath = configPath
         self.layers = layers
         reader = ConfigReader(providers: layers.map(\.provider))
     }

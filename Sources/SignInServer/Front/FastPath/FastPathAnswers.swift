@@ -67,80 +67,89 @@ struct FastPathAnswers: Sendable {
         }
     }
 
-    /// As whom a `GET` passes to the upstream.
+    /// As whom a request passes to the upstream.
     enum UpstreamPass {
-        /// On a `skip_auth_routes` route: without identity headers.
+        /// On a `public` rule: without identity headers.
         case anonymous
-        /// A person let in, with the assertion addressed to the upstream.
-        case identified(UserRecord, assertion: String)
+        /// A person let in, with their groups and the assertion addressed to the upstream.
+        case identified(UserRecord, groups: [String], assertion: String)
     }
 
-    /// As whom a request of `method` for `target` (the upstream's, as `SiwaPaths.route` read it; no upgrade) passes to the
-    /// upstream, decided from memory with the rules the gate applies (`UpstreamGate.respond`): nil when the handlers
-    /// decide (no session in memory, a person turned away, no recent assertion). The session is found by the SHA-256
-    /// of its cookie, `sessionHash` (only asked for when the route needs a person).
-    func upstreamPass(method: HTTPRequest.Method, target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
+    /// As whom a request of `method` for `target` (the upstream's, as `SiwaPaths.route` read it; no upgrade), sent
+    /// to `host`, passes to the upstream, decided from memory by the rules the gate applies (`UpstreamGate.decision`):
+    /// nil when the handlers decide (no session in memory, a person turned away, no recent assertion). The session
+    /// is found by the SHA-256 of its cookie, `sessionHash` (only asked for when the rule needs a person).
+    func upstreamPass(method: HTTPRequest.Method, host: String, target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
         guard let upstream else { return nil }
-        let settings = upstream.rawPool.settings
-        if settings.skipsAuth(method: method, path: target.path) { return .anonymous }
-        guard let idHash = sessionHash(), let user = allowedUser(idHash: idHash, now: now),
-            let assertion = assertions.recentAssertion(for: user, audience: settings.origin, now: now)
+        let request = AccessRequest(host: host, method: method.rawValue, path: target.path)
+        let anyone = front.access.judge(request, subject: nil, email: nil)
+        switch anyone.verdict {
+        case .public: return .anonymous
+        case .deny, .allow: return nil
+        case .signIn: break
+        }
+        guard let idHash = sessionHash(), let (user, groups) = allowedUser(idHash: idHash, request: request, now: now),
+            let assertion = assertions.recentAssertion(for: user, groups: groups, audience: upstream.rawPool.settings.origin, now: now)
         else { return nil }
-        return .identified(user, assertion: assertion)
+        return .identified(user, groups: groups, assertion: assertion)
     }
 
-    /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person, and the assertion
-    /// addressed to the forwarded origin when a trusted proxy names one.
+    /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person and their groups, and
+    /// the assertion addressed to the forwarded origin when a trusted proxy names one.
     struct CheckPass {
         let status: HTTPResponse.Status
         let user: UserRecord
+        let groups: [String]
         let assertion: String?
     }
 
-    /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in, decided from memory for `audience`
+    /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in, decided from memory for `request`
+    /// (what the proxy says of the original request), narrowed by the check's query (`narrowing`), for `audience`
     /// (the forwarded origin, nil when no trusted proxy names one) and counted; nil for any other path, or when the
-    /// handlers answer (no session in memory, a person turned away, no recent assertion).
+    /// handlers answer (no session in memory, a person turned away, a public or deny rule, no recent assertion).
     /// The byte path's way in (`RawFrontPath`), which writes the answer's lines itself.
-    func checkPass(path: String, audience: String?, idHash: String?, now: Date) -> CheckPass? {
+    func checkPass(path: String, request: AccessRequest, narrowing: [AccessPolicy], audience: String?, idHash: String?, now: Date) -> CheckPass? {
         let (status, counter): (HTTPResponse.Status, Counter)
         switch path {
         case "/auth/check": (status, counter) = (.accepted, metrics.fastChecks)
         case "/auth/forward": (status, counter) = (.ok, metrics.fastForwards)
         default: return nil
         }
-        guard let idHash, let user = allowedUser(idHash: idHash, now: now) else { return nil }
+        guard let idHash, let (user, groups) = allowedUser(idHash: idHash, request: request, narrowing: narrowing, now: now) else { return nil }
         var assertion: String?
         if let audience {
-            guard let recent = assertions.recentAssertion(for: user, audience: audience, now: now) else { return nil }
+            guard let recent = assertions.recentAssertion(for: user, groups: groups, audience: audience, now: now) else { return nil }
             assertion = recent
         }
         counter.increment()
-        return CheckPass(status: status, user: user, assertion: assertion)
+        return CheckPass(status: status, user: user, groups: groups, assertion: assertion)
     }
 
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
     /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
     func checkFields(_ pass: CheckPass) -> HTTPFields {
-        var fields = ForwardAuthController.allowedFields(pass.user, assertion: pass.assertion)
+        var fields = ForwardAuthController.allowedFields(pass.user, groups: pass.groups, assertion: pass.assertion)
         fields.append(contentsOf: checkExtras)
         return fields
     }
 
-    /// What the handlers would do first for a `GET` the fast path could not decide from memory: the session looked
-    /// up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
+    /// What the handlers would do first for a request the fast path could not decide from memory: the session
+    /// looked up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
-    func warmUpstream(sessionHash: String) async {
-        guard let upstream, let found = try? await store.session(idHash: sessionHash, now: Date()),
-            front.policy.allows(subject: found.1.subject, email: found.1.email)
-        else { return }
-        _ = await upstream.gate.identity(of: found.1)
+    func warmUpstream(sessionHash: String, request: AccessRequest) async {
+        guard let upstream, let found = try? await store.session(idHash: sessionHash, now: Date()) else { return }
+        let judgement = front.access.judge(request, subject: found.1.subject, email: found.1.email)
+        guard judgement.verdict == .allow else { return }
+        _ = await upstream.gate.identity(of: found.1, groups: judgement.groups)
     }
 
-    /// The person of the session whose cookie value hashes to `idHash`, when this instance has it in memory and the
-    /// policy lets them in.
-    func allowedUser(idHash: String, now: Date) -> UserRecord? {
-        guard let (_, user) = store.cachedSession(idHash: idHash, now: now), front.policy.allows(subject: user.subject, email: user.email) else { return nil }
-        return user
+    /// The person of the session whose cookie value hashes to `idHash`, with their groups, when this instance has it
+    /// in memory and the rules let them make `request`.
+    func allowedUser(idHash: String, request: AccessRequest, narrowing: [AccessPolicy] = [], now: Date) -> (UserRecord, [String])? {
+        guard let (_, user) = store.cachedSession(idHash: idHash, now: now) else { return nil }
+        let judgement = front.access.judge(request, subject: user.subject, email: user.email, narrowing: narrowing)
+        guard judgement.verdict == .allow else { return nil }
+        return (user, judgement.groups)
     }
 
     /// The SHA-256 of a session cookie's value; nil for an empty one.

@@ -71,11 +71,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// upstream gets it (a browser sends the same one each time).
     private var lastCookie: (header: String, sessionHash: String?, kept: String?)?
     /// The last identity sent on this connection, as header lines.
-    private var lastIdentity: (user: UserRecord, assertion: String, lines: ByteBuffer)?
+    private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, lines: ByteBuffer)?
     /// The last check answered from memory on this connection: its status line and header lines before `Date`.
-    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, assertion: String?, lines: ByteBuffer)?
+    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, lines: ByteBuffer)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
-    private var lastForwarded: (fields: [(name: String, value: String)], origin: String?)?
+    private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
 
     /// One request on its way to the upstream and back (a class: it is read and changed on every event of the
     /// exchange, and a reference costs less to pass around than its fields).
@@ -282,8 +282,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 let route = upstream?.owned.route(head.target, host: head.host)
                 let takeable = head.isTakeable(available: buffer.readableBytes)
                 guard takeable, case .upstream(let target)? = route, let request = upstreamRequest(head, target: target, from: buffer) else {
-                    if takeable, !warmed, let hash = sessionHash(head.cookie), case .upstream? = route {
-                        return warm(sessionHash: hash, context: context)
+                    if takeable, !warmed, let hash = sessionHash(head.cookie), case .upstream(let target)? = route {
+                        return warm(sessionHash: hash, request: AccessRequest(host: head.host, method: head.method, path: target.path), context: context)
                     }
                     // Counted while the store was asked: NIO's reader of heads counts it again.
                     if warmed { clientTimer?.headForgotten() }
@@ -325,7 +325,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// Asks the store for the session (and has an assertion signed) off the event loop, then decides the request at
     /// the front of `pending` again, once.
-    private func warm(sessionHash: String, context: ChannelHandlerContext) {
+    private func warm(sessionHash: String, request: AccessRequest, context: ChannelHandlerContext) {
         warming = true
         // The head is whole: the client's header limit no longer runs while the store is asked.
         clientTimer?.wholeRequestRead()
@@ -333,7 +333,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         let loop = context.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)
         Task {
-            await answers.warmUpstream(sessionHash: sessionHash)
+            await answers.warmUpstream(sessionHash: sessionHash, request: request)
             loop.execute { handler.value.warmedUp() }
         }
     }
@@ -372,16 +372,19 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// forwarded origin once per set of `X-Forwarded-*` values: a proxy asks for the same person again and again.
     private func checkAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
         let path = Self.path(of: head.target)
-        guard path == "/auth/check" || path == "/auth/forward",
-            let pass = answers.checkPass(path: path, audience: forwardedOrigin(head), idHash: sessionHash(head.cookie), now: Date())
-        else { return nil }
+        guard path == "/auth/check" || path == "/auth/forward" else { return nil }
+        let query = head.target.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.target[head.target.index(after: $0)...] }
+        let (checked, origin) = forwardedOrigin(head)
+        guard let pass = answers.checkPass(
+            path: path, request: checked, narrowing: query.map(CheckNarrowing.parse) ?? [], audience: origin, idHash: sessionHash(head.cookie), now: Date()
+        ) else { return nil }
         let lines: ByteBuffer
-        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user {
+        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user, last.groups == pass.groups {
             lines = last.lines
         } else {
             var made = allocator.buffer(capacity: 1024)
             Self.writeStatusAndFields(&made, pass.status, answers.checkFields(pass))
-            lastCheck = (pass.status, pass.user, pass.assertion, made)
+            lastCheck = (pass.status, pass.user, pass.groups, pass.assertion, made)
             lines = made
         }
         var out = allocator.buffer(capacity: lines.readableBytes + 80)
@@ -392,16 +395,18 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         return out
     }
 
-    /// The origin a trusted proxy forwards the request for (`ClientAddressResolver.forwardedOrigin`), read once per
-    /// set of `X-Forwarded-*` values on a connection.
-    private func forwardedOrigin(_ head: RawHTTP.RequestHead) -> String? {
-        guard peerTrusted, !head.forwarded.isEmpty else { return nil }
+    /// What a trusted proxy says of the request it checks (`ClientAddressResolver.checkedRequest`) and the origin it
+    /// was made to (`forwardedOrigin`), read once per set of `X-Forwarded-*` and `X-Original-*` values on a connection.
+    private func forwardedOrigin(_ head: RawHTTP.RequestHead) -> (AccessRequest, String?) {
+        guard peerTrusted, !head.forwarded.isEmpty else { return (AccessRequest(host: nil, method: nil, path: nil), nil) }
         if let last = lastForwarded, last.fields.elementsEqual(head.forwarded, by: { $0.name == $1.name && $0.value == $1.value }) {
-            return last.origin
+            return (last.request, last.origin)
         }
-        let origin = answers.resolver.forwardedOrigin(forwardedFields(head), fromTrusted: true)
-        lastForwarded = (head.forwarded, origin)
-        return origin
+        let fields = forwardedFields(head)
+        let origin = answers.resolver.forwardedOrigin(fields, fromTrusted: true)
+        let request = answers.resolver.checkedRequest(fields, fromTrusted: true)
+        lastForwarded = (head.forwarded, request, origin)
+        return (request, origin)
     }
 
     /// The `X-Forwarded-*` fields of `head` as the resolver reads them: none from a peer that is not a trusted proxy.
@@ -419,7 +424,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer) -> ByteBuffer? {
         guard let upstream, let context, let method = HTTPRequest.Method(head.method) else { return nil }
         let now = Date()
-        guard let pass = answers.upstreamPass(method: method, target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
+        guard let pass = answers.upstreamPass(method: method, host: head.host, target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
         let settings = upstream.rawPool.settings
         let forwarder = upstream.gate.forwarder
         var out = context.channel.allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
@@ -455,8 +460,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             Self.writeField(&out, "X-Forwarded-Proto", "http")
             Self.writeField(&out, "X-Forwarded-Host", head.host)
         }
-        if case .identified(let user, let assertion) = pass {
-            var lines = identityLines(user, assertion: assertion)
+        if case .identified(let user, let groups, let assertion) = pass {
+            var lines = identityLines(user, groups: groups, assertion: assertion)
             out.writeBuffer(&lines)
         }
         if let length = head.contentLength {
@@ -501,14 +506,15 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         out.writeString("\r\n")
     }
 
-    /// The identity header lines of `user` with `assertion`, made once per person and assertion on a connection.
-    private func identityLines(_ user: UserRecord, assertion: String) -> ByteBuffer {
-        if let last = lastIdentity, last.assertion == assertion, last.user == user { return last.lines }
+    /// The identity header lines of `user` in `groups` with `assertion`, made once per person, groups and assertion
+    /// on a connection.
+    private func identityLines(_ user: UserRecord, groups: [String], assertion: String) -> ByteBuffer {
+        if let last = lastIdentity, last.assertion == assertion, last.user == user, last.groups == groups { return last.lines }
         var lines = ByteBuffer()
-        for field in UpstreamGate.identityFields(user, assertion: assertion) {
+        for field in UpstreamGate.identityFields(user, groups: groups, assertion: assertion) {
             Self.writeField(&lines, field.name.rawName, field.value)
         }
-        lastIdentity = (user, assertion, lines)
+        lastIdentity = (user, groups, assertion, lines)
         return lines
     }
 

@@ -1,0 +1,205 @@
+import Foundation
+import Synchronization
+
+/// What a request's access is decided by, as configured: `access_rules`, `skip_auth_routes` (public rules ahead of
+/// them), the global policy (`allowed_emails`, `allowed_email_domains`, `allowed_subs`, `allowed_groups`) and the
+/// groups declared in `groups`. Reloaded whole on SIGHUP and when the configuration file changes.
+public struct AccessConfiguration: Sendable {
+    public var rules: [AccessRule]
+    public var global: AccessPolicy
+    public var groups: [String: [GroupMember]]
+
+    public init(rules: [AccessRule] = [], global: AccessPolicy = AccessPolicy(), groups: [String: [GroupMember]] = [:]) {
+        self.rules = rules
+        self.global = global
+        self.groups = groups
+    }
+
+    /// `groups`: a JSON object of group names to member lists (`{"admins": ["ada@example.com"], "staff": ["@example.com"]}`).
+    public static func groups(json: String) throws(AccessConfigurationError) -> [String: [GroupMember]] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) as? [String: Any] else {
+            throw AccessConfigurationError("groups: must be a JSON object of group names to arrays of members, such as {\"admins\": [\"ada@example.com\"]}")
+        }
+        var groups: [String: [GroupMember]] = [:]
+        for name in object.keys.sorted() {
+            do {
+                try GroupName.check(name)
+            } catch {
+                throw AccessConfigurationError("groups.\(name): \(error.description)")
+            }
+            guard let members = object[name] as? [Any], let texts = members as? [String] else {
+                throw AccessConfigurationError("groups.\(name): must be an array of members (emails, @domains, sub:<Apple sub>)")
+            }
+            var parsed: [GroupMember] = []
+            for (index, text) in texts.enumerated() {
+                do {
+                    parsed.append(try GroupMember(parsing: text))
+                } catch {
+                    throw AccessConfigurationError("groups.\(name)[\(index)]: \(error.description)")
+                }
+            }
+            groups[name] = parsed
+        }
+        return groups
+    }
+}
+
+/// What decides a request, and how it came out: the rule (its label, or `global`) and the verdict, with the person's
+/// groups as they are now (what the app is told).
+public struct AccessJudgement: Sendable, Equatable {
+    public enum Verdict: String, Sendable {
+        /// No sign-in needed; no identity is sent.
+        case `public`
+        /// The person passes, with identity.
+        case allow
+        /// 403.
+        case deny
+        /// A person is needed: sign in (a browser) or 401.
+        case signIn = "sign-in"
+    }
+
+    public var verdict: Verdict
+    /// `3`, `skip_auth_routes[0]` or `global`.
+    public var rule: String
+    public var groups: [String]
+    /// Why, when the rule could not be applied as configured (the original request unknown), for the log.
+    public var reason: String?
+}
+
+/// The access rules, the global policy and the groups in force, shared by every carrier of the front (the check,
+/// `--upstream`'s two carriers, the WebSocket upgrade) and the OpenID Provider: one decision function for all.
+/// Configuration and groups from the store are replaced whole; each decision reads them under one lock.
+public final class AccessControl: Sendable {
+    /// Which rule applies to a request.
+    enum Match: Sendable, Equatable {
+        case rule(Int)
+        case global
+        /// Rule `Int` names what the request does not say (a host, method or path the proxy did not pass).
+        case unknown(Int)
+    }
+
+    private struct State: Sendable {
+        var configuration: AccessConfiguration
+        /// `skip_auth_routes`, as public rules ahead of `access_rules`.
+        var skipRoutes: [AccessRule]
+        var storeMembers: [(group: String, member: GroupMember)]
+        var directory: GroupDirectory
+        /// Which rule a request matched, by request: regexes are not matched again for a path seen lately.
+        var matches: [AccessRequest: Match] = [:]
+        var rules: [AccessRule] { skipRoutes + configuration.rules }
+    }
+
+    /// Entries of the match cache before it starts afresh (a flood of distinct paths costs their regexes, no memory).
+    static let cachedMatches = 4096
+    private let state: Mutex<State>
+
+    public init(_ configuration: AccessConfiguration = AccessConfiguration(), skipRoutes: [SkipAuthRoute] = []) {
+        state = Mutex(State(
+            configuration: configuration, skipRoutes: skipRoutes.enumerated().map { AccessRule(skipRoute: $1, index: $0) }, storeMembers: [],
+            directory: GroupDirectory(configuration: configuration.groups)
+        ))
+    }
+
+    /// The configuration in force.
+    public var configuration: AccessConfiguration { state.withLock { $0.configuration } }
+    /// Every rule in order, `skip_auth_routes` first.
+    public var rules: [AccessRule] { state.withLock { $0.rules } }
+    /// Every group with its members and where each membership comes from.
+    public var directory: GroupDirectory { state.withLock { $0.directory } }
+
+    /// Puts `configuration` in force for the next decision; returns the one it replaces.
+    @discardableResult
+    public func reload(_ configuration: AccessConfiguration) -> AccessConfiguration {
+        state.withLock { state in
+            defer {
+                state.configuration = configuration
+                state.directory = GroupDirectory(configuration: configuration.groups, store: state.storeMembers)
+                state.matches.removeAll()
+            }
+            return state.configuration
+        }
+    }
+
+    /// Puts `skip_auth_routes` in force (set once, at start).
+    public func install(skipRoutes: [SkipAuthRoute]) {
+        state.withLock { state in
+            state.skipRoutes = skipRoutes.enumerated().map { AccessRule(skipRoute: $1, index: $0) }
+            state.matches.removeAll()
+        }
+    }
+
+    /// Puts the store's memberships in force (`GroupsRefresher`); whether anything changed.
+    @discardableResult
+    public func setStoreMembers(_ members: [(group: String, member: GroupMember)]) -> Bool {
+        state.withLock { state in
+            let directory = GroupDirectory(configuration: state.configuration.groups, store: members)
+            state.storeMembers = members
+            guard directory != state.directory else { return false }
+            state.directory = directory
+            return true
+        }
+    }
+
+    /// The groups of the person with `subject` and `email` now, sorted.
+    public func groups(subject: String, email: String?) -> [String] {
+        state.withLock { $0.directory.groups(subject: subject, email: email) }
+    }
+
+    /// The decision for `request` by the person (`subject`, `email`; nil for no one signed in), narrowed for one
+    /// proxy location by `narrowing` (`/auth/check?allowed_groups=…`: a person must also be named by each).
+    public func judge(_ request: AccessRequest, subject: String?, email: String?, narrowing: [AccessPolicy] = []) -> AccessJudgement {
+        state.withLock { state in
+            let match: Match
+            if let cached = state.matches[request] {
+                match = cached
+            } else {
+                match = Self.match(request, rules: state.rules)
+                if state.matches.count >= Self.cachedMatches { state.matches.removeAll(keepingCapacity: true) }
+                state.matches[request] = match
+            }
+            let policy: AccessPolicy
+            let label: String
+            switch match {
+            case .rule(let index):
+                let rule = state.rules[index]
+                label = rule.label
+                switch rule.policy {
+                case .public: return AccessJudgement(verdict: .public, rule: label, groups: [])
+                case .deny:
+                    let groups = subject.map { state.directory.groups(subject: $0, email: email) } ?? []
+                    return AccessJudgement(verdict: .deny, rule: label, groups: groups)
+                case .allow(let allowed): policy = allowed
+                }
+            case .global:
+                label = "global"
+                policy = state.configuration.global
+            case .unknown(let index):
+                let rule = state.rules[index]
+                guard let subject else { return AccessJudgement(verdict: .signIn, rule: rule.label, groups: []) }
+                return AccessJudgement(
+                    verdict: .deny, rule: rule.label, groups: state.directory.groups(subject: subject, email: email),
+                    reason: "rule \(rule.label) names the request's host, method or path, which the proxy did not pass (X-Forwarded-Host, X-Forwarded-Method, X-Forwarded-Uri or X-Original-URI from a trusted proxy): refused rather than guessed"
+                )
+            }
+            guard let subject else { return AccessJudgement(verdict: .signIn, rule: label, groups: []) }
+            let groups = state.directory.groups(subject: subject, email: email)
+            let allowed = policy.allows(subject: subject, email: email, groups: groups)
+                && narrowing.allSatisfy { $0.allows(subject: subject, email: email, groups: groups) }
+            return AccessJudgement(verdict: allowed ? .allow : .deny, rule: label, groups: groups)
+        }
+    }
+
+    /// The first rule that applies to `request`. A rule that depends on what the request does not say is passed over
+    /// when it is `public` (the request then needs a person: stricter); any other such rule decides `unknown`,
+    /// since passing it over could let in whom it keeps out.
+    static func match(_ request: AccessRequest, rules: [AccessRule]) -> Match {
+        for (index, rule) in rules.enumerated() {
+            switch rule.applies(to: request) {
+            case true?: return .rule(index)
+            case false?: continue
+            case nil: if rule.policy != .public { return .unknown(index) }
+            }
+        }
+        return .global
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+@testable import SignInServer
+import JOSE
+import Testing
+
+/// Who may enter which app, as what (issue 27): groups, `access_rules`, the checks' query narrowing, and the groups
+/// handed on in headers and the assertion.
+@Suite("Access rules and groups")
+struct AccessRulesTests {
+    static func rules(_ json: String) throws -> [AccessRule] { try AccessRule.parse(json: json) }
+
+    static func refusal(_ json: String) -> String? {
+        do {
+            _ = try AccessRule.parse(json: json)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test("a bad rule is refused naming its index and field")
+    func badRules() {
+        #expect(Self.refusal(#"[{"policy": "public"}, {"paths": ["^/a"], "polcy": "deny"}]"#)?.hasPrefix("access_rules[1].polcy: not a rule field") == true)
+        #expect(Self.refusal(#"[{"paths": ["^/ok", "(unclosed"], "policy": "public"}]"#)?.hasPrefix("access_rules[0].paths[1]: the regex does not compile") == true)
+        #expect(Self.refusal(#"[{"policy": "maybe"}]"#) == "access_rules[0].policy: maybe is not one of public, deny, allow")
+        #expect(Self.refusal(#"[{"policy": "allow", "groups": ["Admins"]}]"#)?.hasPrefix("access_rules[0].groups[0]: Admins: a group name is") == true)
+        #expect(Self.refusal(#"[{"policy": "deny", "emails": ["a@example.com"]}]"#)?.contains("belong to an allow rule") == true)
+        #expect(Self.refusal(#"[{"hosts": ["https://app.example.com"], "policy": "deny"}]"#)?.hasPrefix("access_rules[0].hosts[0]") == true)
+        #expect(Self.refusal(#"[{"paths": "^/a"}]"#) == "access_rules[0].policy: missing; one of public, deny, allow")
+        #expect(Self.refusal(#"{"policy": "public"}"#) == "access_rules: must be a JSON array of rule objects")
+    }
+
+    @Test("group members: emails, @domains and sub:, checked; group names checked")
+    func members() throws {
+        #expect(try GroupMember(parsing: "Ada@Example.com") == .email("ada@example.com"))
+        #expect(try GroupMember(parsing: "@Example.com") == .domain("example.com"))
+        #expect(try GroupMember(parsing: "sub:001234.abcd.0123") == .subject("001234.abcd.0123"))
+        for bad in ["ada", "ada@", "@", "sub:", "sub:a b", "a@b@c.com", "@localhost"] {
+            #expect(throws: AccessConfigurationError.self, "\(bad)") { try GroupMember(parsing: bad) }
+        }
+        for good in ["admins", "a", "ops.eu-west_1", "0day"] { #expect(throws: Never.self) { try GroupName.check(good) } }
+        for bad in ["", "Admins", "-x", "_x", "a b", "a/b", String(repeating: "a", count: 65)] {
+            #expect(throws: AccessConfigurationError.self, "\(bad)") { try GroupName.check(bad) }
+        }
+    }
+
+    @Test("a person's groups come from their email, its domain and their sub; a relay address only from the relay domain")
+    func directory() throws {
+        let directory = GroupDirectory(
+            configuration: ["staff": [try GroupMember(parsing: "@example.com")], "admins": [try GroupMember(parsing: "ada@example.com")], "empty": []],
+            store: [("finance", try GroupMember(parsing: "sub:000789.x")), ("relayed", try GroupMember(parsing: "@privaterelay.appleid.com"))]
+        )
+        #expect(directory.groups(subject: "001.a", email: "ADA@example.com") == ["admins", "staff"])
+        #expect(directory.groups(subject: "000789.x", email: "grace@example.org") == ["finance"])
+        #expect(directory.groups(subject: "001.b", email: "x7@privaterelay.appleid.com") == ["relayed"])
+        #expect(directory.groups(subject: "001.c", email: nil).isEmpty)
+        #expect(directory.groups(subject: "001.d", email: "eve@sub.example.com").isEmpty)
+        #expect(directory.exists("empty") && !directory.exists("nobody"))
+        #expect(directory.groups["admins"]?[.email("ada@example.com")] == [.configuration])
+    }
+
+    static let sample = #"""
+        [
+          {"paths": ["^/health$"], "policy": "public"},
+          {"hosts": ["grafana.example.com"], "paths": ["^/admin/"], "policy": "allow", "groups": ["admins"]},
+          {"hosts": ["*.billing.example.com"], "methods": ["GET"], "policy": "allow", "emails": ["grace@example.org"]},
+          {"methods": ["DELETE"], "policy": "deny"},
+          {"hosts": ["docs.example.com"], "policy": "allow"}
+        ]
+        """#
+
+    static func control(global: AccessPolicy = AccessPolicy(groups: ["staff"])) throws -> AccessControl {
+        AccessControl(AccessConfiguration(
+            rules: try rules(sample), global: global,
+            groups: ["admins": [try GroupMember(parsing: "ada@example.com")], "staff": [try GroupMember(parsing: "@example.com")]]
+        ))
+    }
+
+    @Test("the first rule that matches decides; no rule: the global policy; GET rules take HEAD; hosts without case or port")
+    func order() throws {
+        let access = try Self.control()
+        func verdict(_ host: String?, _ method: String?, _ path: String?, _ email: String?) -> (String, String) {
+            let judgement = access.judge(AccessRequest(host: host, method: method, path: path), subject: email.map { "sub-" + $0 }, email: email)
+            return (judgement.rule, judgement.verdict.rawValue)
+        }
+        #expect(verdict("grafana.example.com", "GET", "/health", nil) == ("0", "public"))
+        #expect(verdict("Grafana.Example.com:443", "GET", "/admin/users", "ada@example.com") == ("1", "allow"))
+        #expect(verdict("grafana.example.com", "GET", "/admin/users", "bob@example.com") == ("1", "deny"))
+        #expect(verdict("grafana.example.com", "GET", "/admin/users", nil) == ("1", "sign-in"))
+        #expect(verdict("grafana.example.com", "GET", "/dashboards", "bob@example.com") == ("global", "allow"))
+        #expect(verdict("grafana.example.com", "GET", "/dashboards", "eve@example.net") == ("global", "deny"))
+        #expect(verdict("eu.billing.example.com", "HEAD", "/", "grace@example.org") == ("2", "allow"))
+        #expect(verdict("billing.example.com", "GET", "/", "grace@example.org") == ("global", "deny"))
+        #expect(verdict("eu.billing.example.com", "POST", "/", "grace@example.org") == ("global", "deny"))
+        #expect(verdict("grafana.example.com", "DELETE", "/x", "ada@example.com") == ("3", "deny"))
+        #expect(verdict("grafana.example.com", "DELETE", "/x", nil) == ("3", "deny"))
+        #expect(verdict("docs.example.com", "GET", "/", "eve@example.net") == ("4", "allow"))
+    }
+
+    @Test("a check that does not say its original request: public rules are passed over, any other rule that needs it refuses")
+    func unknownOriginal() throws {
+        let access = try Self.control()
+        let unknown = AccessRequest(host: nil, method: nil, path: nil)
+        // Rule 0 (public, by path) is passed over; rule 1 names a host: refused, with the reason, for a person.
+        let ada = access.judge(unknown, subject: "s", email: "ada@example.com")
+        #expect(ada.verdict == .deny && ada.rule == "1" && ada.reason?.contains("did not pass") == true)
+        #expect(access.judge(unknown, subject: nil, email: nil).verdict == .signIn)
+        // Only public rules and rules without conditions: the global policy decides.
+        let open = AccessControl(AccessConfiguration(rules: try Self.rules(#"[{"paths": ["^/health$"], "policy": "public"}]"#)))
+        #expect(open.judge(unknown, subject: "s", email: "bob@example.com").verdict == .allow)
+    }
+
+    @Test("oauth2-proxy's query parameters narrow a check: a person must also be named by each one given")
+    func narrowing() throws {
+        let access = try Self.control()
+        let request = AccessRequest(host: "app.example.com", method: "GET", path: "/")
+        func passes(_ query: String, _ email: String) -> Bool {
+            access.judge(request, subject: "s", email: email, narrowing: CheckNarrowing.parse(query: Substring(query))).verdict == .allow
+        }
+        #expect(passes("allowed_groups=admins", "ada@example.com"))
+        #expect(!passes("allowed_groups=admins", "bob@example.com"))
+        #expect(passes("allowed_groups=finance,staff", "bob@example.com"))
+        #expect(passes("allowed_emails=bob%40example.com", "bob@example.com"))
+        #expect(!passes("allowed_groups=staff&allowed_emails=ada@example.com", "bob@example.com"))
+        #expect(passes("allowed_email_domains=example.com&rd=x", "bob@example.com"))
+        #expect(passes("allowed_groups=", "bob@example.com"))
+        // Narrowing never widens: the global policy still turns away whom it does not name.
+        #expect(!passes("allowed_email_domains=example.net", "eve@example.net"))
+    }
+
+    @Test("groups from the store join those of the configuration, and a change is in force at the next decision")
+    func storeGroups() throws {
+        let access = try Self.control()
+        let request = AccessRequest(host: "grafana.example.com", method: "GET", path: "/admin/")
+        #expect(access.judge(request, subject: "s", email: "bob@example.com").verdict == .deny)
+        #expect(access.setStoreMembers([("admins", .email("bob@example.com"))]))
+        let bob = access.judge(request, subject: "s", email: "bob@example.com")
+        #expect(bob.verdict == .allow && bob.groups == ["admins", "staff"])
+        #expect(!access.setStoreMembers([("admins", .email("bob@example.com"))]))
+        #expect(access.directory.groups["admins"]?.keys.sorted() == [.email("ada@example.com"), .email("bob@example.com")])
+        access.setStoreMembers([])
+        #expect(access.judge(request, subject: "s", email: "bob@example.com").verdict == .deny)
+        // A reload of the configuration keeps the store's groups.
+        access.setStoreMembers([("admins", .email("bob@example.com"))])
+        access.reload(AccessConfiguration(rules: try Self.rules(Self.sample), global: AccessPolicy()))
+        #expect(access.judge(request, subject: "s", email: "bob@example.com").verdict == .allow)
+        #expect(access.judge(request, subject: "s", email: "ada@example.com").verdict == .deny)
+    }
+
+    @Test("skip_auth_routes are public rules ahead of access_rules, named by their index")
+    func skipRoutes() throws {
+        let access = AccessControl(AccessConfiguration(rules: try Self.rules(#"[{"policy": "deny"}]"#)), skipRoutes: [try SkipAuthRoute("GET=^/public/")])
+        let open = access.judge(AccessRequest(host: "a", method: "HEAD", path: "/public/x"), subject: nil, email: nil)
+        #expect(open.verdict == .public && open.rule == "skip_auth_routes[0]")
+        #expect(access.judge(AccessRequest(host: "a", method: "POST", path: "/public/x"), subject: nil, email: nil).rule == "0")
+    }
+
+    static func forwarded(host: String, uri: String, method: String = "GET") -> HTTPFields {
+        [
+            HTTPField.Name("X-Forwarded-Proto")!: "http", HTTPField.Name("X-Forwarded-Host")!: host,
+            HTTPField.Name("X-Original-URI")!: uri, HTTPField.Name("X-Original-Method")!: method,
+        ]
+    }
+
+    @Test("/auth/check and /auth/forward judge the request the proxy names, the same from the store and from memory, groups handed on")
+    func checks() async throws {
+        let front = FrontSettings(publicOrigin: "http://auth.localhost:8080", redirects: RedirectPolicy(domains: ["example.com"]), access: try Self.control())
+        try await withServer(ServerOptions(trustedProxies: ["127.0.0.1"], live: true, front: front)) { harness in
+            let ada = try #require(try await harness.signIn().session)
+            let lilei = try #require(try await harness.signIn(user: Fixtures.lilei).session)
+            // Twice each: the first from the store (the handlers), the second from memory (the byte path).
+            for round in 0..<2 {
+                let admin = try await harness.get("/auth/check", cookies: [harness.sessionCookie: ada], headers: Self.forwarded(host: "grafana.example.com", uri: "/admin/users?x=1"))
+                #expect(admin.status == .accepted, "round \(round)")
+                #expect(ForwardAuthTests.header(admin, "X-Auth-Request-Groups") == "admins,staff")
+                let assertion = try #require(ForwardAuthTests.header(admin, "X-Siwa-Assertion"))
+                let claims = try #require(try JSONSerialization.jsonObject(with: Base64URL.decode(String(assertion.split(separator: ".")[1])) ?? Data()) as? [String: Any])
+                #expect(claims["groups"] as? [String] == ["admins", "staff"])
+                // 李雷 (lilei@example.cn) is in no group: turned away by rule 1 and by the global policy.
+                let outsider = try await harness.get("/auth/check", cookies: [harness.sessionCookie: lilei], headers: Self.forwarded(host: "grafana.example.com", uri: "/admin/users"))
+                #expect(outsider.status == .forbidden, "round \(round)")
+                #expect(ForwardAuthTests.header(outsider, "X-Auth-Request-User") == nil)
+                // A dot-segment does not step around rule 1: the path is read as the door reads it.
+                let dotted = try await harness.get("/auth/check", cookies: [harness.sessionCookie: lilei], headers: Self.forwarded(host: "grafana.example.com", uri: "/x/../admin/users"))
+                #expect(dotted.status == .forbidden)
+                // A public path: 202 without identity, signed in or not.
+                for cookies in [[:], [harness.sessionCookie: ada]] {
+                    let health = try await harness.get("/auth/check", cookies: cookies, headers: Self.forwarded(host: "grafana.example.com", uri: "/health"))
+                    #expect(health.status == .accepted)
+                    #expect(ForwardAuthTests.header(health, "X-Auth-Request-User") == nil)
+                }
+                // oauth2-proxy's narrowing for one location.
+                let narrowed = try await harness.get("/auth/check?allowed_groups=admins", cookies: [harness.sessionCookie: ada], headers: Self.forwarded(host: "docs.example.com", uri: "/"))
+                #expect(narrowed.status == .accepted)
+                let narrowedOut = try await harness.get("/auth/check?allowed_groups=finance", cookies: [harness.sessionCookie: ada], headers: Self.forwarded(host: "docs.example.com", uri: "/"))
+                #expect(narrowedOut.status == .forbidden)
+            }
+            // The second round's two passes (the admin, the narrowed check) were answered from memory on the byte path.
+            let metrics = try await harness.get("/metrics").text
+            let fast = metrics.split(separator: "\n").first { $0.hasPrefix("siwa_front_fast_path_total{request=\"check\"}") }
+            #expect(fast.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0 >= 2)
+            // Without the original request, the host rule cannot apply: refused, and said in the log.
+            let blind = try await harness.get("/auth/check", cookies: [harness.sessionCookie: ada])
+            #expect(blind.status == .forbidden)
+            #expect(harness.logs.text.contains("access rule could not be applied"))
+            // A deny rule: /auth/forward shows the closed page to anyone.
+            var delete = Self.forwarded(host: "docs.example.com", uri: "/doc/1", method: "DELETE")
+            delete[.accept] = "text/html"
+            let closed = try await harness.get("/auth/forward", headers: delete)
+            #expect(closed.status == .forbidden)
+            #expect(closed.text.contains("This address is closed"))
+        }
+    }
+}
