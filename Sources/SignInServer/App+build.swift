@@ -102,7 +102,7 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     AuthorizationController(
         settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, renderer: renderer, cookies: cookies, front: settings.front
     ).addRoutes(to: router, sessions: sessions)
-    TokenController(settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys)
+    TokenController(settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, access: settings.front.access)
         .addRoutes(to: router)
     LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
         .addRoutes(to: router, sessions: sessions)

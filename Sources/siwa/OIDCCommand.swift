@@ -25,6 +25,7 @@ struct OIDCCommand: AsyncParsableCommand {
         @Option(name: .customLong("scope"), help: "A scope the client may be granted (repeat; default openid email profile offline_access).") var scopes: [String] = []
         @Option(help: "How its id_tokens are signed: RS256 or ES256.") var idTokenAlg: String = "RS256"
         @Flag(help: "Give it pairwise subjects (its own sub for each person, unlinkable to other clients'); every redirect URI on one host.") var pairwise = false
+        @Option(name: .customLong("allowed-group"), help: "Sign in members of this group only (repeat for more); others get access_denied.") var allowedGroups: [String] = []
 
         func run() async throws {
             let secret = isPublic ? nil : RandomToken.generate()
@@ -32,7 +33,8 @@ struct OIDCCommand: AsyncParsableCommand {
             do {
                 client = try ProviderClientRecord.validated(
                     clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
-                    scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: pairwise, createdAt: Date()
+                    scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: pairwise, createdAt: Date(),
+                    allowedGroups: allowedGroups
                 )
             } catch {
                 throw ValidationError(error.description)
@@ -57,6 +59,7 @@ struct OIDCCommand: AsyncParsableCommand {
                     CLIOutput.stdout(
                         "\(client.clientID)  \(client.isPublic ? "public" : "confidential")  \(client.idTokenAlgorithm)  redirect: \(client.redirectURIs.joined(separator: " "))"
                             + (client.postLogoutRedirectURIs.isEmpty ? "" : "  post-logout: \(client.postLogoutRedirectURIs.joined(separator: " "))")
+                            + (client.allowedGroups.isEmpty ? "" : "  groups: \(client.allowedGroups.joined(separator: " "))")
                     )
                 }
             }

@@ -37,8 +37,10 @@ struct ProviderTests {
     static func challenge(_ verifier: String) -> String { Base64URL.encode(SHA256.hash(data: Data(verifier.utf8))) }
 
     /// A signed-in person's trip through `/oauth2/authorize`; returns the code.
-    static func code(_ h: Harness, session: String, client: String = "app", redirect: String = app, extra: [(String, String)] = []) async throws -> String {
-        let query = FormEncoding.encode([("response_type", "code"), ("client_id", client), ("redirect_uri", redirect), ("scope", "openid email profile"), ("state", "st-1")] + extra)
+    static func code(
+        _ h: Harness, session: String, client: String = "app", redirect: String = app, scope: String = "openid email profile", extra: [(String, String)] = []
+    ) async throws -> String {
+        let query = FormEncoding.encode([("response_type", "code"), ("client_id", client), ("redirect_uri", redirect), ("scope", scope), ("state", "st-1")] + extra)
         let answer = try await h.get("/oauth2/authorize?" + query, cookies: [h.sessionCookie: session])
         #expect(answer.status == .found)
         let location = try #require(answer.location)
@@ -430,6 +432,46 @@ struct ProviderTests {
             }
             #expect(dump.contains(ProviderSettings.hash(code)))
             for secret in secrets.dropLast() { #expect(!dump.contains(secret)) }
+        }
+    }
+
+    @Test("groups: the groups scope puts the person's groups in the id_token and userinfo (empty too); a client limited to a group refuses others with access_denied, at once after a change")
+    func groups() async throws {
+        var options = Self.options
+        options.providerClients.append(ProviderClientRecord(
+            clientID: "admin-app", secretHash: ProviderSettings.hash("admin-secret"), redirectURIs: [Self.app], createdAt: Date(), allowedGroups: ["admins"]
+        ))
+        options.front = FrontSettings(publicOrigin: "http://localhost", access: AccessControl(AccessConfiguration(groups: ["admins": [.email(Fixtures.adaEmail)]])))
+        try await withServer(options) { h in
+            let discovery = try Self.json(try await h.get("/.well-known/openid-configuration"))
+            #expect((discovery["scopes_supported"] as? [String])?.contains("groups") == true)
+            #expect((discovery["claims_supported"] as? [String])?.contains("groups") == true)
+            let ada = try #require(try await h.signIn().session)
+            let code = try await Self.code(h, session: ada, scope: "openid email groups")
+            let tokens = try Self.json(try await Self.exchange(h, code: code))
+            let claims = try await Self.verifiedClaims(h, try #require(tokens["id_token"] as? String))
+            #expect(claims["groups"] as? [String] == ["admins"])
+            let userinfo = try Self.json(try await h.get("/oauth2/userinfo", headers: [.authorization: "Bearer " + (try #require(tokens["access_token"] as? String))]))
+            #expect(userinfo["groups"] as? [String] == ["admins"])
+            // Without the scope, no groups claim.
+            let plain = try Self.json(try await Self.exchange(h, code: try await Self.code(h, session: ada)))
+            #expect(try await Self.verifiedClaims(h, try #require(plain["id_token"] as? String))["groups"] == nil)
+            // 李雷 is in no group: an empty array with the scope; refused by the client limited to admins.
+            let lilei = try #require(try await h.signIn(user: Fixtures.lilei).session)
+            let hers = try Self.json(try await Self.exchange(h, code: try await Self.code(h, session: lilei, scope: "openid groups")))
+            #expect(try await Self.verifiedClaims(h, try #require(hers["id_token"] as? String))["groups"] as? [String] == [])
+            func limited(_ session: String) async throws -> [String: String] {
+                let query = FormEncoding.encode([("response_type", "code"), ("client_id", "admin-app"), ("redirect_uri", Self.app), ("scope", "openid groups"), ("state", "st-9")])
+                let answer = try await h.get("/oauth2/authorize?" + query, cookies: [h.sessionCookie: session])
+                #expect(answer.status == .found)
+                return Dictionary(Fixtures.queryPairs(try #require(answer.location)), uniquingKeysWith: { first, _ in first })
+            }
+            let refused = try await limited(lilei)
+            #expect(refused["error"] == "access_denied" && refused["code"] == nil && refused["state"] == "st-9")
+            #expect(try await limited(ada)["code"] != nil)
+            // Taken out of the group (the store's groups change; here the configuration's): refused at the next sign-in.
+            h.settings.front.access.reload(AccessConfiguration())
+            #expect(try await limited(ada)["error"] == "access_denied")
         }
     }
 }

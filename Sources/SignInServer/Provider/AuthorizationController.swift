@@ -48,7 +48,7 @@ struct AuthorizationController: Sendable {
             token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
             revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
             code_challenge_methods_supported: ["S256"],
-            claims_supported: ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "email", "email_verified", "is_private_email", "name", "given_name", "family_name"],
+            claims_supported: ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "email", "email_verified", "is_private_email", "name", "given_name", "family_name", "groups"],
             prompt_values_supported: ["none", "login", "consent", "select_account"],
             authorization_response_iss_parameter_supported: true,
             claims_parameter_supported: false,
@@ -138,6 +138,13 @@ struct AuthorizationController: Sendable {
             if prompts.contains("login"), maxAge == nil { again["max_age"] = "600" }
             let back = front.publicOrigin + "/oauth2/authorize?" + FormEncoding.encode(again.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
             return front.signInRedirect(returningTo: back)
+        }
+        // A client limited to some groups signs in only their members; the person's groups as they are now.
+        if !client.allowedGroups.isEmpty {
+            let groups = front.access.groups(subject: user.subject, email: user.email)
+            guard groups.contains(where: client.allowedGroups.contains) else {
+                return fail("access_denied", "this app signs in members of \(client.allowedGroups.joined(separator: ", ")) only")
+            }
         }
         let code = RandomToken.generate()
         let record = AuthorizationCodeRecord(

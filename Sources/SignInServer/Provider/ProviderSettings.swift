@@ -24,7 +24,7 @@ public struct ProviderSettings: Sendable {
 
     /// The scopes siwa grants: `openid`, `email`, `profile` (and `offline_access`, which changes nothing: every code
     /// exchange returns a refresh token).
-    public static let supportedScopes = ["openid", "email", "profile", "offline_access"]
+    public static let supportedScopes = ["openid", "email", "profile", "offline_access", "groups"]
 
     /// Lowercase hex SHA-256 of `secret`: how client secrets, codes and tokens are kept, as session ids are. They
     /// are random and long (a password hash would add nothing but time), except a configured client secret, which
@@ -41,7 +41,10 @@ public struct ProviderSettings: Sendable {
         var clients: [ProviderClientRecord] = []
         for (index, element) in array.enumerated() {
             guard let object = element as? [String: Any] else { throw ProviderConfigurationError("entry \(index + 1) is not a JSON object") }
-            let known: Set<String> = ["client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris", "scopes", "public", "id_token_signed_response_alg", "pairwise_subject"]
+            let known: Set<String> = [
+                "client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris", "scopes", "public", "id_token_signed_response_alg", "pairwise_subject",
+                "allowed_groups",
+            ]
             if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
                 throw ProviderConfigurationError("entry \(index + 1) has an unknown field \(unknown); known: \(known.sorted().joined(separator: ", "))")
             }
@@ -59,7 +62,7 @@ public struct ProviderSettings: Sendable {
                 clientID: clientID, secretHash: secret.map(hash), redirectURIs: try strings("redirect_uris"),
                 postLogoutRedirectURIs: try strings("post_logout_redirect_uris"), scopes: try strings("scopes"), isPublic: isPublic,
                 idTokenAlgorithm: object["id_token_signed_response_alg"] as? String ?? "RS256", pairwiseSubject: object["pairwise_subject"] as? Bool ?? false,
-                createdAt: now
+                createdAt: now, allowedGroups: try strings("allowed_groups")
             )
             guard !clients.contains(where: { $0.clientID == clientID }) else { throw ProviderConfigurationError("client \(clientID) is listed twice") }
             clients.append(client)
@@ -77,11 +80,18 @@ public struct ProviderConfigurationError: Error, CustomStringConvertible, Sendab
 extension ProviderClientRecord {
     /// A client checked as registration must check it: a client id of printable ASCII, at least one redirect URI,
     /// every URI absolute without a fragment (`https`, or `http` on a loopback host, or an app's own scheme),
-    /// known scopes, RS256 or ES256.
+    /// known scopes, RS256 or ES256, group names that read as group names.
     public static func validated(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String], scopes: [String], isPublic: Bool,
-        idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date
+        idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date, allowedGroups: [String] = []
     ) throws(ProviderConfigurationError) -> ProviderClientRecord {
+        for group in allowedGroups {
+            do {
+                try GroupName.check(group)
+            } catch {
+                throw ProviderConfigurationError("client \(clientID): allowed group \(error.description)")
+            }
+        }
         guard clientID.utf8.count <= 200, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F && $0 != ":" }) else {
             throw ProviderConfigurationError("client id \(clientID) must be printable ASCII without spaces or ':' (at most 200 characters)")
         }
@@ -109,7 +119,8 @@ extension ProviderClientRecord {
         }
         return ProviderClientRecord(
             clientID: clientID, secretHash: secretHash, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs, scopes: scopes,
-            isPublic: isPublic, idTokenAlgorithm: idTokenAlgorithm, pairwiseSubject: pairwiseSubject, createdAt: createdAt
+            isPublic: isPublic, idTokenAlgorithm: idTokenAlgorithm, pairwiseSubject: pairwiseSubject, createdAt: createdAt,
+            allowedGroups: allowedGroups.sorted()
         )
     }
 

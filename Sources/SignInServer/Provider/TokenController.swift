@@ -14,6 +14,8 @@ struct TokenController: Sendable {
     let clients: ProviderClients
     let store: any SignInStore
     let keys: ProviderKeys
+    /// The groups in force (`groups` scope).
+    let access: AccessControl
 
     func addRoutes(to router: Router<ServerContext>) {
         router.post("/oauth2/token", use: token)
@@ -141,7 +143,7 @@ struct TokenController: Sendable {
         let claims = IDTokenClaims(
             iss: settings.issuer, sub: subject, aud: client.clientID, exp: issuedAt + Int(settings.idTokenLifetime), iat: issuedAt,
             auth_time: Int(authTime.timeIntervalSince1970), nonce: nonce, at_hash: Digests.codeHash(accessToken),  // at_hash is formed as c_hash is
-            user: UserClaims(user, scopes: scopes)
+            user: UserClaims(user, scopes: scopes, groups: access.groups(subject: user.subject, email: user.email))
         )
         let idToken: String
         do {
@@ -186,7 +188,7 @@ struct TokenController: Sendable {
             guard let record = try await store.providerToken(hash: ProviderSettings.hash(token), kind: .access, now: Date()),
                 let user = try await store.user(subject: record.subject)
             else { return refused("invalid_token", "the access token is not valid, has expired or was revoked") }
-            var claims = UserClaims(user, scopes: Set(record.scope.split(separator: " ").map(String.init)))
+            var claims = UserClaims(user, scopes: Set(record.scope.split(separator: " ").map(String.init)), groups: access.groups(subject: user.subject, email: user.email))
             claims.sub = user.subject
             if let client = try await clients.client(record.clientID) { claims.sub = try await subject(of: user, for: client) }
             return Response.json(claims)
@@ -263,7 +265,8 @@ struct TokenAnswer: Encodable {
 }
 
 /// The person's claims for the granted scopes: `email` → `email`, `email_verified`, `is_private_email`;
-/// `profile` → `name`, `given_name`, `family_name` (kept from the first Apple sign-in, which alone carries them).
+/// `profile` → `name`, `given_name`, `family_name` (kept from the first Apple sign-in, which alone carries them);
+/// `groups` → `groups`, the person's groups now (an array, also when empty).
 struct UserClaims: Encodable {
     var sub: String?
     var email: String?
@@ -272,8 +275,10 @@ struct UserClaims: Encodable {
     var name: String?
     var given_name: String?
     var family_name: String?
+    var groups: [String]?
 
-    init(_ user: UserRecord, scopes: Set<String>) {
+    init(_ user: UserRecord, scopes: Set<String>, groups: [String]) {
+        if scopes.contains("groups") { self.groups = groups }
         if scopes.contains("email"), let email = user.email {
             self.email = email
             email_verified = true

@@ -33,9 +33,10 @@ public protocol GroupStore: Sendable {
 /// The groups' table and statements, written once for both stores (`ProviderStatement`'s `$n` parameters). With
 /// PostgreSQL, each change also sends `NOTIFY siwa_groups` in its transaction, so every instance reloads at once.
 enum GroupSQL {
-    /// Migration v4 (issue 27).
+    /// Migration v4 (issue 27): the memberships, and the groups an OpenID client is limited to (a JSON array).
     static let schema = [
         "CREATE TABLE group_members (group_name TEXT NOT NULL, member TEXT NOT NULL, added_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (group_name, member))",
+        "ALTER TABLE provider_clients ADD COLUMN allowed_groups TEXT NOT NULL DEFAULT '[]'",
     ]
 
     static let channel = "siwa_groups"

@@ -20,6 +20,8 @@ public struct ProviderClientRecord: Sendable, Hashable {
     public var pairwiseSubject: Bool
     /// When it was registered.
     public var createdAt: Date
+    /// The groups whose members it may sign in (`--allowed-group`, `allowed_groups`); empty: anyone.
+    public var allowedGroups: [String]
 
     /// A client as registered; only the id, the redirect URIs and the time have no default.
     public init(
@@ -31,7 +33,8 @@ public struct ProviderClientRecord: Sendable, Hashable {
         isPublic: Bool = false,
         idTokenAlgorithm: String = "RS256",
         pairwiseSubject: Bool = false,
-        createdAt: Date
+        createdAt: Date,
+        allowedGroups: [String] = []
     ) {
         self.clientID = clientID
         self.secretHash = secretHash
@@ -42,6 +45,7 @@ public struct ProviderClientRecord: Sendable, Hashable {
         self.idTokenAlgorithm = idTokenAlgorithm
         self.pairwiseSubject = pairwiseSubject
         self.createdAt = createdAt
+        self.allowedGroups = allowedGroups
     }
 }
 

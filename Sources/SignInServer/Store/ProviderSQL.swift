@@ -35,7 +35,7 @@ enum ProviderSQL {
         "CREATE INDEX provider_tokens_expires ON provider_tokens(expires_at)",
     ]
 
-    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at"
+    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups"
     /// A code's columns, then `used_at, revoked` (positions 10 and 11).
     private static let codeColumns = "code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, used_at, revoked"
     /// A token's columns, then `used_at, revoked` (positions 10 and 11).
@@ -48,9 +48,10 @@ enum ProviderSQL {
     /// Returns a row when the client was added, none when its id was taken.
     static func add(_ client: ProviderClientRecord) throws -> ProviderStatement {
         ProviderStatement(
-            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
+            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
             .text(client.clientID), .text(client.secretHash), .text(try list(client.redirectURIs)), .text(try list(client.postLogoutRedirectURIs)),
-            .text(try list(client.scopes)), .flag(client.isPublic), .text(client.idTokenAlgorithm), .flag(client.pairwiseSubject), .real(client.createdAt.timeIntervalSince1970)
+            .text(try list(client.scopes)), .flag(client.isPublic), .text(client.idTokenAlgorithm), .flag(client.pairwiseSubject), .real(client.createdAt.timeIntervalSince1970),
+            .text(try list(client.allowedGroups))
         )
     }
 
@@ -227,7 +228,8 @@ extension ProviderClientRecord {
         self.init(
             clientID: try row.text(0), secretHash: try row.optionalText(1), redirectURIs: try ProviderSQL.list(from: row.text(2)),
             postLogoutRedirectURIs: try ProviderSQL.list(from: row.text(3)), scopes: try ProviderSQL.list(from: row.text(4)), isPublic: try row.flag(5),
-            idTokenAlgorithm: try row.text(6), pairwiseSubject: try row.flag(7), createdAt: Date(timeIntervalSince1970: try row.real(8))
+            idTokenAlgorithm: try row.text(6), pairwiseSubject: try row.flag(7), createdAt: Date(timeIntervalSince1970: try row.real(8)),
+            allowedGroups: try ProviderSQL.list(from: row.text(9))
         )
     }
 }
