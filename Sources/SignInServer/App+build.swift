@@ -29,6 +29,8 @@ public struct ServerComponents: Sendable {
     public let assertions: IdentityAssertions
     /// The keys of the OpenID Provider's id_tokens.
     public let providerKeys: ProviderKeys
+    /// Sign-ins, sign-outs, denied decisions and changes, as `siwa.audit` log lines and `audit_log`.
+    public let audit: AuditTrail
 }
 
 /// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
@@ -61,11 +63,16 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
     }
     let flow = SignInFlow(configuration: settings.apple, returnURL: settings.returnURL, store: store, verifier: verifier, client: client, sessionLifetime: settings.sessionLifetime)
     let native = NativeSignIn(store: store, verifier: nativeVerifier, client: client, sessionLifetime: settings.sessionLifetime)
-    let lifecycle = AccountLifecycle(store: store, client: client)
+    let audit = AuditTrail(path: settings.auditLogPath, metrics: metrics, logger: logger.module("siwa.audit"))
+    let lifecycle = AccountLifecycle(store: store, client: client, audit: audit)
+    settings.front.access.onReload { previous, current in
+        let changes = AccessConfiguration.changes(from: previous, to: current)
+        if !changes.isEmpty { audit.record(AuditEvent("access-reloaded", reason: changes.joined(separator: "; "), actor: "configuration")) }
+    }
     let assertions = IdentityAssertions(store: store, issuer: settings.front.publicOrigin, logger: logger)
     return ServerComponents(
         store: store, keySet: keySet, secrets: secrets, flow: flow, native: native, notifications: notifications, lifecycle: lifecycle, metrics: metrics,
-        assertions: assertions, providerKeys: ProviderKeys(store: store, logger: logger.module("siwa.provider"))
+        assertions: assertions, providerKeys: ProviderKeys(store: store, logger: logger.module("siwa.provider")), audit: audit
     )
 }
 
@@ -88,23 +95,29 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     let sessions = router.group().add(middleware: SessionMiddleware(store: components.store, cookies: cookies))
     SignInController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, proxy: proxy)
         .addRoutes(to: router, sessions: sessions)
-    let completion = SignInCompletion(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics)
+    let completion = SignInCompletion(
+        flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, audit: components.audit, proxy: proxy
+    )
     ReturnController(completion: completion).addRoutes(to: router)
     PopupController(completion: completion).addRoutes(to: router)
-    SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects)
+    SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects, audit: components.audit)
         .addRoutes(to: sessions)
-    let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions)
+    let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions, audit: components.audit)
     forwardAuth.addRoutes(to: sessions)
     forwardAuth.addKeySetRoute(to: router)
     // The OpenID Provider (issue 18).
     let provider = settings.provider
     let providerClients = ProviderClients(configured: provider.clients, store: components.store)
     AuthorizationController(
-        settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, renderer: renderer, cookies: cookies, front: settings.front
+        settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, renderer: renderer, cookies: cookies, front: settings.front,
+        audit: components.audit
     ).addRoutes(to: router, sessions: sessions)
     TokenController(settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, access: settings.front.access)
         .addRoutes(to: router)
-    LifecycleController(store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics)
+    LifecycleController(
+        store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics,
+        audit: components.audit
+    )
         .addRoutes(to: router, sessions: sessions)
     APIController(native: components.native, store: components.store)
         .addRoutes(to: router)
@@ -125,7 +138,8 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     )
     return UpstreamGate(
         forwarder: forwarder, front: settings.front, sessions: SessionMiddleware(store: components.store, cookies: cookies), renderer: renderer,
-        security: SecurityHeadersMiddleware(settings: settings), assertions: components.assertions
+        security: SecurityHeadersMiddleware(settings: settings), assertions: components.assertions, audit: components.audit,
+        resolver: ClientAddressResolver(trustedProxies: settings.proxies)
     )
 }
 
@@ -152,8 +166,10 @@ public func buildApplication(
     let owned = SiwaPaths(publicDirectory: settings.publicDirectory)
     let front = FrontDoor(router: router, gate: gate, owned: owned)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
-    let groups = GroupsRefresher(store: components.store, access: settings.front.access, interval: .seconds(max(1, settings.checkCacheSeconds)), logger: logger)
-    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups]
+    let groups = GroupsRefresher(
+        store: components.store, access: settings.front.access, interval: .seconds(max(1, settings.checkCacheSeconds)), logger: logger
+    )
+    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit]
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).

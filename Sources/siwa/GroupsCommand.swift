@@ -13,6 +13,12 @@ struct GroupsCommand: AsyncParsableCommand {
         subcommands: [Add.self, Remove.self, List.self, Delete.self]
     )
 
+    /// Appends `event` to `audit_log` when the configuration names one (a change made here is audited once, here).
+    static func audit(_ event: AuditEvent, _ plan: ServePlan) {
+        guard let path = plan.settings.auditLogPath else { return }
+        AuditTrail.appendNow(event, to: path, logger: CLIOutput.quietLogger)
+    }
+
     /// Members as given on the command line, checked; the group's name checked.
     static func checked(_ group: String, _ members: [String]) throws -> [String] {
         do {
@@ -35,8 +41,9 @@ struct GroupsCommand: AsyncParsableCommand {
         func run() async throws {
             guard !members.isEmpty else { throw ValidationError("name at least one member") }
             let members = try GroupsCommand.checked(group, members)
-            try await KeysCommand.withStore(options) { store in
+            try await KeysCommand.withStore(options) { store, plan in
                 let added = try await store.addGroupMembers(members, to: group, at: Date())
+                GroupsCommand.audit(AuditEvent("groups-changed", reason: "\(group) +" + members.joined(separator: " +"), actor: "cli"), plan)
                 CLIOutput.stdout("\(group): \(added) added" + (added < members.count ? ", \(members.count - added) already in it" : ""))
             }
         }
@@ -56,6 +63,7 @@ struct GroupsCommand: AsyncParsableCommand {
             let members = try GroupsCommand.checked(group, members)
             try await KeysCommand.withStore(options) { store, plan in
                 let removed = try await store.removeGroupMembers(members, from: group)
+                GroupsCommand.audit(AuditEvent("groups-changed", reason: "\(group) -" + members.joined(separator: " -"), actor: "cli"), plan)
                 CLIOutput.stdout("\(group): \(removed) removed" + (removed < members.count ? ", \(members.count - removed) were not in it" : ""))
                 let declared = Set((plan.settings.front.access.configuration.groups[group] ?? []).map(\.description))
                 for member in members where declared.contains(member) {
@@ -79,6 +87,7 @@ struct GroupsCommand: AsyncParsableCommand {
                     throw ExitCode(1)
                 }
                 CLIOutput.stdout("\(group): deleted, \(removed) members removed")
+                GroupsCommand.audit(AuditEvent("groups-changed", reason: "\(group) deleted", actor: "cli"), plan)
                 if plan.settings.front.access.configuration.groups[group] != nil {
                     CLIOutput.stderr("siwa: \(group) is still declared in the configuration's groups")
                 }

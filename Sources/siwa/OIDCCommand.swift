@@ -39,11 +39,12 @@ struct OIDCCommand: AsyncParsableCommand {
             } catch {
                 throw ValidationError(error.description)
             }
-            try await KeysCommand.withStore(options) { store in
+            try await KeysCommand.withStore(options) { store, plan in
                 guard try await store.addProviderClient(client) else {
                     CLIOutput.stderr("siwa: a client named \(name) is already registered; remove it first to register it again")
                     throw ExitCode(1)
                 }
+                GroupsCommand.audit(AuditEvent("client-added", reason: name, actor: "cli"), plan)
                 CLIOutput.stdout("client_id: \(name)" + (secret.map { "\nclient_secret: \($0)" } ?? ""))
             }
         }
@@ -72,11 +73,12 @@ struct OIDCCommand: AsyncParsableCommand {
         @Argument(help: "The client_id.") var name: String
 
         func run() async throws {
-            try await KeysCommand.withStore(options) { store in
+            try await KeysCommand.withStore(options) { store, plan in
                 guard try await store.removeProviderClient(clientID: name) else {
                     CLIOutput.stderr("siwa: no client named \(name) is registered in the store")
                     throw ExitCode(1)
                 }
+                GroupsCommand.audit(AuditEvent("client-removed", reason: name, actor: "cli"), plan)
                 CLIOutput.stdout("removed \(name); its tokens are revoked")
             }
         }

@@ -20,8 +20,6 @@ struct PolicyReloader: Service, CustomStringConvertible {
     let logger: Logger
     /// The config file to watch; nil watches none.
     var watched: String?
-    /// Told of each change put in force (the audit trail).
-    var changed: @Sendable (_ changes: [String]) -> Void = { _ in }
 
     func run() async throws {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
@@ -66,41 +64,16 @@ struct PolicyReloader: Service, CustomStringConvertible {
             return
         }
         let previous = front.access.reload(configuration)
-        let changes = Self.changes(from: previous, to: configuration)
+        let changes = AccessConfiguration.changes(from: previous, to: configuration)
         if changes.isEmpty {
             logger.info("\(trigger): access configuration reloaded, unchanged")
         } else {
             logger.notice("\(trigger): access configuration reloaded", metadata: ["changes": "\(changes.joined(separator: "; "))", "open": "\(configuration.global.isOpen)"])
-            changed(changes)
         }
     }
 
-    /// What differs: the global policy key by key (`allowed_emails +a@x.org -b@y.org`), then the rules and groups.
-    static func changes(from old: AccessConfiguration, to new: AccessConfiguration) -> [String] {
-        var changes = changes(from: old.global, to: new.global)
-        let before = old.rules.map(\.description)
-        let after = new.rules.map(\.description)
-        if before != after { changes.append("access_rules: \(before.count) → \(after.count) rules" + (after.isEmpty ? "" : " (" + after.joined(separator: "; ") + ")")) }
-        for group in Set(old.groups.keys).union(new.groups.keys).sorted() {
-            let was = Set((old.groups[group] ?? []).map(\.description))
-            let now = Set((new.groups[group] ?? []).map(\.description))
-            let added = now.subtracting(was).sorted().map { "+" + $0 }
-            let removed = was.subtracting(now).sorted().map { "-" + $0 }
-            if !added.isEmpty || !removed.isEmpty { changes.append("groups.\(group) " + (added + removed).joined(separator: " ")) }
-        }
-        return changes
-    }
-
-    /// What differs in the global policy, key by key: `allowed_emails +a@x.org -b@y.org`.
+    /// What differs (`AccessConfiguration.changes`).
     static func changes(from old: AccessPolicy, to new: AccessPolicy) -> [String] {
-        [
-            ("allowed_emails", old.emails, new.emails), ("allowed_email_domains", old.emailDomains, new.emailDomains),
-            ("allowed_subs", old.subjects, new.subjects), ("allowed_groups", old.groups, new.groups),
-        ]
-        .compactMap { key, before, after in
-            let added = after.subtracting(before).sorted().map { "+" + $0 }
-            let removed = before.subtracting(after).sorted().map { "-" + $0 }
-            return added.isEmpty && removed.isEmpty ? nil : key + " " + (added + removed).joined(separator: " ")
-        }
+        AccessConfiguration.changes(from: old, to: new)
     }
 }

@@ -79,6 +79,14 @@ extension ServePlan {
         guard (0...3600).contains(checkCacheSeconds) else {
             throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
         }
+        let auditLog = values.string("audit_log").flatMap { $0.isEmpty ? nil : $0 }
+        if let auditLog {
+            let directory = (auditLog as NSString).deletingLastPathComponent
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory.isEmpty ? "." : directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ConfigurationError(field: "audit_log", "the directory of \(auditLog) does not exist")
+            }
+        }
 
         if given.isEmpty {
             let publicHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
@@ -111,6 +119,7 @@ extension ServePlan {
             settings.upstream = upstream
             settings.cookieDomain = cookieDomain
             settings.checkCacheSeconds = checkCacheSeconds
+            settings.auditLogPath = auditLog
         settings.clientLimits = clientLimits
             settings.clientLimits = clientLimits
             try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
@@ -149,6 +158,7 @@ extension ServePlan {
         settings.upstream = upstream
         settings.cookieDomain = cookieDomain
         settings.checkCacheSeconds = checkCacheSeconds
+        settings.auditLogPath = auditLog
         settings.clientLimits = clientLimits
         try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
         emulator = nil

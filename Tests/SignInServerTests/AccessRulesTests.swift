@@ -216,3 +216,52 @@ struct AccessRulesTests {
         }
     }
 }
+
+/// The audit trail (issue 27, part D).
+@Suite("Audit trail")
+struct AuditTrailTests {
+    static func events(_ path: String) throws -> [[String: String]] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return try text.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        }
+    }
+
+    @Test("sign-in, a failed sign-in, a denied decision and sign-out are each one JSON line in audit_log and a siwa.audit log line; no token, code or cookie in either")
+    func events() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-audit-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        var options = ServerOptions(trustedProxies: ["127.0.0.1"], live: true, front: FrontSettings(
+            publicOrigin: "http://localhost", access: AccessControl(AccessConfiguration(rules: try AccessRule.parse(json: #"[{"paths": ["^/admin/"], "policy": "allow", "emails": ["grace@example.org"]}]"#)))
+        ))
+        options.auditLogPath = path
+        try await withServer(options) { harness in
+            let signIn = try await harness.signIn()
+            let session = try #require(signIn.session)
+            let denied = try await harness.get("/auth/check", cookies: [harness.sessionCookie: session], headers: AccessRulesTests.forwarded(host: "app.example.com", uri: "/admin/x"))
+            #expect(denied.status == .forbidden)
+            // A callback whose state nobody issued: a failed sign-in.
+            _ = try await harness.post("/auth/apple/callback", form: "state=nobody&code=c&id_token=t")
+            let page = try await harness.get("/session", cookies: [harness.sessionCookie: session])
+            let csrf = try #require(page.csrfToken)
+            let out = try await harness.post("/auth/signout", form: "csrf_token=" + FormEncoding.encode(csrf), cookies: [harness.sessionCookie: session])
+            #expect(out.status == .seeOther)
+            var events: [[String: String]] = []
+            for _ in 0..<100 where events.count < 4 {
+                try await Task.sleep(for: .milliseconds(20))
+                events = try Self.events(path)
+            }
+            #expect(events.map { $0["event"] ?? "" } == ["sign-in", "denied", "sign-in-failed", "sign-out"])
+            #expect(events[0]["sub"] == Fixtures.ada && events[0]["email"] == Fixtures.adaEmail && events[0]["ip"] == "127.0.0.1")
+            #expect(events[1]["rule"] == "0" && events[1]["host"] == "app.example.com" && events[1]["path"] == "/admin/x" && events[1]["method"] == "GET")
+            #expect(events[2]["reason"] != nil)
+            #expect(events.allSatisfy { $0["time"]?.hasPrefix("20") == true })
+            let file = try String(contentsOfFile: path, encoding: .utf8)
+            for secret in [session, csrf] {
+                #expect(!file.contains(secret))
+                #expect(!harness.logs.text.contains(secret))
+            }
+            #expect(harness.logs.text.contains("event=denied"))
+        }
+    }
+}

@@ -15,6 +15,35 @@ public struct AccessConfiguration: Sendable {
         self.groups = groups
     }
 
+    /// What differs: the global policy key by key (`allowed_emails +a@x.org -b@y.org`), then the rules and groups.
+    public static func changes(from old: AccessConfiguration, to new: AccessConfiguration) -> [String] {
+        var changes = changes(from: old.global, to: new.global)
+        let before = old.rules.map(\.description)
+        let after = new.rules.map(\.description)
+        if before != after { changes.append("access_rules: \(before.count) → \(after.count) rules" + (after.isEmpty ? "" : " (" + after.joined(separator: "; ") + ")")) }
+        for group in Set(old.groups.keys).union(new.groups.keys).sorted() {
+            let was = Set((old.groups[group] ?? []).map(\.description))
+            let now = Set((new.groups[group] ?? []).map(\.description))
+            let added = now.subtracting(was).sorted().map { "+" + $0 }
+            let removed = was.subtracting(now).sorted().map { "-" + $0 }
+            if !added.isEmpty || !removed.isEmpty { changes.append("groups.\(group) " + (added + removed).joined(separator: " ")) }
+        }
+        return changes
+    }
+
+    /// What differs in the global policy, key by key: `allowed_emails +a@x.org -b@y.org`.
+    public static func changes(from old: AccessPolicy, to new: AccessPolicy) -> [String] {
+        [
+            ("allowed_emails", old.emails, new.emails), ("allowed_email_domains", old.emailDomains, new.emailDomains),
+            ("allowed_subs", old.subjects, new.subjects), ("allowed_groups", old.groups, new.groups),
+        ]
+        .compactMap { key, before, after in
+            let added = after.subtracting(before).sorted().map { "+" + $0 }
+            let removed = before.subtracting(after).sorted().map { "-" + $0 }
+            return added.isEmpty && removed.isEmpty ? nil : key + " " + (added + removed).joined(separator: " ")
+        }
+    }
+
     /// `groups`: a JSON object of group names to member lists (`{"admins": ["ada@example.com"], "staff": ["@example.com"]}`).
     public static func groups(json: String) throws(AccessConfigurationError) -> [String: [GroupMember]] {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) as? [String: Any] else {
@@ -92,6 +121,13 @@ public final class AccessControl: Sendable {
     /// Entries of the match cache before it starts afresh (a flood of distinct paths costs their regexes, no memory).
     static let cachedMatches = 4096
     private let state: Mutex<State>
+    /// Told of each reload, with the configuration replaced and the new one (the audit trail).
+    private let observers = Mutex<[@Sendable (AccessConfiguration, AccessConfiguration) -> Void]>([])
+
+    /// Calls `observer` after each `reload`.
+    public func onReload(_ observer: @escaping @Sendable (_ previous: AccessConfiguration, _ current: AccessConfiguration) -> Void) {
+        observers.withLock { $0.append(observer) }
+    }
 
     public init(_ configuration: AccessConfiguration = AccessConfiguration(), skipRoutes: [SkipAuthRoute] = []) {
         state = Mutex(State(
@@ -110,7 +146,7 @@ public final class AccessControl: Sendable {
     /// Puts `configuration` in force for the next decision; returns the one it replaces.
     @discardableResult
     public func reload(_ configuration: AccessConfiguration) -> AccessConfiguration {
-        state.withLock { state in
+        let previous = state.withLock { state in
             defer {
                 state.configuration = configuration
                 state.directory = GroupDirectory(configuration: configuration.groups, store: state.storeMembers)
@@ -118,6 +154,8 @@ public final class AccessControl: Sendable {
             }
             return state.configuration
         }
+        for observer in observers.withLock({ $0 }) { observer(previous, configuration) }
+        return previous
     }
 
     /// Puts `skip_auth_routes` in force (set once, at start).

@@ -14,6 +14,8 @@ public struct GroupsRefresher: Service, CustomStringConvertible {
     let interval: Duration
     let logger: Logger
 
+    /// The change itself is an audit event where it is made (`siwa groups`, the console), once, not here in every
+    /// instance that hears of it.
     public init(store: any GroupStore, access: AccessControl, interval: Duration, logger: Logger) {
         self.store = store
         self.access = access

@@ -16,6 +16,7 @@ struct ForwardAuthController: Sendable {
     let front: FrontSettings
     let proxy: ClientAddressResolver
     let assertions: IdentityAssertions
+    let audit: AuditTrail
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
@@ -68,8 +69,14 @@ struct ForwardAuthController: Sendable {
         let checked = proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress))
         let narrowing = request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
         let decision = AccessDecision(context.visitor, request: checked, access: front.access, narrowing: narrowing)
-        if case .deny(_, let judgement) = decision, let reason = judgement.reason {
-            context.logger.warning("access rule could not be applied", metadata: ["rule": "\(judgement.rule)", "reason": "\(reason)"])
+        if case .deny(let user, let judgement) = decision {
+            if let reason = judgement.reason {
+                context.logger.warning("access rule could not be applied", metadata: ["rule": "\(judgement.rule)", "reason": "\(reason)"])
+            }
+            audit.record(AuditEvent(
+                "denied", sub: user?.subject, email: user?.email, ip: proxy.clientAddress(request, context: context), host: checked.host, method: checked.method,
+                path: checked.path, rule: judgement.rule, reason: judgement.reason
+            ))
         }
         return decision
     }

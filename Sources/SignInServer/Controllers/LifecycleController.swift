@@ -11,6 +11,7 @@ struct LifecycleController: Sendable {
     let renderer: PageRenderer
     let cookies: CookiePolicy
     let metrics: ServerMetrics
+    let audit: AuditTrail
 
     /// `sessions`: the routes `SessionMiddleware` guards; deleting an account needs its session.
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
@@ -40,6 +41,11 @@ struct LifecycleController: Sendable {
         do {
             let outcome = try await store.apply(verified, receivedAt: Date())
             metrics.notification(type: verified.event.type.rawValue, outcome: outcome.rawValue)
+            switch verified.event.type {
+            case .consentRevoked, .accountDelete:
+                audit.record(AuditEvent("sessions-ended", sub: verified.event.subject, reason: verified.event.type.rawValue))
+            default: break
+            }
             context.logger.info("notification", metadata: ["type": "\(verified.event.type)", "sub": "\(verified.event.subject)", "jti": "\(verified.id)", "outcome": "\(outcome.rawValue)"])
             return Response.plain(.ok, outcome.rawValue)
         } catch {
@@ -68,6 +74,7 @@ struct LifecycleController: Sendable {
             context.logger.error("account deletion failed", metadata: ["error": "\(error)"])
             throw ErrorPage.storeUnavailable(retryURL: "/auth/account/delete")
         }
+        audit.record(AuditEvent("sessions-ended", sub: context.user.subject, email: context.user.email, reason: "account-deleted"))
         let key = switch outcome {
         case .revoked: "deleted.revoked"
         case .revocationQueued: "deleted.queued"

@@ -51,19 +51,19 @@ struct PopupController: Sendable {
             let body = try await request.collectBody(upTo: CallbackPayload.maximumBodySize)
             result = try JSONDecoder().decode(PopupResult.self, from: Data(body.readableBytesView))
         } catch {
-            return failure(.malformed("popup result is not JSON"), language: language, context: context)
+            return failure(.malformed("popup result is not JSON"), request: request, language: language, context: context)
         }
         let user = result.user.map { AppleUser(firstName: $0.name?.firstName, lastName: $0.name?.lastName, email: $0.email) }
         let payload = CallbackPayload(code: result.authorization?.code, idToken: result.authorization?.id_token, state: result.authorization?.state ?? result.state, user: user, error: result.error)
         do {
-            return try await completion.complete(payload, request: request, logger: context.logger) { Response.json(["redirect": $0]) }
+            return try await completion.complete(payload, request: request, context: context) { Response.json(["redirect": $0]) }
         } catch {
-            return failure(error, language: language, context: context)
+            return failure(error, request: request, language: language, context: context)
         }
     }
 
-    private func failure(_ failure: SignInFailure, language: PageLanguage, context: ServerContext) -> Response {
-        completion.record(failure, "popup sign-in", logger: context.logger)
+    private func failure(_ failure: SignInFailure, request: Request, language: PageLanguage, context: ServerContext) -> Response {
+        completion.record(failure, "popup sign-in", request: request, context: context)
         let key = failure.pageKey
         let message = renderer.string("error.\(key).heading", language) + ". " + renderer.string("error.\(key).message", language)
         return Response.json(["error": failure.reason, "message": message], status: failure.httpStatus)

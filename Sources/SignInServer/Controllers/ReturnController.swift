@@ -48,7 +48,7 @@ struct ReturnController: Sendable {
         let started = ContinuousClock.now
         defer { completion.metrics.callbackDuration.record(ContinuousClock.now - started) }
         do {
-            return try await completion.complete(payload, request: request, logger: context.logger, requireFrontChannelToken: requireFrontChannelToken) {
+            return try await completion.complete(payload, request: request, context: context, requireFrontChannelToken: requireFrontChannelToken) {
                 Response.redirect(to: $0, type: .normal)
             }
         } catch {
@@ -62,7 +62,7 @@ struct ReturnController: Sendable {
     }
 
     private func failure(_ failure: SignInFailure, request: Request, context: ServerContext, clearBinding: Bool, resend: CallbackPayload? = nil) -> Response {
-        completion.record(failure, "sign-in", logger: context.logger)
+        completion.record(failure, "sign-in", request: request, context: context)
         var response = renderer.render(ErrorPage(failure, resend: resend), language: request.pageLanguage)
         if clearBinding { response.setCookie(cookies.expired(cookies.bindingName)) }
         return response

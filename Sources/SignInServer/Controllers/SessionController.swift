@@ -9,6 +9,7 @@ struct SessionController: Sendable {
     let renderer: PageRenderer
     let cookies: CookiePolicy
     let redirects: RedirectPolicy
+    let audit: AuditTrail
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
@@ -63,8 +64,9 @@ struct SessionController: Sendable {
     @Sendable func signOut(_ request: Request, context: ServerContext) async throws -> Response {
         var request = request
         let session: SessionRecord
+        let user: UserRecord
         switch context.visitor {
-        case .signedIn(let found, _): session = found
+        case .signedIn(let found, let foundUser): (session, user) = (found, foundUser)
         case .storeUnavailable: throw ErrorPage.storeUnavailable(retryURL: "/auth/session")
         case .anonymous(let hadCookie):
             var response = Response.redirect(to: "/", type: .normal)
@@ -74,14 +76,17 @@ struct SessionController: Sendable {
         }
         let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
         let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
-        return try await Self.end(session, csrfToken: fields["csrf_token"], store: store, cookies: cookies, goingTo: redirects.allowed(fields["rd"]) ?? "/", logger: context.logger)
+        return try await Self.end(
+            session, csrfToken: fields["csrf_token"], store: store, cookies: cookies, goingTo: redirects.allowed(fields["rd"]) ?? "/", logger: context.logger,
+            audit: audit, user: user
+        )
     }
 
     /// Ends `session` when `csrfToken` is its own (else the form-expired page), forgets the cookie, and sends the
     /// browser on to `target` (which the caller has checked): sign-out here and a client's end-session request.
     static func end(
         _ session: SessionRecord, csrfToken: String?, store: any UsersAndSessions, cookies: CookiePolicy, goingTo target: String, logger: Logger,
-        metadata: Logger.Metadata = [:]
+        metadata: Logger.Metadata = [:], audit: AuditTrail, user: UserRecord
     ) async throws -> Response {
         guard let csrfToken, ConstantTime.equals(csrfToken, session.csrfToken) else {
             logger.notice("sign-out refused: CSRF token missing or wrong", metadata: metadata)
@@ -94,6 +99,7 @@ struct SessionController: Sendable {
             throw ErrorPage.storeUnavailable(retryURL: "/auth/session")
         }
         logger.info("signed out", metadata: metadata)
+        audit.record(AuditEvent("sign-out", sub: user.subject, email: user.email, reason: metadata["client_id"].map { "end-session by \($0)" }))
         var response = Response.redirect(to: target, type: .normal)
         response.setCookie(cookies.expired(cookies.sessionName))
         return response

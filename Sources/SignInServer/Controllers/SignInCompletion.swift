@@ -11,18 +11,22 @@ struct SignInCompletion: Sendable {
     let cookies: CookiePolicy
     let settings: ServerSettings
     let metrics: ServerMetrics
+    let audit: AuditTrail
+    let proxy: ClientAddressResolver
 
     /// Completes `payload` for the browser holding `request`'s binding cookie; on success, `response(returnTo)`
     /// gets the session cookie.
     func complete(
-        _ payload: CallbackPayload, request: Request, logger: Logger, requireFrontChannelToken: Bool = true,
+        _ payload: CallbackPayload, request: Request, context: ServerContext, requireFrontChannelToken: Bool = true,
         response: (String) -> Response
     ) async throws(SignInFailure) -> Response {
+        let logger = context.logger
         let binding = CookiePolicy.readBinding(request.cookieValue(cookies.bindingName))
         let completed = try await flow.complete(
             payload, bindingToken: binding.token, requireFrontChannelToken: requireFrontChannelToken, logger: logger
         )
         metrics.signInsCompleted.increment()
+        audit.record(AuditEvent("sign-in", sub: completed.user.subject, email: completed.user.email, ip: proxy.clientAddress(request, context: context)))
         // A browser that signs in again gets a new session id, and the session it held ends now rather than when it
         // expires: whoever learnt the old id (a shared machine, a fixated cookie) holds nothing. Named by the binding
         // cookie (Apple's cross-site return), or by the session cookie itself (the pop-up's same-site return).
@@ -39,9 +43,10 @@ struct SignInCompletion: Sendable {
         return answer
     }
 
-    /// Counts and logs a failed sign-in (`what`: which return it was).
-    func record(_ failure: SignInFailure, _ what: String, logger: Logger) {
+    /// Counts, logs and audits a failed sign-in (`what`: which return it was).
+    func record(_ failure: SignInFailure, _ what: String, request: Request, context: ServerContext) {
         metrics.signInFailed(failure.reason)
-        logger.log(level: failure.logLevel, "\(what) failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
+        context.logger.log(level: failure.logLevel, "\(what) failed", metadata: ["reason": "\(failure.reason)", "detail": "\(failure.detail)"])
+        audit.record(AuditEvent("sign-in-failed", ip: proxy.clientAddress(request, context: context), reason: failure.reason))
     }
 }

@@ -7,11 +7,13 @@ import Logging
 public struct AccountLifecycle: Sendable {
     let store: any LifecycleQueue
     let client: AppleIDClient
+    let audit: AuditTrail?
 
     /// Creates the lifecycle operations.
-    public init(store: any LifecycleQueue, client: AppleIDClient) {
+    public init(store: any LifecycleQueue, client: AppleIDClient, audit: AuditTrail? = nil) {
         self.store = store
         self.client = client
+        self.audit = audit
     }
 
     /// How a deletion went at Apple's end.
@@ -73,6 +75,7 @@ public struct AccountLifecycle: Sendable {
             logger.debug("refresh check passed", metadata: ["sub": "\(check.subject)"])
         } catch where error.kind == .invalidGrant {
             logger.info("refresh token no longer valid: signing the user out", metadata: ["sub": "\(check.subject)"])
+            audit?.record(AuditEvent("sessions-ended", sub: check.subject, reason: "refresh-refused"))
             try? await store.revokeLink(subject: check.subject, at: now)
         } catch {
             logger.warning("refresh check failed; will retry at the next daily check", metadata: ["sub": "\(check.subject)", "error": "\(error)"])

@@ -16,6 +16,8 @@ struct UpstreamGate: Sendable {
     let renderer: PageRenderer
     let security: SecurityHeadersMiddleware<ServerContext>
     let assertions: IdentityAssertions
+    let audit: AuditTrail
+    let resolver: ClientAddressResolver
 
     /// The answer to `request`, whose target the front read as `target` (`SiwaPaths.route`): decided on it, and
     /// forwarded with it.
@@ -44,9 +46,17 @@ struct UpstreamGate: Sendable {
     /// up only when the rule that applies needs a person.
     func decision(_ request: Request, target: RequestTarget, context: ServerContext) async -> AccessDecision {
         let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
-        let anyone = AccessDecision(.notLooked, request: asked, access: front.access)
-        guard case .signIn = anyone else { return anyone }
-        return AccessDecision(await sessions.visitor(request, logger: context.logger), request: asked, access: front.access)
+        var decision = AccessDecision(.notLooked, request: asked, access: front.access)
+        if case .signIn = decision {
+            decision = AccessDecision(await sessions.visitor(request, logger: context.logger), request: asked, access: front.access)
+        }
+        if case .deny(let user, let judgement) = decision {
+            audit.record(AuditEvent(
+                "denied", sub: user?.subject, email: user?.email, ip: resolver.clientAddress(request, context: context), host: asked.host, method: asked.method,
+                path: asked.path, rule: judgement.rule
+            ))
+        }
+        return decision
     }
 
     /// The identity headers of `user` (in `groups`) and, when a key can sign, the assertion addressed to the

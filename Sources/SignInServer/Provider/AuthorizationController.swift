@@ -17,6 +17,7 @@ struct AuthorizationController: Sendable {
     let renderer: PageRenderer
     let cookies: CookiePolicy
     let front: FrontSettings
+    let audit: AuditTrail
 
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
         router.get("/.well-known/openid-configuration", use: discovery)
@@ -247,7 +248,7 @@ struct AuthorizationController: Sendable {
         }
         return try await SessionController.end(
             session, csrfToken: token, store: store, cookies: cookies, goingTo: target ?? "/", logger: context.logger,
-            metadata: ["by": "end-session", "client_id": "\(clientID ?? "none")"]
+            metadata: ["by": "end-session", "client_id": "\(clientID ?? "none")"], audit: audit, user: user
         )
     }
 

@@ -32,6 +32,8 @@ struct ServerOptions: Sendable {
     var trustedProxies: [String] = []
     /// Serve on a real loopback socket (`.live`), so the server sees a peer address, instead of in process.
     var live = false
+    /// `audit_log`.
+    var auditLogPath: String?
     /// The front's settings (`public_url`, redirect domains, access policy), when the test needs them.
     var front: FrontSettings?
     /// `cookie_domain`.
@@ -96,6 +98,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     configured.trustedProxies = options.trustedProxies
     if let front = options.front { configured.front = front }
     configured.cookieDomain = options.cookieDomain
+    configured.auditLogPath = options.auditLogPath
     configured.provider = ProviderSettings(issuer: configured.front.publicOrigin, clients: options.providerClients)
     configured.provider.codeLifetime = options.providerCodeLifetime
     let settings = configured
