@@ -7,6 +7,8 @@
 #   (5) a 4 KB POST through `siwa serve --upstream` vs the same POST through nginx direct (issue 26);
 #   (6) `GET /auth/check` vs nginx answering `return 202` from memory, a stricter ceiling than the hello-world;
 #   (4) resident memory of `siwa serve` with SESSIONS stored sessions, idle and after /auth/check across them
+# Every siwa in (1)-(3), (5) and (6) runs with RULES access rules and GROUPS groups of MEMBERS members each (issue
+# 27): the request is decided by the last rule, a group rule, after every other has been tried;
 #       (SQLite, and PostgreSQL: a throwaway server when initdb is installed, else SIWA_TEST_POSTGRES_URL).
 # The upstream is a separate nginx answering a small page from memory, the same for (2) and (3). The front
 # nginx keeps connections to the upstream and to siwa alive (`keepalive`), as a tuned nginx does.
@@ -14,7 +16,8 @@
 # so the load generator and the servers share the cores. A report, not a test: exits 0 whatever the figures.
 #
 # Usage: Benchmarks/run-front.sh
-# Environment: WRK_CONNECTIONS (64) WRK_THREADS (2) ROUNDS (3) ROUND_SECONDS (5): the lines alternate in
+# Environment: RULES (50) GROUPS (20) MEMBERS (1000): the access configuration; 0 rules runs without one
+#              WRK_CONNECTIONS (64) WRK_THREADS (2) ROUNDS (3) ROUND_SECONDS (5): the lines alternate in
 #              ROUNDS rounds and each keeps its best round; SESSIONS (100000) MEMORY_SECONDS (20)
 #              POSTGRES (1; 0 skips the PostgreSQL memory line) NGINX_WORKERS (auto)
 #              SCRATCH_PATH (.build-release) LOG_DIR (/tmp/siwa-front-bench-logs)
@@ -59,11 +62,33 @@ trap cleanup EXIT
 
 start_upstream
 
+# The access configuration: RULES-1 rules for other hosts (an admin path each, for one group), then a rule for any
+# host that lets in the members of one group; GROUPS groups of MEMBERS emails and a domain each. The benchmark's
+# people (user1@example.com, and the rest of @example.com) are in that group, so every request is decided by the last
+# rule. A check says which request it is about, as nginx's does (X-Forwarded-Host, X-Original-URI).
+RULES="${RULES:-50}"; GROUPS_N="${GROUPS:-20}"; MEMBERS="${MEMBERS:-1000}"
+access=()
+if [ "$RULES" -gt 0 ]; then
+    python3 - "$work/access.json" "$RULES" "$GROUPS_N" "$MEMBERS" <<'PY'
+import json, sys
+path, rules, groups, members = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+names = [f"team{g:02d}" for g in range(groups)]
+config = {
+    "groups": {name: [f"member{g}-{m}@example.org" for m in range(members - 1)] + [f"@team{g}.example.net"] for g, name in enumerate(names)},
+    "access_rules": [{"hosts": [f"app{i}.example.com"], "paths": ["^/admin/"], "policy": "allow", "groups": [names[i % groups]]} for i in range(rules - 1)]
+                    + [{"policy": "allow", "groups": [names[-1]]}],
+}
+config["groups"][names[-1]] += ["user1@example.com", "@example.com"]
+json.dump(config, open(path, "w"))
+PY
+    access=(--config "$work/access.json")
+fi
+
 # siwa serve, local mode (emulator in process), SQLite, no rate limit, warnings only, with the upstream.
 port="$(free_port)"; emport="$(free_port)"
 db="$work/siwa.sqlite"
 # trusted_proxies 127.0.0.1: the front nginx's X-Forwarded-* are believed, as the README's configuration needs.
-start_siwa "$db" --trusted-proxies 127.0.0.1
+start_siwa "$db" --trusted-proxies 127.0.0.1 "${access[@]}"
 
 # Sessions: SESSIONS users with one session each, inserted as siwa would store them: the cookie value is
 # "benchsession" + 31 digits and the store keeps its SHA-256 in hex (SignInFlow.hash).
@@ -93,7 +118,7 @@ until [ "$(status_of "http://127.0.0.1:$hport/")" = 200 ]; do sleep 0.01; done
 # siwa on a Unix socket (`socket`), the same store, for (3) over the socket; public_url names the front nginx's server.
 sport="$(free_port)"; sock="$work/siwa.sock"
 SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --socket "$sock" --public-url "http://127.0.0.1:$sport" \
-    --emulator-port "$(free_port)" --db "$db" --upstream "http://127.0.0.1:$uport" >> "$work/siwa-socket.log" 2>&1 &
+    --emulator-port "$(free_port)" --db "$db" --upstream "http://127.0.0.1:$uport" "${access[@]}" >> "$work/siwa-socket.log" 2>&1 &
 sock_pid=$!; pids+=("$sock_pid")
 wait_ready "$sock_pid" "$work/siwa-socket.log" "http://siwa/readyz" --unix-socket "$sock"
 
@@ -114,6 +139,8 @@ auth_server() {
             proxy_set_header Content-Length "";
             proxy_set_header X-Forwarded-Proto \$scheme;
             proxy_set_header X-Forwarded-Host \$http_host;
+            proxy_set_header X-Original-URI \$request_uri;
+            proxy_set_header X-Original-Method \$request_method;
             $keep
         }
         location @siwa {
@@ -170,13 +197,14 @@ until [ "$(status_of "http://127.0.0.1:$nport/app/page")" = 200 ]; do sleep 0.02
 # Each line answers what it should before anything is timed.
 hello_url="http://127.0.0.1:$hport/"
 check_url="http://127.0.0.1:$port/auth/check"
+check_original=(-H "X-Forwarded-Host: 127.0.0.1:$port" -H "X-Original-URI: /app/page")
 proxy_url="http://127.0.0.1:$port/app/page"
 direct_url="http://127.0.0.1:$nport/app/page"
 authreq_url="http://127.0.0.1:$aport/app/page"
 authsock_url="http://127.0.0.1:$sport/app/page"
 return202_url="http://127.0.0.1:$rport/auth/check"
-expect 202 "$check_url" -H "Cookie: $SESSION_COOKIE"
-expect 401 "$check_url"
+expect 202 "$check_url" -H "Cookie: $SESSION_COOKIE" "${check_original[@]}"
+expect 401 "$check_url" "${check_original[@]}"
 expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$proxy_url"
 expect 200 "$direct_url"
@@ -189,7 +217,7 @@ expect 401 "$authreq_url" -H "Accept: application/json"   # a browser would get 
 # The check nginx makes carries the forwarded origin, so siwa's answer carries the assertion for it.
 curl -s -o /dev/null -D - -H "Cookie: $SESSION_COOKIE" -H "X-Forwarded-Proto: http" -H "X-Forwarded-Host: 127.0.0.1:$aport" "$check_url" \
     | grep -qi '^x-siwa-assertion: ' || { echo "/auth/check gave no assertion for a forwarded origin" >&2; exit 1; }
-expect 202 "$check_url" -H "Cookie: siwa_session=benchsession$(printf '%031d' "$SESSIONS")"
+expect 202 "$check_url" -H "Cookie: siwa_session=benchsession$(printf '%031d' "$SESSIONS")" "${check_original[@]}"
 expect 200 "$authsock_url" -H "Cookie: $SESSION_COOKIE"
 expect 401 "$authsock_url" -H "Accept: application/json"
 # On the socket the peer is the proxy: its forwarded origin is believed, so the assertion is there too.
@@ -210,7 +238,7 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "round $round of $ROUNDS: hello-world, nginx return 202, /auth/check, nginx direct, siwa --upstream, nginx + auth_request (TCP, socket), 4 KB POST (nginx, siwa)" >&2
     wrk_run "hello.r$round" "$hello_url" "$hello_pid" -s Benchmarks/lua/session.lua
     wrk_run "return202.r$round" "$return202_url" "$front_pid" -s Benchmarks/lua/session.lua
-    wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/session.lua
+    wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/session.lua "${check_original[@]}"
     wrk_run "direct.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "proxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "authreq.r$round" "$authreq_url" "$front_pid $siwa_pid" -s Benchmarks/lua/session.lua

@@ -273,4 +273,59 @@ struct ConfigurationLayersTests {
         let keyFileExists = FileManager.default.fileExists(atPath: database + ".key")
         #expect(!keyFileExists)
     }
+
+    @Test("access_rules, groups and allowed_groups: read from the file, the environment and the command line; a bad rule or group stops serve and fails the doctor naming its index and field")
+    func accessConfiguration() async throws {
+        let rules = #"[{"paths": ["^/health$"], "policy": "public"}, {"hosts": ["*.example.com"], "policy": "allow", "groups": ["admins"]}]"#
+        let directory = try Self.directory(["c.json": #"{"access_rules": \#(rules), "groups": {"admins": ["ada@example.com", "@example.org"]}, "allowed_groups": ["admins"]}"#])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = directory.appendingPathComponent("d.sqlite").path
+        let file = directory.appendingPathComponent("c.json").path
+        let access = try ServePlan(values: try await LayeredValues(commandArguments: ["--config", file, "--db", database]), creatingLocalKey: false).settings.front.access
+        #expect(access.rules.map(\.label) == ["0", "1"])
+        #expect(access.configuration.global.groups == ["admins"])
+        #expect(access.groups(subject: "s", email: "eve@example.org") == ["admins"])
+        // JSON text on the command line.
+        let flagged = try ServePlan(values: try await LayeredValues(commandArguments: ["--db", database, "--access-rules", rules, "--groups", #"{"ops": ["sub:001.x"]}"#]), creatingLocalKey: false)
+        #expect(flagged.settings.front.access.rules.count == 2 && flagged.settings.front.access.groups(subject: "001.x", email: nil) == ["ops"])
+        for (flag, value, field, names) in [
+            ("--access-rules", #"[{"policy": "public"}, {"paths": ["(x"], "policy": "deny"}]"#, "access_rules", "access_rules[1].paths[0]"),
+            ("--access-rules", #"[{"policy": "allow", "groupz": ["a"]}]"#, "access_rules", "access_rules[0].groupz"),
+            ("--groups", #"{"Admins": ["a@example.com"]}"#, "groups", "groups.Admins"),
+            ("--groups", #"{"admins": ["nobody"]}"#, "groups", "groups.admins[0]"),
+            ("--allowed-groups", "Bad Group", "allowed_groups", "Bad Group"),
+        ] {
+            let values = try await LayeredValues(commandArguments: ["--db", database, flag, value])
+            #expect(throws: ConfigurationError.self) { try ServePlan(values: values, creatingLocalKey: false) }
+            let serve = try #require(await DoctorCommand.checks(values, online: false).first { $0.name == "serve" })
+            #expect(!serve.passed)
+            #expect(serve.message.contains(field) && serve.message.contains(names), "\(serve.message)")
+        }
+    }
+
+    @Test("a change of the config file on disk is put in force without a signal; a file that no longer reads keeps what is in force")
+    func configFileWatched() async throws {
+        let directory = try Self.directory(["c.json": #"{"allowed_emails": ["a@example.org"]}"#])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("c.json")
+        let arguments = ["--config", file.path]
+        let values = try await LayeredValues(commandArguments: arguments)
+        let front = try ServePlan(values: values, creatingLocalKey: false).settings.front
+        let reloader = PolicyReloader(arguments: arguments, front: front, logger: Logger(label: "siwa.test"), watched: values.configPath)
+        let running = Task { try await reloader.run() }
+        defer { running.cancel() }
+        try await Task.sleep(for: .milliseconds(200))
+        try #"{"allowed_emails": ["b@example.org"], "groups": {"ops": ["b@example.org"]}, "access_rules": [{"paths": ["^/x"], "policy": "deny"}]}"#
+            .write(to: file, atomically: true, encoding: .utf8)
+        var seen = false
+        for _ in 0..<40 where !seen {
+            try await Task.sleep(for: .milliseconds(100))
+            seen = front.policy.emails == ["b@example.org"]
+        }
+        #expect(seen)
+        #expect(front.access.rules.count == 1 && front.access.groups(subject: "s", email: "b@example.org") == ["ops"])
+        try "{ not json".write(to: file, atomically: true, encoding: .utf8)
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(front.policy.emails == ["b@example.org"] && front.access.rules.count == 1)
+    }
 }
