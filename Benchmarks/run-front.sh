@@ -8,7 +8,8 @@
 #   (6) `GET /auth/check` vs nginx answering `return 202` from memory, a stricter ceiling than the hello-world;
 #   (4) resident memory of `siwa serve` with SESSIONS stored sessions, idle and after /auth/check across them
 # Every siwa in (1)-(3), (5) and (6) runs with RULES access rules and GROUPS groups of MEMBERS members each (issue
-# 27): the request is decided by the last rule, a group rule, after every other has been tried;
+# 27): the request is decided by the last rule, a group rule, after every other has been tried (RULE_GROUPS, not
+# GROUPS, which bash keeps for itself);
 #       (SQLite, and PostgreSQL: a throwaway server when initdb is installed, else SIWA_TEST_POSTGRES_URL).
 # The upstream is a separate nginx answering a small page from memory, the same for (2) and (3). The front
 # nginx keeps connections to the upstream and to siwa alive (`keepalive`), as a tuned nginx does.
@@ -16,7 +17,7 @@
 # so the load generator and the servers share the cores. A report, not a test: exits 0 whatever the figures.
 #
 # Usage: Benchmarks/run-front.sh
-# Environment: RULES (50) GROUPS (20) MEMBERS (1000): the access configuration; 0 rules runs without one
+# Environment: RULES (50) RULE_GROUPS (20) MEMBERS (1000): the access configuration; 0 rules runs without one
 #              WRK_CONNECTIONS (64) WRK_THREADS (2) ROUNDS (3) ROUND_SECONDS (5): the lines alternate in
 #              ROUNDS rounds and each keeps its best round; SESSIONS (100000) MEMORY_SECONDS (20)
 #              POSTGRES (1; 0 skips the PostgreSQL memory line) NGINX_WORKERS (auto)
@@ -66,7 +67,7 @@ start_upstream
 # host that lets in the members of one group; GROUPS groups of MEMBERS emails and a domain each. The benchmark's
 # people (user1@example.com, and the rest of @example.com) are in that group, so every request is decided by the last
 # rule. A check says which request it is about, as nginx's does (X-Forwarded-Host, X-Original-URI).
-RULES="${RULES:-50}"; GROUPS_N="${GROUPS:-20}"; MEMBERS="${MEMBERS:-1000}"
+RULES="${RULES:-50}"; GROUPS_N="${RULE_GROUPS:-20}"; MEMBERS="${MEMBERS:-1000}"
 access=()
 if [ "$RULES" -gt 0 ]; then
     python3 - "$work/access.json" "$RULES" "$GROUPS_N" "$MEMBERS" <<'PY'

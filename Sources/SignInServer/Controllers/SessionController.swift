@@ -10,6 +10,10 @@ struct SessionController: Sendable {
     let cookies: CookiePolicy
     let redirects: RedirectPolicy
     let audit: AuditTrail
+    /// The session page's shapes (language, private relay, forwarding, name and email shared or not), each rendered
+    /// once: a view fills one in place of building a cache key from its values.
+    private let sessionShapes = PreparedShapes()
+    private static let sessionSlots = ["sub", "name", "email", "signedInAt", "signedInAtISO", "expiresAt", "expiresAtISO", "csrfToken"]
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
@@ -43,20 +47,22 @@ struct SessionController: Sendable {
         let language = request.pageLanguage
         let dates = DateFormatters.shared
         let (session, user) = (context.session, context.user)
-        return renderer.page(
-            "session", title: renderer.string("sessionTitle", language), language: language,
-            fixed: ["privateEmail": user.isPrivateEmail, "forwardingDisabled": user.emailForwardingDisabled],
-            slots: [
-                "sub": user.subject,
-                "name": user.displayName ?? "",
-                "email": user.email ?? "",
-                "signedInAt": dates.display(session.createdAt, language) + " UTC",
-                "signedInAtISO": dates.isoString(session.createdAt),
-                "expiresAt": dates.display(session.expiresAt, language) + " UTC",
-                "expiresAtISO": dates.isoString(session.expiresAt),
-                "csrfToken": context.csrfToken,
-            ]
-        )
+        let name = user.displayName ?? ""
+        let email = user.email ?? ""
+        let languageIndex = PageLanguage.allCases.firstIndex(of: language) ?? 0
+        let key = languageIndex << 4 | (user.isPrivateEmail ? 1 : 0) | (user.emailForwardingDisabled ? 2 : 0) | (name.isEmpty ? 4 : 0) | (email.isEmpty ? 8 : 0)
+        let shape = sessionShapes.shape(key) {
+            renderer.prepare(
+                "session", title: renderer.string("sessionTitle", language), language: language,
+                fixed: ["privateEmail": user.isPrivateEmail, "forwardingDisabled": user.emailForwardingDisabled],
+                slotNames: Self.sessionSlots, absent: Set([name.isEmpty ? "name" : nil, email.isEmpty ? "email" : nil].compactMap { $0 })
+            )
+        }
+        // In the order of `sessionSlots`.
+        return shape.response([
+            user.subject, name, email, dates.display(session.createdAt, language) + " UTC", dates.isoString(session.createdAt),
+            dates.display(session.expiresAt, language) + " UTC", dates.isoString(session.expiresAt), context.csrfToken,
+        ])
     }
 
     /// `POST /auth/signout` with the session's CSRF token. Without a live session there is nothing to end: back

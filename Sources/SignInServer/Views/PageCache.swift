@@ -115,3 +115,15 @@ final class PageCache: Sendable {
         }
     }
 }
+
+/// Prepared pages by a small key a controller works out cheaply (its page's few shapes), each prepared once.
+final class PreparedShapes: Sendable {
+    private let shapes = Mutex<[Int: PreparedPage]>([:])
+
+    func shape(_ key: Int, prepare: () -> PreparedPage) -> PreparedPage {
+        if let found = shapes.withLock({ $0[key] }) { return found }
+        let made = prepare()
+        shapes.withLock { $0[key] = made }
+        return made
+    }
+}

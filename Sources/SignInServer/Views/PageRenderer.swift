@@ -94,14 +94,15 @@ public struct PageRenderer: Sendable {
 
     /// One shape of a page rendered now, to be filled per request by `PreparedPage.response`, for a page whose
     /// shapes are few and known at start (the sign-in page): `page` builds and looks up a cache key on each request.
-    /// Every slot of `slotNames` is present; their values are given in this order.
+    /// Every slot of `slotNames` but those `absent` (left out, as `page` leaves out an empty one) is present; their
+    /// values are given in this order.
     func prepare(
         _ template: String, title: String, language: PageLanguage, fixed: [String: Bool] = [:], fixedText: [String: String] = [:],
-        slotNames: [String], status: HTTPResponse.Status = .ok
+        slotNames: [String], absent: Set<String> = [], status: HTTPResponse.Status = .ok
     ) -> PreparedPage {
         let markers = (0..<slotNames.count).map(cache.marker)
         let html = render(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slotNames: slotNames,
-                          present: { _ in true }, markers: markers, status: status)
+                          present: { !absent.contains($0) }, markers: markers, status: status)
         return PreparedPage(segments: cache.split(html, slotCount: slotNames.count), status: status)
     }
 
