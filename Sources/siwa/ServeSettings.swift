@@ -66,6 +66,8 @@ extension ServePlan {
             FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), access: access)
         }
         let upstream = try Self.upstream(values)
+        // `skip_auth_routes`: public rules ahead of `access_rules` (also for `siwa rules test`, which builds no gate).
+        access.install(skipRoutes: upstream?.skipAuthRoutes ?? [])
 
         let cookieDomain = try Self.cookieDomain(values, covering: publicURL)
         let providerClients: [ProviderClientRecord]

@@ -117,54 +117,6 @@ func withClientRunner<T: Sendable>(_ body: (ClientRunner) async throws -> T) asy
     }
 }
 
-/// Tests share the one PostgreSQL server; the test that restarts it must have it alone.
-actor PostgresGate {
-    static let shared = PostgresGate()
-
-    private var readers = 0
-    private var writer = false
-    private var waiting: [(exclusive: Bool, continuation: CheckedContinuation<Void, Never>)] = []
-
-    /// Runs `body` holding the gate shared or exclusively.
-    nonisolated func with<T: Sendable>(exclusive: Bool, _ body: () async throws -> T) async throws -> T {
-        await acquire(exclusive: exclusive)
-        do {
-            let value = try await body()
-            await release(exclusive: exclusive)
-            return value
-        } catch {
-            await release(exclusive: exclusive)
-            throw error
-        }
-    }
-
-    private func acquire(exclusive: Bool) async {
-        if waiting.isEmpty && grantable(exclusive) {
-            take(exclusive)
-            return
-        }
-        await withCheckedContinuation { waiting.append((exclusive, $0)) }
-    }
-
-    private func release(exclusive: Bool) {
-        if exclusive { writer = false } else { readers -= 1 }
-        // First come, first served: a waiting writer holds back later readers, so it is not starved.
-        while let next = waiting.first, grantable(next.exclusive) {
-            waiting.removeFirst()
-            take(next.exclusive)
-            next.continuation.resume()
-        }
-    }
-
-    private func grantable(_ exclusive: Bool) -> Bool {
-        exclusive ? !writer && readers == 0 : !writer
-    }
-
-    private func take(_ exclusive: Bool) {
-        if exclusive { writer = true } else { readers += 1 }
-    }
-}
-
 /// Runs a shell command as a child process and waits for it by polling `waitpid`.
 ///
 /// Foundation's `Process` is not used: its exit notification was seen to go missing when the child starts a
