@@ -169,7 +169,11 @@ public func buildApplication(
     let groups = GroupsRefresher(
         store: components.store, access: settings.front.access, interval: .seconds(max(1, settings.checkCacheSeconds)), logger: logger
     )
-    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit]
+    let logouts = BackchannelLogout(
+        queue: components.store, clients: ProviderClients(configured: settings.provider.clients, store: components.store), keys: components.providerKeys,
+        issuer: settings.provider.issuer, httpClient: httpClient, audit: components.audit, metrics: components.metrics, logger: logger.module("siwa.provider")
+    )
+    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit, logouts]
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).

@@ -26,6 +26,7 @@ struct OIDCCommand: AsyncParsableCommand {
         @Option(help: "How its id_tokens are signed: RS256 or ES256.") var idTokenAlg: String = "RS256"
         @Flag(help: "Give it pairwise subjects (its own sub for each person, unlinkable to other clients'); every redirect URI on one host.") var pairwise = false
         @Option(name: .customLong("allowed-group"), help: "Sign in members of this group only (repeat for more); others get access_denied.") var allowedGroups: [String] = []
+        @Option(name: .customLong("backchannel-logout-uri"), help: "Where siwa posts a Logout Token when a session the client has tokens of ends.") var backchannelLogoutURI: String?
 
         func run() async throws {
             let secret = isPublic ? nil : RandomToken.generate()
@@ -34,7 +35,7 @@ struct OIDCCommand: AsyncParsableCommand {
                 client = try ProviderClientRecord.validated(
                     clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
                     scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: pairwise, createdAt: Date(),
-                    allowedGroups: allowedGroups
+                    allowedGroups: allowedGroups, backchannelLogoutURI: backchannelLogoutURI
                 )
             } catch {
                 throw ValidationError(error.description)
@@ -61,6 +62,7 @@ struct OIDCCommand: AsyncParsableCommand {
                         "\(client.clientID)  \(client.isPublic ? "public" : "confidential")  \(client.idTokenAlgorithm)  redirect: \(client.redirectURIs.joined(separator: " "))"
                             + (client.postLogoutRedirectURIs.isEmpty ? "" : "  post-logout: \(client.postLogoutRedirectURIs.joined(separator: " "))")
                             + (client.allowedGroups.isEmpty ? "" : "  groups: \(client.allowedGroups.joined(separator: " "))")
+                            + (client.backchannelLogoutURI.map { "  backchannel-logout: \($0)" } ?? "")
                     )
                 }
             }

@@ -49,12 +49,14 @@ struct AuthorizationController: Sendable {
             token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
             revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
             code_challenge_methods_supported: ["S256"],
-            claims_supported: ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "email", "email_verified", "is_private_email", "name", "given_name", "family_name", "groups"],
+            claims_supported: ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "email", "email_verified", "is_private_email", "name", "given_name", "family_name", "groups", "sid"],
             prompt_values_supported: ["none", "login", "consent", "select_account"],
             authorization_response_iss_parameter_supported: true,
             claims_parameter_supported: false,
             request_parameter_supported: false,
-            request_uri_parameter_supported: false
+            request_uri_parameter_supported: false,
+            backchannel_logout_supported: true,
+            backchannel_logout_session_supported: true
         )
         var response = Response.json(document)
         response.headers[.cacheControl] = "public, max-age=300"
@@ -151,7 +153,7 @@ struct AuthorizationController: Sendable {
         let record = AuthorizationCodeRecord(
             codeHash: ProviderSettings.hash(code), clientID: client.clientID, redirectURI: redirectURI, subject: user.subject,
             scope: granted.sorted().joined(separator: " "), nonce: parameters["nonce"], codeChallenge: challenge, authTime: session.createdAt,
-            createdAt: now, expiresAt: now.addingTimeInterval(settings.codeLifetime)
+            createdAt: now, expiresAt: now.addingTimeInterval(settings.codeLifetime), sessionID: session.publicID
         )
         do {
             try await store.saveAuthorizationCode(record)
@@ -288,4 +290,6 @@ struct DiscoveryDocument: Encodable {
     var claims_parameter_supported: Bool
     var request_parameter_supported: Bool
     var request_uri_parameter_supported: Bool
+    var backchannel_logout_supported: Bool
+    var backchannel_logout_session_supported: Bool
 }

@@ -56,7 +56,7 @@ public final class ProviderKeys: Sendable {
     }
 
     /// `claims` signed with the newest key of `algorithm` that can sign now.
-    func sign(_ claims: some Encodable, algorithm: String, now: Date = Date()) async throws -> String {
+    func sign(_ claims: some Encodable, algorithm: String, type: String = "JWT", now: Date = Date()) async throws -> String {
         var signing = try await keyring.signingKey(algorithm, now: now)
         if signing == nil, algorithm == "RS256" {
             try await prepare(now: now)
@@ -65,7 +65,7 @@ public final class ProviderKeys: Sendable {
         guard let signing else {
             throw ProviderConfigurationError("no \(algorithm) key can sign now; run siwa keys rotate")
         }
-        let header = ["alg": algorithm, "kid": signing.record.kid, "typ": "JWT"]
+        let header = ["alg": algorithm, "kid": signing.record.kid, "typ": type]
         switch signing.key {
         case .rsa(let key): return try JWTSigning.rs256(header: header, claims: claims, key: key)
         case .ec(let key): return try JWTSigning.es256(header: header, claims: claims, key: key)
@@ -73,6 +73,13 @@ public final class ProviderKeys: Sendable {
     }
 
     // MARK: pairwise subjects
+
+    /// `subject` as `client` knows it: pairwise for a pairwise client, Apple's otherwise (id_tokens, userinfo, and
+    /// Logout Tokens name the person alike).
+    func subject(_ subject: String, for client: ProviderClientRecord) async throws -> String {
+        guard client.pairwiseSubject, let sector = client.sector else { return subject }
+        return try await pairwiseSubject(subject, sector: sector)
+    }
 
     /// The key store's record holding the secret of pairwise subjects (never published, never rotated: a new one
     /// would give every pairwise client new subjects).

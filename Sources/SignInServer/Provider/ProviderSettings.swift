@@ -43,7 +43,7 @@ public struct ProviderSettings: Sendable {
             guard let object = element as? [String: Any] else { throw ProviderConfigurationError("entry \(index + 1) is not a JSON object") }
             let known: Set<String> = [
                 "client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris", "scopes", "public", "id_token_signed_response_alg", "pairwise_subject",
-                "allowed_groups",
+                "allowed_groups", "backchannel_logout_uri",
             ]
             if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
                 throw ProviderConfigurationError("entry \(index + 1) has an unknown field \(unknown); known: \(known.sorted().joined(separator: ", "))")
@@ -62,7 +62,7 @@ public struct ProviderSettings: Sendable {
                 clientID: clientID, secretHash: secret.map(hash), redirectURIs: try strings("redirect_uris"),
                 postLogoutRedirectURIs: try strings("post_logout_redirect_uris"), scopes: try strings("scopes"), isPublic: isPublic,
                 idTokenAlgorithm: object["id_token_signed_response_alg"] as? String ?? "RS256", pairwiseSubject: object["pairwise_subject"] as? Bool ?? false,
-                createdAt: now, allowedGroups: try strings("allowed_groups")
+                createdAt: now, allowedGroups: try strings("allowed_groups"), backchannelLogoutURI: object["backchannel_logout_uri"] as? String
             )
             guard !clients.contains(where: { $0.clientID == clientID }) else { throw ProviderConfigurationError("client \(clientID) is listed twice") }
             clients.append(client)
@@ -83,8 +83,17 @@ extension ProviderClientRecord {
     /// known scopes, RS256 or ES256, group names that read as group names.
     public static func validated(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String], scopes: [String], isPublic: Bool,
-        idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date, allowedGroups: [String] = []
+        idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date, allowedGroups: [String] = [], backchannelLogoutURI: String? = nil
     ) throws(ProviderConfigurationError) -> ProviderClientRecord {
+        // Back-Channel Logout 1.0 §2.2: an absolute http(s) URI without a fragment (https, or http on a loopback host).
+        if let uri = backchannelLogoutURI {
+            guard let components = URLComponents(string: uri), let scheme = components.scheme?.lowercased(), components.fragment == nil,
+                let host = components.host, !host.isEmpty,
+                scheme == "https" || (scheme == "http" && RedirectPolicy.isLoopback(host: host))
+            else {
+                throw ProviderConfigurationError("client \(clientID): backchannel_logout_uri \(uri) must be an absolute https URI without a fragment (http only on a loopback host)")
+            }
+        }
         for group in allowedGroups {
             do {
                 try GroupName.check(group)
@@ -120,7 +129,7 @@ extension ProviderClientRecord {
         return ProviderClientRecord(
             clientID: clientID, secretHash: secretHash, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs, scopes: scopes,
             isPublic: isPublic, idTokenAlgorithm: idTokenAlgorithm, pairwiseSubject: pairwiseSubject, createdAt: createdAt,
-            allowedGroups: allowedGroups.sorted()
+            allowedGroups: allowedGroups.sorted(), backchannelLogoutURI: backchannelLogoutURI
         )
     }
 

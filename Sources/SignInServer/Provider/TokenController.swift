@@ -88,7 +88,7 @@ struct TokenController: Sendable {
         guard let user = try await store.user(subject: record.subject) else { throw TokenError.invalidGrant("the account no longer exists") }
         return try await issue(
             for: user, client: client, scope: record.scope, authTime: record.authTime, nonce: record.nonce, familyID: RandomToken.generate(byteCount: 16),
-            codeHash: record.codeHash, now: now, context: context
+            codeHash: record.codeHash, sessionID: record.sessionID, now: now, context: context
         )
     }
 
@@ -119,22 +119,22 @@ struct TokenController: Sendable {
         }
         guard let user = try await store.user(subject: record.subject) else { throw TokenError.invalidGrant("the account no longer exists") }
         return try await issue(
-            for: user, client: client, scope: scope, authTime: record.authTime, nonce: nil, familyID: record.familyID, codeHash: record.codeHash, now: now,
-            context: context
+            for: user, client: client, scope: scope, authTime: record.authTime, nonce: nil, familyID: record.familyID, codeHash: record.codeHash,
+            sessionID: record.sessionID, now: now, context: context
         )
     }
 
     /// A new access token, refresh token and id_token for `user`, stored (hashed) before they are answered.
     private func issue(
-        for user: UserRecord, client: ProviderClientRecord, scope: String, authTime: Date, nonce: String?, familyID: String, codeHash: String?, now: Date,
-        context: ServerContext
+        for user: UserRecord, client: ProviderClientRecord, scope: String, authTime: Date, nonce: String?, familyID: String, codeHash: String?,
+        sessionID: String?, now: Date, context: ServerContext
     ) async throws -> Response {
         let accessToken = RandomToken.generate()
         let refreshToken = RandomToken.generate()
         func record(_ token: String, _ kind: ProviderTokenRecord.Kind, lifetime: TimeInterval) -> ProviderTokenRecord {
             ProviderTokenRecord(
                 tokenHash: ProviderSettings.hash(token), kind: kind, clientID: client.clientID, subject: user.subject, scope: scope, authTime: authTime,
-                familyID: familyID, codeHash: codeHash, createdAt: now, expiresAt: now.addingTimeInterval(lifetime)
+                familyID: familyID, codeHash: codeHash, createdAt: now, expiresAt: now.addingTimeInterval(lifetime), sessionID: sessionID
             )
         }
         let scopes = Set(scope.split(separator: " ").map(String.init))
@@ -143,7 +143,7 @@ struct TokenController: Sendable {
         let claims = IDTokenClaims(
             iss: settings.issuer, sub: subject, aud: client.clientID, exp: issuedAt + Int(settings.idTokenLifetime), iat: issuedAt,
             auth_time: Int(authTime.timeIntervalSince1970), nonce: nonce, at_hash: Digests.codeHash(accessToken),  // at_hash is formed as c_hash is
-            user: UserClaims(user, scopes: scopes, groups: access.groups(subject: user.subject, email: user.email))
+            sid: sessionID, user: UserClaims(user, scopes: scopes, groups: access.groups(subject: user.subject, email: user.email))
         )
         let idToken: String
         do {
@@ -223,8 +223,7 @@ struct TokenController: Sendable {
 
     /// The `sub` `client` is given: Apple's, or the pairwise one for a client registered with pairwise subjects.
     private func subject(of user: UserRecord, for client: ProviderClientRecord) async throws -> String {
-        guard client.pairwiseSubject, let sector = client.sector else { return user.subject }
-        return try await keys.pairwiseSubject(user.subject, sector: sector)
+        try await keys.subject(user.subject, for: client)
     }
 
     private func authenticate(_ request: Request, form: [String: String], context: ServerContext) async throws -> ProviderClientRecord {
@@ -303,10 +302,12 @@ struct IDTokenClaims: Encodable {
     var auth_time: Int
     var nonce: String?
     var at_hash: String
+    /// The public id of the siwa session (Back-Channel Logout 1.0 §2.1), absent for grants from before it was kept.
+    var sid: String?
     var user: UserClaims
 
     private enum CodingKeys: String, CodingKey {
-        case iss, sub, aud, exp, iat, auth_time, nonce, at_hash
+        case iss, sub, aud, exp, iat, auth_time, nonce, at_hash, sid
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -319,6 +320,7 @@ struct IDTokenClaims: Encodable {
         try container.encode(auth_time, forKey: .auth_time)
         try container.encodeIfPresent(nonce, forKey: .nonce)
         try container.encode(at_hash, forKey: .at_hash)
+        try container.encodeIfPresent(sid, forKey: .sid)
         try user.encode(to: encoder)
     }
 }

@@ -66,6 +66,15 @@ public struct SessionRecord: Sendable, Hashable {
     public var createdAt: Date
     /// When the session ends.
     public var expiresAt: Date
+
+    /// The session's public id (`sid` in id_tokens and Logout Tokens, the sessions page's and console's handle):
+    /// derived from the stored hash by a second, labelled hash, so it names the session without revealing the
+    /// cookie or the stored hash.
+    public var publicID: String { Self.publicID(idHash: idHash) }
+
+    public static func publicID(idHash: String) -> String {
+        String(SignInFlow.hash("siwa-sid:" + idHash).prefix(32))
+    }
 }
 
 /// The result of a sign-in to store in one transaction.

@@ -145,4 +145,5 @@ struct PostgresCells: ProviderRow, Sendable {
     func real(_ index: Int) throws -> Double { try cells[index].decode(Double.self) }
     func optionalReal(_ index: Int) throws -> Double? { try cells[index].decode(Double?.self) }
     func flag(_ index: Int) throws -> Bool { try cells[index].decode(Bool.self) }
+    func integer(_ index: Int) throws -> Int64 { try cells[index].decode(Int64.self) }
 }

@@ -50,7 +50,7 @@ public final class PostgresStore: SignInStore {
             try await connection.query("SELECT pg_advisory_lock(727472)", logger: self.logger)
             do {
                 try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)", logger: self.logger)
-                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3), ("v4", PostgresSchema.v4)] {
+                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3), ("v4", PostgresSchema.v4), ("v5", PostgresSchema.v5)] {
                     guard try await connection.query("SELECT 1 FROM schema_migrations WHERE version = \(version)", logger: self.logger).collect().isEmpty else { continue }
                     for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
@@ -161,6 +161,7 @@ public final class PostgresStore: SignInStore {
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
                 let rows = try await connection.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
+                if !rows.isEmpty { _ = try await connection.rows(LogoutSQL.enqueue(session: SessionRecord.publicID(idHash: idHash), at: Date()), logger: logger) }
                 try await SessionInvalidationListener.announce(session: idHash, on: connection, logger: logger)
                 return !rows.isEmpty
             }
@@ -389,6 +390,7 @@ public final class PostgresStore: SignInStore {
     }
 
     private static func revokeLink(_ connection: PostgresConnection, subject: String, at: Double, logger: Logger) async throws {
+        _ = try await connection.rows(LogoutSQL.enqueue(subject: subject, at: Date(timeIntervalSince1970: at)), logger: logger)
         try await connection.query("DELETE FROM sessions WHERE sub = \(subject)", logger: logger)
         try await connection.query("DELETE FROM refresh_tokens WHERE sub = \(subject)", logger: logger)
         try await connection.query("UPDATE users SET link_revoked_at = \(at) WHERE sub = \(subject)", logger: logger)
@@ -400,6 +402,8 @@ public final class PostgresStore: SignInStore {
         for try await row in try await connection.query("SELECT client_id, token FROM refresh_tokens WHERE sub = \(subject)", logger: logger).decode((String, String).self) {
             token = row
         }
+        // The person's sessions end with the account: their apps are told (before the tokens that name them go).
+        _ = try await connection.rows(LogoutSQL.enqueue(subject: subject, at: Date(timeIntervalSince1970: at)), logger: logger)
         try await connection.query("DELETE FROM users WHERE sub = \(subject)", logger: logger)
         try await deleteProvider(connection, subject: subject, logger: logger)
         if tombstone {
@@ -418,6 +422,8 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 enum PostgresSchema {
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
+    /// Issue 28: back-channel logout.
+    static let v5 = LogoutSQL.schema(serialKey: "BIGSERIAL PRIMARY KEY")
 
     /// Issue 18: the OpenID Provider's clients, codes and tokens, and each signing key's algorithm.
     static let v3 = ProviderSQL.schema

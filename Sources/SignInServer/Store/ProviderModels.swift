@@ -22,6 +22,8 @@ public struct ProviderClientRecord: Sendable, Hashable {
     public var createdAt: Date
     /// The groups whose members it may sign in (`--allowed-group`, `allowed_groups`); empty: anyone.
     public var allowedGroups: [String]
+    /// Where siwa posts a Logout Token when a session it issued tokens in ends (Back-Channel Logout 1.0).
+    public var backchannelLogoutURI: String?
 
     /// A client as registered; only the id, the redirect URIs and the time have no default.
     public init(
@@ -34,8 +36,10 @@ public struct ProviderClientRecord: Sendable, Hashable {
         idTokenAlgorithm: String = "RS256",
         pairwiseSubject: Bool = false,
         createdAt: Date,
-        allowedGroups: [String] = []
+        allowedGroups: [String] = [],
+        backchannelLogoutURI: String? = nil
     ) {
+        self.backchannelLogoutURI = backchannelLogoutURI
         self.clientID = clientID
         self.secretHash = secretHash
         self.redirectURIs = redirectURIs
@@ -71,12 +75,15 @@ public struct AuthorizationCodeRecord: Sendable, Hashable {
     public var createdAt: Date
     /// When it stops being redeemable.
     public var expiresAt: Date
+    /// The public id of the siwa session it was issued in (`SessionRecord.publicID`, the id_token's `sid`).
+    public var sessionID: String?
 
     /// A code as the authorization endpoint issues it.
     public init(
         codeHash: String, clientID: String, redirectURI: String, subject: String, scope: String, nonce: String? = nil,
-        codeChallenge: String? = nil, authTime: Date, createdAt: Date, expiresAt: Date
+        codeChallenge: String? = nil, authTime: Date, createdAt: Date, expiresAt: Date, sessionID: String? = nil
     ) {
+        self.sessionID = sessionID
         self.codeHash = codeHash
         self.clientID = clientID
         self.redirectURI = redirectURI
@@ -132,12 +139,15 @@ public struct ProviderTokenRecord: Sendable, Hashable {
     public var createdAt: Date
     /// When it stops being accepted.
     public var expiresAt: Date
+    /// The public id of the siwa session its grant began in (`sid`), nil for tokens from before it was kept.
+    public var sessionID: String?
 
     /// A token as the token endpoint issues it.
     public init(
         tokenHash: String, kind: Kind, clientID: String, subject: String, scope: String, authTime: Date, familyID: String,
-        codeHash: String? = nil, createdAt: Date, expiresAt: Date
+        codeHash: String? = nil, createdAt: Date, expiresAt: Date, sessionID: String? = nil
     ) {
+        self.sessionID = sessionID
         self.tokenHash = tokenHash
         self.kind = kind
         self.clientID = clientID

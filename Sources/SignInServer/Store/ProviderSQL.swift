@@ -35,11 +35,11 @@ enum ProviderSQL {
         "CREATE INDEX provider_tokens_expires ON provider_tokens(expires_at)",
     ]
 
-    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups"
-    /// A code's columns, then `used_at, revoked` (positions 10 and 11).
-    private static let codeColumns = "code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, used_at, revoked"
-    /// A token's columns, then `used_at, revoked` (positions 10 and 11).
-    private static let tokenColumns = "token_hash, kind, client_id, sub, scope, auth_time, family_id, code_hash, created_at, expires_at, used_at, revoked"
+    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri"
+    /// A code's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
+    private static let codeColumns = "code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, used_at, revoked, sid"
+    /// A token's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
+    private static let tokenColumns = "token_hash, kind, client_id, sub, scope, auth_time, family_id, code_hash, created_at, expires_at, used_at, revoked, sid"
 
     // MARK: clients
 
@@ -48,10 +48,10 @@ enum ProviderSQL {
     /// Returns a row when the client was added, none when its id was taken.
     static func add(_ client: ProviderClientRecord) throws -> ProviderStatement {
         ProviderStatement(
-            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
+            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
             .text(client.clientID), .text(client.secretHash), .text(try list(client.redirectURIs)), .text(try list(client.postLogoutRedirectURIs)),
             .text(try list(client.scopes)), .flag(client.isPublic), .text(client.idTokenAlgorithm), .flag(client.pairwiseSubject), .real(client.createdAt.timeIntervalSince1970),
-            .text(try list(client.allowedGroups))
+            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI)
         )
     }
 
@@ -65,9 +65,9 @@ enum ProviderSQL {
 
     static func save(_ code: AuthorizationCodeRecord) -> ProviderStatement {
         ProviderStatement(
-            "INSERT INTO authorization_codes (code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO authorization_codes (code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, sid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             .text(code.codeHash), .text(code.clientID), .text(code.redirectURI), .text(code.subject), .text(code.scope), .text(code.nonce), .text(code.codeChallenge),
-            .real(code.authTime.timeIntervalSince1970), .real(code.createdAt.timeIntervalSince1970), .real(code.expiresAt.timeIntervalSince1970)
+            .real(code.authTime.timeIntervalSince1970), .real(code.createdAt.timeIntervalSince1970), .real(code.expiresAt.timeIntervalSince1970), .text(code.sessionID)
         )
     }
 
@@ -103,13 +103,14 @@ enum ProviderSQL {
     static func save(_ token: ProviderTokenRecord) -> ProviderStatement {
         ProviderStatement(
             """
-            INSERT INTO provider_tokens (token_hash, kind, client_id, sub, scope, auth_time, family_id, code_hash, created_at, expires_at, revoked)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE(
+            INSERT INTO provider_tokens (token_hash, kind, client_id, sub, scope, auth_time, family_id, code_hash, created_at, expires_at, sid, revoked)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, COALESCE(
                 (SELECT revoked FROM provider_tokens WHERE family_id = $7 AND revoked IS NOT NULL LIMIT 1),
                 (SELECT revoked FROM authorization_codes WHERE code_hash = $8 AND revoked IS NOT NULL)))
             """,
             .text(token.tokenHash), .text(token.kind.rawValue), .text(token.clientID), .text(token.subject), .text(token.scope), .real(token.authTime.timeIntervalSince1970),
-            .text(token.familyID), .text(token.codeHash), .real(token.createdAt.timeIntervalSince1970), .real(token.expiresAt.timeIntervalSince1970)
+            .text(token.familyID), .text(token.codeHash), .real(token.createdAt.timeIntervalSince1970), .real(token.expiresAt.timeIntervalSince1970),
+            .text(token.sessionID)
         )
     }
 
@@ -215,6 +216,7 @@ protocol ProviderRow {
     func real(_ index: Int) throws -> Double
     func optionalReal(_ index: Int) throws -> Double?
     func flag(_ index: Int) throws -> Bool
+    func integer(_ index: Int) throws -> Int64
 }
 
 /// A stored value the provider cannot read (a token kind it does not know).
@@ -229,7 +231,7 @@ extension ProviderClientRecord {
             clientID: try row.text(0), secretHash: try row.optionalText(1), redirectURIs: try ProviderSQL.list(from: row.text(2)),
             postLogoutRedirectURIs: try ProviderSQL.list(from: row.text(3)), scopes: try ProviderSQL.list(from: row.text(4)), isPublic: try row.flag(5),
             idTokenAlgorithm: try row.text(6), pairwiseSubject: try row.flag(7), createdAt: Date(timeIntervalSince1970: try row.real(8)),
-            allowedGroups: try ProviderSQL.list(from: row.text(9))
+            allowedGroups: try ProviderSQL.list(from: row.text(9)), backchannelLogoutURI: try row.optionalText(10)
         )
     }
 }
@@ -240,7 +242,8 @@ extension AuthorizationCodeRecord {
         self.init(
             codeHash: try row.text(0), clientID: try row.text(1), redirectURI: try row.text(2), subject: try row.text(3), scope: try row.text(4),
             nonce: try row.optionalText(5), codeChallenge: try row.optionalText(6), authTime: Date(timeIntervalSince1970: try row.real(7)),
-            createdAt: Date(timeIntervalSince1970: try row.real(8)), expiresAt: Date(timeIntervalSince1970: try row.real(9))
+            createdAt: Date(timeIntervalSince1970: try row.real(8)), expiresAt: Date(timeIntervalSince1970: try row.real(9)),
+            sessionID: try row.optionalText(12)
         )
     }
 }
@@ -252,7 +255,8 @@ extension ProviderTokenRecord {
         self.init(
             tokenHash: try row.text(0), kind: kind, clientID: try row.text(2), subject: try row.text(3), scope: try row.text(4),
             authTime: Date(timeIntervalSince1970: try row.real(5)), familyID: try row.text(6), codeHash: try row.optionalText(7),
-            createdAt: Date(timeIntervalSince1970: try row.real(8)), expiresAt: Date(timeIntervalSince1970: try row.real(9))
+            createdAt: Date(timeIntervalSince1970: try row.real(8)), expiresAt: Date(timeIntervalSince1970: try row.real(9)),
+            sessionID: try row.optionalText(12)
         )
     }
 }

@@ -88,4 +88,5 @@ extension Row: ProviderRow {
     func real(_ index: Int) throws -> Double { try decode(Double.self, atIndex: index) }
     func optionalReal(_ index: Int) throws -> Double? { try decode(Double?.self, atIndex: index) }
     func flag(_ index: Int) throws -> Bool { try decode(Bool.self, atIndex: index) }
+    func integer(_ index: Int) throws -> Int64 { try decode(Int64.self, atIndex: index) }
 }

@@ -90,6 +90,9 @@ public final class SQLiteStore: SignInStore {
         migrator.registerMigration("v4") { db in
             try db.execute(sql: SQLiteSchema.v4)
         }
+        migrator.registerMigration("v5") { db in
+            try db.execute(sql: SQLiteSchema.v5)
+        }
         // Not `migrator.migrate(pool)`: that blocks the calling thread until every reader is done, and on Swift's
         // cooperative pool (two threads on two cores) two such waits at once left no thread for the readers'
         // own work: the test process hung. GRDB schedules the migration and calls back instead.
@@ -201,7 +204,9 @@ public final class SQLiteStore: SignInStore {
         defer { sessions.invalidate(idHash: idHash) }
         return try await pool.write { db in
             try db.cachedExecute(sql: "DELETE FROM sessions WHERE id_hash = ?", arguments: [idHash])
-            return db.changesCount > 0
+            let ended = db.changesCount > 0
+            if ended { _ = try db.rows(LogoutSQL.enqueue(session: SessionRecord.publicID(idHash: idHash), at: Date())) }
+            return ended
         }
     }
 
@@ -350,6 +355,7 @@ public final class SQLiteStore: SignInStore {
     // MARK: shared statements
 
     private static func revokeLink(_ db: Database, subject: String, at: Double) throws {
+        _ = try db.rows(LogoutSQL.enqueue(subject: subject, at: Date(timeIntervalSince1970: at)))
         try db.cachedExecute(sql: "DELETE FROM sessions WHERE sub = ?", arguments: [subject])
         try db.cachedExecute(sql: "DELETE FROM refresh_tokens WHERE sub = ?", arguments: [subject])
         try db.cachedExecute(sql: "UPDATE users SET link_revoked_at = ? WHERE sub = ?", arguments: [at, subject])
@@ -358,6 +364,8 @@ public final class SQLiteStore: SignInStore {
 
     private static func deleteUser(_ db: Database, subject: String, tombstone: Bool, at: Double) throws -> (clientID: String, token: String)? {
         let token = try db.cachedRow(sql: "SELECT client_id, token FROM refresh_tokens WHERE sub = ?", arguments: [subject])
+        // The person's sessions end with the account: their apps are told (before the tokens that name them go).
+        _ = try db.rows(LogoutSQL.enqueue(subject: subject, at: Date(timeIntervalSince1970: at)))
         try db.cachedExecute(sql: "DELETE FROM users WHERE sub = ?", arguments: [subject])
         _ = try db.run(ProviderSQL.delete(subject: subject))
         if tombstone {
@@ -387,6 +395,8 @@ public final class SQLiteStore: SignInStore {
 enum SQLiteSchema {
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
+    /// Issue 28: back-channel logout.
+    static let v5 = LogoutSQL.schema(serialKey: "INTEGER PRIMARY KEY AUTOINCREMENT").joined(separator: ";\n")
 
     /// Issue 18: the OpenID Provider's clients, codes and tokens, and each signing key's algorithm.
     static let v3 = ProviderSQL.schema.joined(separator: ";\n")

@@ -1,0 +1,119 @@
+import AppleSignIn
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import JOSE
+@testable import SignInServer
+import Synchronization
+import Testing
+import TestSupport
+
+/// OpenID Connect Back-Channel Logout 1.0 (issue 28, part C): a session's end reaches the clients that issued tokens
+/// in it, by a signed Logout Token posted to each, durably and with retries.
+@Suite("Back-channel logout")
+struct BackchannelLogoutTests {
+    /// A client's back-channel logout endpoint: keeps every `logout_token` it is sent; answers 503 to the first
+    /// `failures` posts.
+    final class Receiver: Sendable {
+        let tokens = Mutex<[String]>([])
+        let refusals = Mutex<Int>(0)
+
+        init(failures: Int = 0) {
+            refusals.withLock { $0 = failures }
+        }
+
+        func application(onRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
+            let router = Router()
+            router.post("/backchannel") { request, _ -> Response in
+                var request = request
+                let body = try await request.collectBody(upTo: 65536)
+                let refuse = self.refusals.withLock { count -> Bool in
+                    defer { count = max(0, count - 1) }
+                    return count > 0
+                }
+                if refuse { return Response(status: .serviceUnavailable) }
+                let fields = try CallbackPayload.parseFields(body.readableBytesView)
+                if let token = fields["logout_token"] { self.tokens.withLock { $0.append(token) } }
+                return Response(status: .ok)
+            }
+            return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await onRunning($0.localAddress?.port ?? 0) })
+        }
+
+        /// The tokens received, waiting up to `seconds` for `count` of them.
+        func received(_ count: Int, within seconds: Double) async throws -> [String] {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                let tokens = self.tokens.withLock { $0 }
+                if tokens.count >= count { return tokens }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return tokens.withLock { $0 }
+        }
+    }
+
+    static func options(backchannel port: Int) -> ServerOptions {
+        var options = ProviderTests.options
+        options.live = true
+        options.providerClients[0].backchannelLogoutURI = "http://127.0.0.1:\(port)/backchannel"
+        return options
+    }
+
+    @Test("signing out at siwa sends the client a Logout Token: typ logout+jwt, signed as its id_tokens, the id_token's sub and sid, the event, no nonce; discovery says so")
+    func signOutReachesTheClient() async throws {
+        let receiver = Receiver()
+        try await withLiveApplication({ receiver.application(onRunning: $0) }) { port in
+            try await withServer(Self.options(backchannel: port)) { h in
+                let discovery = try ProviderTests.json(try await h.get("/.well-known/openid-configuration"))
+                #expect(discovery["backchannel_logout_supported"] as? Bool == true)
+                #expect(discovery["backchannel_logout_session_supported"] as? Bool == true)
+                let ada = try #require(try await h.signIn().session)
+                let tokens = try ProviderTests.json(try await ProviderTests.exchange(h, code: try await ProviderTests.code(h, session: ada, extra: [("nonce", "n-1")])))
+                let idClaims = try await ProviderTests.verifiedClaims(h, try #require(tokens["id_token"] as? String))
+                let sid = try #require(idClaims["sid"] as? String)
+                #expect(!sid.contains(ada) && sid != SignInFlow.hash(ada))
+                // The other client, with tokens from another session, is not told.
+                let page = try await h.get("/session", cookies: [h.sessionCookie: ada])
+                let started = Date()
+                let out = try await h.post("/auth/signout", form: "csrf_token=" + FormEncoding.encode(try #require(page.csrfToken)), cookies: [h.sessionCookie: ada])
+                #expect(out.status == .seeOther)
+                // The person's sign-out does not wait for the delivery.
+                #expect(Date().timeIntervalSince(started) < 0.5)
+                let received = try await receiver.received(1, within: 5)
+                #expect(received.count == 1)
+                let token = try #require(received.first)
+                let header = try #require(try JSONSerialization.jsonObject(with: Base64URL.decode(String(token.split(separator: ".")[0])) ?? Data()) as? [String: Any])
+                #expect(header["typ"] as? String == "logout+jwt" && header["alg"] as? String == "RS256")
+                let claims = try await ProviderTests.verifiedClaims(h, token)
+                #expect(claims["iss"] as? String == h.settings.provider.issuer && claims["aud"] as? String == "app")
+                #expect(claims["sub"] as? String == idClaims["sub"] as? String && claims["sid"] as? String == sid)
+                #expect((claims["events"] as? [String: Any])?["http://schemas.openid.net/event/backchannel-logout"] != nil)
+                #expect(claims["nonce"] == nil && claims["jti"] is String && claims["iat"] is Int && claims["exp"] is Int)
+                #expect(try h.database.count("logout_deliveries") == 0)
+                // Nothing more: one delivery per client and session.
+                try await Task.sleep(for: .milliseconds(1500))
+                #expect(receiver.tokens.withLock { $0.count } == 1)
+            }
+        }
+    }
+
+    @Test("Apple's account-delete ends every session of the person and reaches the client; a client that refuses is tried again until it takes it")
+    func accountDeleteAndRetry() async throws {
+        let receiver = Receiver(failures: 1)
+        try await withLiveApplication({ receiver.application(onRunning: $0) }) { port in
+            try await withServer(Self.options(backchannel: port)) { h in
+                let ada = try #require(try await h.signIn().session)
+                _ = try await ProviderTests.exchange(h, code: try await ProviderTests.code(h, session: ada))
+                _ = try await h.store.deleteUser(subject: Fixtures.ada, tombstone: false, at: Date())
+                // The first post is refused (503): the delivery stays queued and comes back after its pause (5 s).
+                let received = try await receiver.received(1, within: 9)
+                #expect(received.count == 1)
+                #expect(receiver.refusals.withLock { $0 } == 0)
+                #expect(try h.database.count("logout_deliveries") == 0)
+                let metrics = try await h.get("/metrics").text
+                #expect(metrics.contains("siwa_backchannel_logouts_total{outcome=\"retried\"} 1"))
+                #expect(metrics.contains("siwa_backchannel_logouts_total{outcome=\"delivered\"} 1"))
+            }
+        }
+    }
+}
