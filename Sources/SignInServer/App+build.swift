@@ -102,6 +102,8 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     PopupController(completion: completion).addRoutes(to: router)
     SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects, audit: components.audit)
         .addRoutes(to: sessions)
+    SessionsController(store: components.store, renderer: renderer, cookies: cookies, audit: components.audit)
+        .addRoutes(to: router, sessions: sessions)
     let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions, audit: components.audit)
     forwardAuth.addRoutes(to: sessions)
     forwardAuth.addKeySetRoute(to: router)
@@ -173,7 +175,8 @@ public func buildApplication(
         queue: components.store, clients: ProviderClients(configured: settings.provider.clients, store: components.store), keys: components.providerKeys,
         issuer: settings.provider.issuer, httpClient: httpClient, audit: components.audit, metrics: components.metrics, logger: logger.module("siwa.provider")
     )
-    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit, logouts]
+    let touches = SessionTouchWriter(store: components.store, logger: logger)
+    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit, logouts, touches]
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).

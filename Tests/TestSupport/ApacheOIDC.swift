@@ -66,9 +66,9 @@ public struct RunningApacheOIDC: Sendable {
 /// payload as JSON in `OIDC_id_token_payload`, userinfo's answer as JSON in `OIDC_userinfo_json`. The redirect URI
 /// is `apache.redirectURI` (`/protected/redirect_uri`); logout is `apache.logoutURL(returningTo:)`.
 ///
-/// Register the client at the provider with `clientID`, `clientSecret`, redirect URI `apache.redirectURI` and
-/// post-logout redirect URI `apache.loggedOutURL`. Apache's port is known only in `body`, so a client whose
-/// registration needs it is registered there, before the provider starts:
+/// Register the client at the provider with `clientID`, `clientSecret` (none for `.publicClient`, which ignores it),
+/// redirect URI `apache.redirectURI` and post-logout redirect URI `apache.loggedOutURL`. Apache's port is known only
+/// in `body`, so a client whose registration needs it is registered there, before the provider starts:
 ///
 /// ```swift
 /// let siwaPort = try await FreePorts.reserve(1)[0]
@@ -196,6 +196,8 @@ enum ApacheOIDC {
         // As root, Apache's children must run as another user: Debian's www-data (it only has to reach the loopback).
         let user = geteuid() == 0 ? "User www-data\nGroup www-data\n" : ""
         let provider = settings.provider.hasSuffix("/") ? String(settings.provider.dropLast()) : settings.provider
+        // A public client has no secret, and the module takes no empty one.
+        let secret = settings.authentication == .publicClient ? "" : "OIDCClientSecret \(quoted(settings.clientSecret))\n"
         return """
             # Written for one test by TestSupport's withApacheOIDC; deleted with its directory.
             ServerRoot \(quoted(path))
@@ -214,8 +216,7 @@ enum ApacheOIDC {
             # The relying party: the provider by its discovery document only.
             OIDCProviderMetadataURL \(quoted(provider + "/.well-known/openid-configuration"))
             OIDCClientID \(quoted(settings.clientID))
-            OIDCClientSecret \(quoted(settings.clientSecret))
-            OIDCProviderTokenEndpointAuth \(settings.authentication.rawValue)
+            \(secret)OIDCProviderTokenEndpointAuth \(settings.authentication.rawValue)
             OIDCRedirectURI \(quoted(origin + redirectPath))
             OIDCCryptoPassphrase \(quoted(UUID().uuidString))
             OIDCScope \(quoted(settings.scope))

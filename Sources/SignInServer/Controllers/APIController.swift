@@ -28,7 +28,8 @@ struct APIController: Sendable {
             return Response.problem(.badRequest, "malformed", "Malformed request", "Send JSON with identityToken and authorizationCode.")
         }
         do {
-            return Response.json(try await native.signIn(input, logger: context.logger))
+            let details = SessionDetails(userAgent: request.headers[.userAgent], address: context.remoteAddress?.ipAddress, via: "native")
+            return Response.json(try await native.signIn(input, details: details, logger: context.logger))
         } catch {
             context.logger.notice("native sign-in failed", metadata: ["reason": "\(error.reason)", "detail": "\(error.detail)"])
             return switch error {

@@ -22,8 +22,9 @@ struct SignInCompletion: Sendable {
     ) async throws(SignInFailure) -> Response {
         let logger = context.logger
         let binding = CookiePolicy.readBinding(request.cookieValue(cookies.bindingName))
+        let details = SessionDetails(userAgent: request.headers[.userAgent], address: proxy.clientAddress(request, context: context), via: "page")
         let completed = try await flow.complete(
-            payload, bindingToken: binding.token, requireFrontChannelToken: requireFrontChannelToken, logger: logger
+            payload, bindingToken: binding.token, requireFrontChannelToken: requireFrontChannelToken, details: details, logger: logger
         )
         metrics.signInsCompleted.increment()
         audit.record(AuditEvent("sign-in", sub: completed.user.subject, email: completed.user.email, ip: proxy.clientAddress(request, context: context)))

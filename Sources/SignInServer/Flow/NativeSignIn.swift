@@ -49,7 +49,8 @@ public struct NativeSignIn: Sendable {
     }
 
     /// Verifies the identity token, exchanges the code with the bundle ID as `client_id`, and opens a session.
-    public func signIn(_ request: Request, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Session {
+    /// `details`: the app's `User-Agent` and address, for the person's sessions page (`via` is set here).
+    public func signIn(_ request: Request, details: SessionDetails? = nil, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Session {
         let front: AppleIdentity
         do {
             front = try await verifier.verify(request.identityToken, nonce: request.nonce, now: now)
@@ -82,7 +83,10 @@ public struct NativeSignIn: Sendable {
                 isPrivateEmail: CompletedSignIn.isPrivate(email: email, asserted: front.isPrivateEmail),
                 firstName: Self.nonEmpty(request.firstName), lastName: Self.nonEmpty(request.lastName),
                 refreshToken: tokens.refreshToken, clientID: bundleID.rawValue, transferSubject: front.transferSubject,
-                session: SessionRecord(idHash: SignInFlow.hash(sessionID), subject: front.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: expiresAt),
+                session: SessionRecord(
+                    idHash: SignInFlow.hash(sessionID), subject: front.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: expiresAt,
+                    details: details.map { SessionDetails(device: $0.device, network: $0.network, via: "native:" + bundleID.rawValue) }
+                ),
                 at: now
             ))
         } catch {

@@ -59,7 +59,10 @@ public struct SignInFlow: Sendable {
 
     /// Validates Apple's return and signs the user in. `bindingToken` is the binding cookie sent back, if any.
     /// `requireFrontChannelToken` is true for form_post and popup returns (requested `code id_token`), false for query mode.
-    public func complete(_ payload: CallbackPayload, bindingToken: String?, requireFrontChannelToken: Bool = true, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Completed {
+    /// `details`: the browser and network of the request (its `via` is set here, from where the sign-in returns).
+    public func complete(
+        _ payload: CallbackPayload, bindingToken: String?, requireFrontChannelToken: Bool = true, details: SessionDetails? = nil, logger: Logger, now: Date = Date()
+    ) async throws(SignInFailure) -> Completed {
         if let error = payload.error {
             // An error return ends the sign-in only for the browser that started it: the same binding check as a
             // successful return, so a forged cancellation cannot use up someone else's pending sign-in.
@@ -132,12 +135,17 @@ public struct SignInFlow: Sendable {
         // The email comes only from a token Apple signed: the posted `user` JSON is unsigned, so its email is never
         // taken (it gives the first-time name, nothing else).
         let email = identity.email
+        var session = SessionRecord(idHash: Self.hash(sessionID), subject: identity.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: now.addingTimeInterval(sessionLifetime))
+        if var details {
+            details.via = Self.via(returningTo: pending.returnTo)
+            session.details = details
+        }
         let completed = CompletedSignIn(
             subject: identity.subject, email: email,
             isPrivateEmail: CompletedSignIn.isPrivate(email: email, asserted: identity.isPrivateEmail),
             firstName: payload.user?.firstName, lastName: payload.user?.lastName,
             refreshToken: tokens.refreshToken, clientID: configuration.servicesID.rawValue, transferSubject: identity.transferSubject,
-            session: SessionRecord(idHash: Self.hash(sessionID), subject: identity.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: now.addingTimeInterval(sessionLifetime)),
+            session: session,
             at: now
         )
         let user: UserRecord
@@ -162,6 +170,15 @@ public struct SignInFlow: Sendable {
     }
 
     /// SHA-256 hex: how binding tokens and session ids are stored.
+    /// How a sign-in that returns to `returnTo` came: `client:<client_id>` for an OpenID client's authorization, else
+    /// `page`.
+    static func via(returningTo returnTo: String) -> String {
+        guard let components = URLComponents(string: returnTo), components.path.hasSuffix("/oauth2/authorize"),
+            let client = components.queryItems?.first(where: { $0.name == "client_id" })?.value, !client.isEmpty
+        else { return "page" }
+        return "client:" + String(client.prefix(100))
+    }
+
     public static func hash(_ secret: String) -> String {
         IdentityTokenVerifier.sha256Hex(secret)
     }

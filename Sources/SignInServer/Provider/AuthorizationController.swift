@@ -97,7 +97,7 @@ struct AuthorizationController: Sendable {
         let state = parameters["state"]
         func fail(_ error: String, _ description: String) -> Response {
             context.logger.notice("authorization refused", metadata: ["client_id": "\(clientID)", "error": "\(error)"])
-            return redirect(to: redirectURI, [("error", error), ("error_description", description), ("state", state)])
+            return redirect(to: redirectURI, [("error", error), ("error_description", description), ("state", state)], withIssuer: false)
         }
         if parameters["request"] != nil { return fail("request_not_supported", "request objects are not supported") }
         if parameters["request_uri"] != nil { return fail("request_uri_not_supported", "request_uri is not supported") }
@@ -165,9 +165,13 @@ struct AuthorizationController: Sendable {
         return redirect(to: redirectURI, [("code", code), ("state", state)])
     }
 
-    /// A redirect to the client's registered `uri` with `fields` (and `iss`) added to its query.
-    private func redirect(to uri: String, _ fields: [(String, String?)]) -> Response {
-        let pairs = fields.compactMap { name, value in value.map { (name, $0) } } + [("iss", settings.issuer)]
+    /// A redirect to the client's registered `uri` with `fields` (and `iss`, RFC 9207) added to its query. An error
+    /// goes back without `iss` (`withIssuer` false), a deviation from RFC 9207: mod_auth_openidc, to this day, takes
+    /// any authorization response carrying `iss` for a sign-in the provider started before it looks at `error`, and
+    /// shows a person a page about `target_link_uri`, or loops, instead of the refusal; an error carries no code, so
+    /// the mix-up attack `iss` guards against has nothing to take there.
+    private func redirect(to uri: String, _ fields: [(String, String?)], withIssuer: Bool = true) -> Response {
+        let pairs = fields.compactMap { name, value in value.map { (name, $0) } } + (withIssuer ? [("iss", settings.issuer)] : [])
         let separator = uri.contains("?") ? "&" : "?"
         var response = Response.redirect(to: uri + separator + FormEncoding.encode(pairs), type: .found)
         response.headers[.cacheControl] = "no-store"

@@ -66,6 +66,10 @@ public struct SessionRecord: Sendable, Hashable {
     public var createdAt: Date
     /// When the session ends.
     public var expiresAt: Date
+    /// How the session came and from where, for the person's sessions page and the console (issue 28).
+    public var details: SessionDetails? = nil
+    /// When the session was last used, to the minute (`SessionCache` notes, `SessionTouches` writes); nil until then.
+    public var lastUsedAt: Date? = nil
 
     /// The session's public id (`sid` in id_tokens and Logout Tokens, the sessions page's and console's handle):
     /// derived from the stored hash by a second, labelled hash, so it names the session without revealing the
@@ -172,5 +176,22 @@ extension SigningKeyRecord {
     /// Whether the key may sign at `date`: active and not retired.
     public func canSign(at date: Date) -> Bool {
         activatesAt <= date && isPublished(at: date)
+    }
+}
+
+/// What a person sees of one of their sessions besides its times: the browser and system in words (from the
+/// `User-Agent`, read once at sign-in), the network (the address with its last part masked) and how it came.
+public struct SessionDetails: Sendable, Hashable {
+    /// `Chrome on macOS`.
+    public var device: String
+    /// `203.0.113.x`.
+    public var network: String
+    /// `page` (the sign-in page), `client:<client_id>` (an OpenID client's sign-in), `native` (an app).
+    public var via: String
+
+    public init(device: String, network: String, via: String) {
+        self.device = device
+        self.network = network
+        self.via = via
     }
 }

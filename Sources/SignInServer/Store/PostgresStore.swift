@@ -18,7 +18,7 @@ public final class PostgresStore: SignInStore {
     let logger: Logger
     /// Sessions looked up recently; every write below that changes a user or a session invalidates it here and,
     /// through `NOTIFY`, in every other instance.
-    private let sessions: SessionCache
+    let sessions: SessionCache
     /// How long one operation may take, waiting for a connection included. The pool queues requests while
     /// the database is down; without a bound a request during an outage would hang until it is back.
     public let operationTimeout: Duration
@@ -50,7 +50,7 @@ public final class PostgresStore: SignInStore {
             try await connection.query("SELECT pg_advisory_lock(727472)", logger: self.logger)
             do {
                 try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)", logger: self.logger)
-                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3), ("v4", PostgresSchema.v4), ("v5", PostgresSchema.v5)] {
+                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3), ("v4", PostgresSchema.v4), ("v5", PostgresSchema.v5), ("v6", PostgresSchema.v6)] {
                     guard try await connection.query("SELECT 1 FROM schema_migrations WHERE version = \(version)", logger: self.logger).collect().isEmpty else { continue }
                     for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
@@ -124,6 +124,7 @@ public final class PostgresStore: SignInStore {
                     "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
                     logger: logger
                 )
+                if let describe = SessionSQL.describe(session) { _ = try await connection.rows(describe, logger: logger) }
                 let rows = try await connection.query("SELECT \(unescaped: UserRecord.columns) FROM users WHERE sub = \(completed.subject)", logger: logger)
                 for try await row in rows { return try UserRow(row: row, offset: 0).user }
                 throw PostgresStoreError(description: "user vanished inside its own transaction")
@@ -422,6 +423,8 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 enum PostgresSchema {
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
+    /// Issue 28: the sessions' details and last use.
+    static let v6 = SessionSQL.schema
     /// Issue 28: back-channel logout.
     static let v5 = LogoutSQL.schema(serialKey: "BIGSERIAL PRIMARY KEY")
 

@@ -8,7 +8,7 @@ public final class SQLiteStore: SignInStore {
     let pool: DatabasePool
     private let cipher: TokenCipher
     /// Sessions looked up recently; every write below that changes a user or a session invalidates it.
-    private let sessions: SessionCache
+    let sessions: SessionCache
 
     /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`; sessions looked
     /// up stay in memory for `sessionCacheSeconds` (`check_cache_seconds`; 0: not at all).
@@ -93,6 +93,9 @@ public final class SQLiteStore: SignInStore {
         migrator.registerMigration("v5") { db in
             try db.execute(sql: SQLiteSchema.v5)
         }
+        migrator.registerMigration("v6") { db in
+            try db.execute(sql: SQLiteSchema.v6)
+        }
         // Not `migrator.migrate(pool)`: that blocks the calling thread until every reader is done, and on Swift's
         // cooperative pool (two threads on two cores) two such waits at once left no thread for the readers'
         // own work: the test process hung. GRDB schedules the migration and calls back instead.
@@ -172,6 +175,7 @@ public final class SQLiteStore: SignInStore {
                 sql: "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970]
             )
+            if let describe = SessionSQL.describe(session) { _ = try db.rows(describe) }
             guard let row = try db.cachedRow(sql: Self.userQuery, arguments: [completed.subject]) else {
                 throw DatabaseError(message: "user vanished inside its own transaction")
             }
@@ -395,6 +399,8 @@ public final class SQLiteStore: SignInStore {
 enum SQLiteSchema {
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
+    /// Issue 28: the sessions' details and last use.
+    static let v6 = SessionSQL.schema.joined(separator: ";\n")
     /// Issue 28: back-channel logout.
     static let v5 = LogoutSQL.schema(serialKey: "INTEGER PRIMARY KEY AUTOINCREMENT").joined(separator: ";\n")
 

@@ -24,6 +24,8 @@ final class SessionCache: Sendable {
         var session: SessionRecord
         var user: UserRecord
         var cachedAt: Date
+        /// When its use was last noted for `touched`.
+        var touchedAt: Date
     }
 
     private struct State {
@@ -34,6 +36,8 @@ final class SessionCache: Sendable {
         var unknown: [String: Date] = [:]
         /// Look-ups at the database now.
         var misses = 0
+        /// Sessions used since the last `drainTouches`, and when (at most one note a minute per cached session).
+        var touched: [String: Date] = [:]
     }
 
     let lifetime: TimeInterval
@@ -98,6 +102,10 @@ final class SessionCache: Sendable {
                 Self.remove(idHash, subject: entry.session.subject, from: &state)
                 return nil
             }
+            if now.timeIntervalSince(entry.touchedAt) >= Self.touchEvery {
+                state.entries[idHash]?.touchedAt = now
+                Self.note(idHash, now, in: &state, capacity: capacity)
+            }
             return (entry.session, entry.user)
         }
     }
@@ -107,6 +115,8 @@ final class SessionCache: Sendable {
 
     /// Caches what a lookup read, unless something was invalidated since it began.
     func store(_ found: (SessionRecord, UserRecord), readAt generation: UInt64, now: Date) {
+        // A session read from the database is one in use.
+        state.withLock { Self.note(found.0.idHash, now, in: &$0, capacity: capacity) }
         guard lifetime > 0 else { return }
         state.withLock { state in
             guard state.generation == generation else { return }
@@ -115,7 +125,7 @@ final class SessionCache: Sendable {
                 state.bySubject.removeAll(keepingCapacity: true)
             }
             let (session, user) = found
-            state.entries[session.idHash] = Entry(session: session, user: user, cachedAt: now)
+            state.entries[session.idHash] = Entry(session: session, user: user, cachedAt: now, touchedAt: now)
             state.bySubject[session.subject, default: []].insert(session.idHash)
         }
     }
@@ -144,6 +154,23 @@ final class SessionCache: Sendable {
             state.generation &+= 1
             state.entries.removeAll()
             state.bySubject.removeAll()
+        }
+    }
+
+    /// How often a cached session's use is noted: its last use is shown to the minute.
+    static let touchEvery: TimeInterval = 60
+
+    private static func note(_ idHash: String, _ now: Date, in state: inout State, capacity: Int) {
+        // Bounded: past `capacity` pending notes, new ones wait for the next drain (the session is noted again later).
+        guard state.touched.count < capacity || state.touched[idHash] != nil else { return }
+        state.touched[idHash] = now
+    }
+
+    /// The sessions used since the last call, and when; forgotten here (`SessionTouchWriter` writes them).
+    func drainTouches() -> [(idHash: String, at: Date)] {
+        state.withLock { state in
+            defer { state.touched.removeAll(keepingCapacity: true) }
+            return state.touched.map { ($0.key, $0.value) }
         }
     }
 

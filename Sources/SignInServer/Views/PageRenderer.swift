@@ -119,6 +119,16 @@ public struct PageRenderer: Sendable {
         return render(template, title: title, language: language, values: values, status: status)
     }
 
+    /// A page rendered whole with Mustache from `values` (lists included), not cached: for pages that are not on a
+    /// hot path and show a list (the sessions page, the console).
+    func listPage(_ template: String, title: String, language: PageLanguage, values: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: render(template, title: title, language: language, values: values, status: status)))
+        )
+    }
+
     /// Renders `template` with Mustache.
     private func render(_ template: String, title: String, language: PageLanguage, values: [String: Any], status: HTTPResponse.Status) -> String {
         var context = values

@@ -238,10 +238,11 @@ extension Harness {
     }
 
     /// The whole sign-in: start, consent at the emulator, form_post back.
-    func signIn(user: String = Fixtures.ada, hide: Bool = false, returnTo: String? = nil, firstName: String? = nil) async throws -> SignIn {
+    /// `userAgent`: the browser's `User-Agent` on Apple's return (the sessions page names the browser from it).
+    func signIn(user: String = Fixtures.ada, hide: Bool = false, returnTo: String? = nil, firstName: String? = nil, userAgent: String? = nil) async throws -> SignIn {
         let started = try await start(returnTo: returnTo)
         let fields = try await authorize(started.authorizeURL, user: user, hide: hide, firstName: firstName)
-        let response = try await callback(fields, binding: started.binding)
+        let response = try await callback(fields, binding: started.binding, headers: userAgent.map { [.userAgent: $0] } ?? [:])
         return SignIn(started: started, fields: fields, response: response, session: response.setCookie(sessionCookie).flatMap { $0.value.isEmpty ? nil : $0.value })
     }
 
