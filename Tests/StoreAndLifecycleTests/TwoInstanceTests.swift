@@ -81,8 +81,8 @@ struct TwoInstanceTests {
                 for store in stores { group.addTask { try await store.migrate() } }
                 try await group.waitForAll()
             }
-            // Each schema version (v1; v2, the signing keys; v3, the provider; v4, the groups; v5, back-channel logout) applied once.
-            #expect(try await PostgresSQL(client: client).texts("SELECT version FROM schema_migrations ORDER BY version") == ["v1", "v2", "v3", "v4", "v5"])
+            // Each schema version (v1; v2, keys; v3, the provider; v4, groups; v5, back-channel logout; v6, session details) applied once.
+            #expect(try await PostgresSQL(client: client).texts("SELECT version FROM schema_migrations ORDER BY version") == ["v1", "v2", "v3", "v4", "v5", "v6"])
             try await stores[0].ping()
         }
     }
