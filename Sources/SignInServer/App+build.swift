@@ -104,6 +104,10 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
         .addRoutes(to: sessions)
     SessionsController(store: components.store, renderer: renderer, cookies: cookies, audit: components.audit)
         .addRoutes(to: router, sessions: sessions)
+    ConsoleController(
+        store: components.store, renderer: renderer, access: settings.front.access, adminGroups: settings.adminGroups, audit: components.audit,
+        configuredClients: settings.provider.clients, logger: logger
+    ).addRoutes(to: sessions)
     let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions, audit: components.audit)
     forwardAuth.addRoutes(to: sessions)
     forwardAuth.addKeySetRoute(to: router)

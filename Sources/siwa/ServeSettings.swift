@@ -81,6 +81,14 @@ extension ServePlan {
         guard (0...3600).contains(checkCacheSeconds) else {
             throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
         }
+        let adminGroups = values.list("admin_groups")
+        for group in adminGroups {
+            do {
+                try GroupName.check(group)
+            } catch {
+                throw ConfigurationError(field: "admin_groups", error.description)
+            }
+        }
         let auditLog = values.string("audit_log").flatMap { $0.isEmpty ? nil : $0 }
         if let auditLog {
             let directory = (auditLog as NSString).deletingLastPathComponent
@@ -122,6 +130,7 @@ extension ServePlan {
             settings.cookieDomain = cookieDomain
             settings.checkCacheSeconds = checkCacheSeconds
             settings.auditLogPath = auditLog
+            settings.adminGroups = adminGroups
         settings.clientLimits = clientLimits
             settings.clientLimits = clientLimits
             try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
@@ -161,6 +170,7 @@ extension ServePlan {
         settings.cookieDomain = cookieDomain
         settings.checkCacheSeconds = checkCacheSeconds
         settings.auditLogPath = auditLog
+        settings.adminGroups = adminGroups
         settings.clientLimits = clientLimits
         try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
         emulator = nil

@@ -69,6 +69,8 @@ public struct ServerSettings: Sendable {
 
     /// `check_cache_seconds`: how long a session looked up stays in memory (0: every lookup asks the store).
     public var checkCacheSeconds: Int = 5
+    /// `admin_groups`: the groups whose members may use the operator's console (`/auth/admin`); empty: no console.
+    public var adminGroups: [String] = []
     /// `audit_log`: the file that gets one JSON object per audit event (`AuditTrail`); nil: the log only.
     public var auditLogPath: String?
     /// `client_header_timeout_ms` and `client_idle_timeout_ms`: how long a request head may take to arrive, and a

@@ -122,4 +122,4 @@ public protocol ProviderStore: Sendable {
 
 /// Everything the server keeps between requests. One implementation per database; chosen once at start.
 /// Each part of the server is given only the parts of it that it uses.
-public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore, GroupStore, LogoutQueue, SessionList {}
+public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore, GroupStore, LogoutQueue, SessionList, PeopleDirectory {}

@@ -65,6 +65,15 @@ public final class AuditTrail: Service, Sendable, CustomStringConvertible {
     private let written: Counter?
     private let queue: AsyncStream<AuditEvent>
     private let input: AsyncStream<AuditEvent>.Continuation
+    /// The latest events of this instance, newest last (the console's list).
+    private let latest = Mutex<[AuditEvent]>([])
+    static let kept = 1000
+
+    /// The latest events recorded here, newest first, that `matches`.
+    public func recent(limit: Int = 200, where matches: (AuditEvent) -> Bool = { _ in true }) -> [AuditEvent] {
+        Array(latest.withLock { $0 }.reversed().filter(matches).prefix(limit))
+    }
+
     /// The open file and whether it must be opened again before the next write.
     private let file = Mutex<(descriptor: Int32, reopen: Bool)>((-1, true))
 
@@ -85,6 +94,11 @@ public final class AuditTrail: Service, Sendable, CustomStringConvertible {
     public func record(_ event: AuditEvent) {
         var event = event
         event.time = Date().formatted(.iso8601)
+        let kept = event
+        latest.withLock { latest in
+            if latest.count >= Self.kept { latest.removeFirst(latest.count - Self.kept + 1) }
+            latest.append(kept)
+        }
         if case .dropped = input.yield(event) { dropped?.increment() }
     }
 

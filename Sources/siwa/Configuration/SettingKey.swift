@@ -35,7 +35,7 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("rate_limit_per_minute"), SettingKey("trusted_proxies", list: true), SettingKey("notifications_url"),
         SettingKey("public_url"), SettingKey("allowed_redirect_domains", list: true), SettingKey("allowed_emails", list: true),
         SettingKey("allowed_email_domains", list: true), SettingKey("allowed_subs", list: true),
-        SettingKey("allowed_groups", list: true), SettingKey("groups", json: true), SettingKey("access_rules", json: true), SettingKey("audit_log"),
+        SettingKey("allowed_groups", list: true), SettingKey("groups", json: true), SettingKey("access_rules", json: true), SettingKey("audit_log"), SettingKey("admin_groups", list: true),
         SettingKey("upstream"), SettingKey("upstream_timeout_ms"), SettingKey("skip_auth_routes", list: true),
         SettingKey("strip_request_headers", list: true), SettingKey("upstream_idle_timeout_ms"), SettingKey("upstream_max_connections"),
         SettingKey("client_header_timeout_ms"), SettingKey("client_idle_timeout_ms"),

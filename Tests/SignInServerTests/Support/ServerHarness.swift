@@ -34,6 +34,8 @@ struct ServerOptions: Sendable {
     var live = false
     /// `audit_log`.
     var auditLogPath: String?
+    /// `admin_groups`.
+    var adminGroups: [String] = []
     /// The front's settings (`public_url`, redirect domains, access policy), when the test needs them.
     var front: FrontSettings?
     /// `cookie_domain`.
@@ -99,6 +101,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     if let front = options.front { configured.front = front }
     configured.cookieDomain = options.cookieDomain
     configured.auditLogPath = options.auditLogPath
+    configured.adminGroups = options.adminGroups
     configured.provider = ProviderSettings(issuer: configured.front.publicOrigin, clients: options.providerClients)
     configured.provider.codeLifetime = options.providerCodeLifetime
     let settings = configured
