@@ -59,17 +59,22 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
         }
     }
 
-    /// Claims the deliveries due now and tries each, concurrently.
-    func deliverDue(now: Date = Date()) async {
-        let due: [LogoutDelivery]
-        do {
-            due = try await queue.claimLogoutDeliveries(now: now, limit: Self.batch, leaseUntil: now.addingTimeInterval(Self.lease))
-        } catch {
-            if !Task.isCancelled { logger.warning("logout deliveries not read from the store", metadata: ["error": "\(String(describing: type(of: error)))"]) }
-            return
-        }
-        await withDiscardingTaskGroup { group in
-            for delivery in due { group.addTask { await deliver(delivery) } }
+    /// Claims the deliveries due now and tries each, a batch at a time, concurrently within a batch, until fewer
+    /// than a batch are due (a mass sign-out is not held to a batch a second).
+    func deliverDue() async {
+        while !Task.isCancelled {
+            let now = Date()
+            let due: [LogoutDelivery]
+            do {
+                due = try await queue.claimLogoutDeliveries(now: now, limit: Self.batch, leaseUntil: now.addingTimeInterval(Self.lease))
+            } catch {
+                if !Task.isCancelled { logger.warning("logout deliveries not read from the store", metadata: ["error": "\(String(describing: type(of: error)))"]) }
+                return
+            }
+            await withDiscardingTaskGroup { group in
+                for delivery in due { group.addTask { await deliver(delivery) } }
+            }
+            if due.count < Self.batch { return }
         }
     }
 
