@@ -81,14 +81,7 @@ extension ServePlan {
         guard (0...3600).contains(checkCacheSeconds) else {
             throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
         }
-        let adminGroups = values.list("admin_groups")
-        for group in adminGroups {
-            do {
-                try GroupName.check(group)
-            } catch {
-                throw ConfigurationError(field: "admin_groups", error.description)
-            }
-        }
+        let adminGroups = try Self.groupNames(values, "admin_groups")
         let auditLog = values.string("audit_log").flatMap { $0.isEmpty ? nil : $0 }
         if let auditLog {
             let directory = (auditLog as NSString).deletingLastPathComponent
@@ -181,15 +174,21 @@ extension ServePlan {
 extension ServePlan {
     /// `allowed_emails`, `allowed_email_domains`, `allowed_subs`, `allowed_groups`: the global policy.
     static func accessPolicy(_ values: LayeredValues) throws -> AccessPolicy {
-        let groups = values.list("allowed_groups")
-        for group in groups {
+        let groups = try groupNames(values, "allowed_groups")
+        return AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"), groups: groups)
+    }
+
+    /// A list of group names (`allowed_groups`, `admin_groups`), each checked.
+    static func groupNames(_ values: LayeredValues, _ key: String) throws -> [String] {
+        let names = values.list(key)
+        for name in names {
             do {
-                try GroupName.check(group)
+                try GroupName.check(name)
             } catch {
-                throw ConfigurationError(field: "allowed_groups", error.description)
+                throw ConfigurationError(field: key, error.description)
             }
         }
-        return AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"), groups: groups)
+        return names
     }
 
     /// `access_rules`, the global policy and `groups` (what SIGHUP and a change of the configuration file reload). A

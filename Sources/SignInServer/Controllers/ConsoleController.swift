@@ -21,20 +21,32 @@ struct ConsoleController: Sendable {
 
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
         guard !adminGroups.isEmpty else { return }
-        sessions.get("/auth/admin", use: people)
-        sessions.get("/auth/admin/person", use: person)
-        sessions.post("/auth/admin/end", use: endSessions)
-        sessions.get("/auth/admin/groups", use: groups)
-        sessions.post("/auth/admin/groups/add", use: addMember)
-        sessions.post("/auth/admin/groups/remove", use: removeMember)
-        sessions.get("/auth/admin/clients", use: clients)
-        sessions.post("/auth/admin/clients/add", use: addClient)
-        sessions.post("/auth/admin/clients/remove", use: removeClient)
-        sessions.get("/auth/admin/audit", use: auditPage)
+        sessions.get("/auth/admin", use: guarded(people))
+        sessions.get("/auth/admin/person", use: guarded(person))
+        sessions.post("/auth/admin/end", use: guarded(endSessions))
+        sessions.get("/auth/admin/groups", use: guarded(groups))
+        sessions.post("/auth/admin/groups/add", use: guarded(addMember))
+        sessions.post("/auth/admin/groups/remove", use: guarded(removeMember))
+        sessions.get("/auth/admin/clients", use: guarded(clients))
+        sessions.post("/auth/admin/clients/add", use: guarded(addClient))
+        sessions.post("/auth/admin/clients/remove", use: guarded(removeClient))
+        sessions.get("/auth/admin/audit", use: guarded(auditPage))
+    }
+
+    /// `handler` for an operator only (`operatorOf`): anyone else gets the sign-in or the 403 page first.
+    private func guarded(
+        _ handler: @escaping @Sendable (Request, ServerContext, Operator) async throws -> Response
+    ) -> @Sendable (Request, ServerContext) async throws -> Response {
+        { request, context in
+            switch try operatorOf(request, context) {
+            case .success(let op): return try await handler(request, context, op)
+            case .failure(let answer): return answer
+            }
+        }
     }
 
     /// Who is operating: a signed-in member of `admin_groups`.
-    struct Operator {
+    struct Operator: Sendable {
         let session: SessionRecord
         let user: UserRecord
         var name: String { user.email ?? user.subject }
@@ -87,12 +99,7 @@ struct ConsoleController: Sendable {
 
     // MARK: people
 
-    @Sendable func people(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func people(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         let query = String((request.uri.queryParameters.get("q") ?? "").prefix(200))
         let found: [UserRecord]
         do { found = try await store.searchPeople(query, limit: 50) } catch { throw unavailable(error, retry: "/auth/admin") }
@@ -100,12 +107,7 @@ struct ConsoleController: Sendable {
         return page(request, op, ["people": ["query": query, "list": list]])
     }
 
-    @Sendable func person(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func person(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         let language = request.pageLanguage
         guard let sub = request.uri.queryParameters.get("sub").map({ String($0) }) else { throw ErrorPage.notFound }
         let user: UserRecord?
@@ -134,12 +136,7 @@ struct ConsoleController: Sendable {
     }
 
     /// `POST /auth/admin/end`: `sub` and `sid` (one session's public id, or `all`).
-    @Sendable func endSessions(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func endSessions(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         let fields = try await form(request, op)
         guard let sub = fields["sub"], let sid = fields["sid"] else { throw ErrorPage.notFound }
         do {
@@ -152,12 +149,7 @@ struct ConsoleController: Sendable {
 
     // MARK: groups
 
-    @Sendable func groups(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func groups(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         return groupsPage(request, op, error: request.uri.queryParameters.get("error").map { String($0) })
     }
 
@@ -177,20 +169,15 @@ struct ConsoleController: Sendable {
         return page(request, op, values)
     }
 
-    @Sendable func addMember(_ request: Request, context: ServerContext) async throws -> Response {
-        try await changeMember(request, context, adding: true)
+    @Sendable func addMember(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
+        try await changeMember(request, context, op, adding: true)
     }
 
-    @Sendable func removeMember(_ request: Request, context: ServerContext) async throws -> Response {
-        try await changeMember(request, context, adding: false)
+    @Sendable func removeMember(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
+        try await changeMember(request, context, op, adding: false)
     }
 
-    private func changeMember(_ request: Request, _ context: ServerContext, adding: Bool) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    private func changeMember(_ request: Request, _ context: ServerContext, _ op: Operator, adding: Bool) async throws -> Response {
         let fields = try await form(request, op)
         let group = fields["group"] ?? ""
         let member: String
@@ -215,12 +202,7 @@ struct ConsoleController: Sendable {
 
     // MARK: clients
 
-    @Sendable func clients(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func clients(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         return try await clientsPage(request, op, secret: nil, error: nil)
     }
 
@@ -243,12 +225,7 @@ struct ConsoleController: Sendable {
         return response
     }
 
-    @Sendable func addClient(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func addClient(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         let fields = try await form(request, op)
         let isPublic = fields["public"] == "yes"
         let secret = isPublic ? nil : RandomToken.generate()
@@ -272,12 +249,7 @@ struct ConsoleController: Sendable {
         return try await clientsPage(request, op, secret: secret, error: nil)
     }
 
-    @Sendable func removeClient(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func removeClient(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         let fields = try await form(request, op)
         let clientID = fields["client_id"] ?? ""
         do {
@@ -290,12 +262,7 @@ struct ConsoleController: Sendable {
 
     // MARK: audit
 
-    @Sendable func auditPage(_ request: Request, context: ServerContext) async throws -> Response {
-        let op: Operator
-        switch try operatorOf(request, context) {
-        case .success(let found): op = found
-        case .failure(let answer): return answer
-        }
+    @Sendable func auditPage(_ request: Request, context: ServerContext, op: Operator) async throws -> Response {
         let who = String((request.uri.queryParameters.get("who") ?? "").prefix(200)).lowercased()
         let event = String((request.uri.queryParameters.get("event") ?? "").prefix(64))
         let since = String((request.uri.queryParameters.get("since") ?? "").prefix(32))
