@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import JOSE
+import ServiceLifecycle
 @testable import SignInServer
 import Testing
 
@@ -88,6 +89,27 @@ struct SessionsPageTests {
             _ = try await h.get("/auth/check", cookies: [h.sessionCookie: mac])
             #expect(try h.database.read { try Double.fetchOne($0, sql: "SELECT last_used_at FROM sessions") } == 1000)
             await SessionTouchWriter(store: h.store, logger: h.logs.logger).flush()
+            let lastUsed = try h.database.read { try Double.fetchOne($0, sql: "SELECT last_used_at FROM sessions") }
+            #expect(lastUsed.map { abs($0 - Date().timeIntervalSince1970) < 60 } == true)
+        }
+    }
+
+    @Test("last uses noted but not yet written are written when siwa shuts down gracefully")
+    func touchesSurviveShutdown() async throws {
+        var options = ServerOptions()
+        options.live = true
+        try await withServer(options) { h in
+            let mac = try #require(try await h.signIn(userAgent: Self.mac).session)
+            _ = try h.database.write { try $0.execute(sql: "UPDATE sessions SET last_used_at = 1000") }
+            h.store.sessions.invalidateAll()
+            // The server's own writer (every 30 s) has not run yet; a second one, stopped gracefully, writes at once.
+            _ = try await h.get("/auth/check", cookies: [h.sessionCookie: mac])
+            let writer = SessionTouchWriter(store: h.store, interval: .seconds(3600), logger: h.logs.logger)
+            let group = ServiceGroup(configuration: .init(services: [writer], logger: h.logs.logger))
+            let running = Task { try await group.run() }
+            try await Task.sleep(for: .milliseconds(100))
+            await group.triggerGracefulShutdown()
+            try await running.value
             let lastUsed = try h.database.read { try Double.fetchOne($0, sql: "SELECT last_used_at FROM sessions") }
             #expect(lastUsed.map { abs($0 - Date().timeIntervalSince1970) < 60 } == true)
         }

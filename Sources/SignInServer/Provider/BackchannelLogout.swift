@@ -5,6 +5,7 @@ import JOSE
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// OpenID Connect Back-Channel Logout 1.0: when a siwa session ends for any reason but expiry, each client that
 /// issued tokens in it is sent a Logout Token. The store queues a delivery in the very transaction that ends the
@@ -18,8 +19,8 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
     static let giveUpAfter: TimeInterval = 86_400
     /// How long one POST may take.
     static let requestTimeout = TimeAmount.seconds(5)
-    /// Deliveries claimed at once, and how long a claim holds before another instance may take it back.
-    static let batch = 16
+    /// Deliveries in flight at once, and how long a claim holds before another instance may take it back.
+    static let inFlightLimit = 32
     static let lease: TimeInterval = 60
 
     let queue: any LogoutQueue
@@ -38,6 +39,11 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
         min(3600, 5 * pow(2, Double(max(0, attempts - 1))))
     }
 
+    /// How many deliveries are in flight (shared by the loop and the deliveries' tasks).
+    final class InFlight: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
     /// The claims of a Logout Token (§2.4): no `nonce`, the back-channel logout event.
     struct LogoutClaims: Encodable {
         var iss: String
@@ -50,31 +56,36 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
         var events: [String: [String: String]] = ["http://schemas.openid.net/event/backchannel-logout": [:]]
     }
 
+    /// Claims what is due whenever there is room among the deliveries in flight (`inFlightLimit`), each delivered on
+    /// its own: a client that cannot be reached holds up only its own deliveries, for their request timeout, never
+    /// another client's; a mass sign-out is claimed again at once while room and deliveries remain.
     public func run() async throws {
+        let inFlight = InFlight()
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                await deliverDue()
-                try? await Task.sleep(for: interval)
-            }
-        }
-    }
-
-    /// Claims the deliveries due now and tries each, a batch at a time, concurrently within a batch, until fewer
-    /// than a batch are due (a mass sign-out is not held to a batch a second).
-    func deliverDue() async {
-        while !Task.isCancelled {
-            let now = Date()
-            let due: [LogoutDelivery]
-            do {
-                due = try await queue.claimLogoutDeliveries(now: now, limit: Self.batch, leaseUntil: now.addingTimeInterval(Self.lease))
-            } catch {
-                if !Task.isCancelled { logger.warning("logout deliveries not read from the store", metadata: ["error": "\(String(describing: type(of: error)))"]) }
-                return
-            }
             await withDiscardingTaskGroup { group in
-                for delivery in due { group.addTask { await deliver(delivery) } }
+                while !Task.isCancelled {
+                    let room = Self.inFlightLimit - inFlight.count.load(ordering: .relaxed)
+                    var claimed = 0
+                    if room > 0 {
+                        let now = Date()
+                        do {
+                            let due = try await queue.claimLogoutDeliveries(now: now, limit: room, leaseUntil: now.addingTimeInterval(Self.lease))
+                            claimed = due.count
+                            for delivery in due {
+                                inFlight.count.add(1, ordering: .relaxed)
+                                group.addTask {
+                                    await deliver(delivery)
+                                    inFlight.count.subtract(1, ordering: .relaxed)
+                                }
+                            }
+                        } catch {
+                            if !Task.isCancelled { logger.warning("logout deliveries not read from the store", metadata: ["error": "\(String(describing: type(of: error)))"]) }
+                        }
+                    }
+                    // More may be due at once when the room filled; otherwise look again after the interval.
+                    if claimed == 0 || claimed < room { try? await Task.sleep(for: interval) } else { try? await Task.sleep(for: .milliseconds(20)) }
+                }
             }
-            if due.count < Self.batch { return }
         }
     }
 

@@ -29,11 +29,24 @@ public struct SessionTouchWriter: Service, CustomStringConvertible {
     }
 
     public func run() async throws {
-        await cancelWhenGracefulShutdown {
+        // The ticker is stopped by a graceful shutdown, and what it noted last is then written here, in this task,
+        // which the shutdown does not cancel (a cancelled task's store write would fail and lose them).
+        let interval = interval
+        let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
+                if Task.isCancelled { break }
                 await flush()
             }
+        }
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await ticker.value
+            } onGracefulShutdown: {
+                ticker.cancel()
+            }
+        } onCancel: {
+            ticker.cancel()
         }
         await flush()
     }
