@@ -108,14 +108,40 @@ public final class AccessControl: Sendable {
     }
 
     private struct State: Sendable {
-        var configuration: AccessConfiguration
+        var configuration: AccessConfiguration {
+            didSet { rules = skipRoutes + configuration.rules }
+        }
         /// `skip_auth_routes`, as public rules ahead of `access_rules`.
-        var skipRoutes: [AccessRule]
+        var skipRoutes: [AccessRule] {
+            didSet { rules = skipRoutes + configuration.rules }
+        }
         var storeMembers: [(group: String, member: GroupMember)]
-        var directory: GroupDirectory
+        var directory: GroupDirectory {
+            didSet { personGroups.removeAll() }
+        }
+        /// Every rule in order (kept, not joined at each decision: the hot paths ask on every request).
+        var rules: [AccessRule]
         /// Which rule a request matched, by request: regexes are not matched again for a path seen lately.
         var matches: [AccessRequest: Match] = [:]
-        var rules: [AccessRule] { skipRoutes + configuration.rules }
+        /// A person's groups by subject, with the email they were worked out for, until the groups change.
+        var personGroups: [String: (email: String?, groups: [String])] = [:]
+
+        init(configuration: AccessConfiguration, skipRoutes: [AccessRule], directory: GroupDirectory) {
+            self.configuration = configuration
+            self.skipRoutes = skipRoutes
+            self.storeMembers = []
+            self.directory = directory
+            rules = skipRoutes + configuration.rules
+        }
+
+        /// The groups of `subject` with `email` now.
+        mutating func groups(subject: String, email: String?) -> [String] {
+            if let known = personGroups[subject], known.email == email { return known.groups }
+            let groups = directory.groups(subject: subject, email: email)
+            if personGroups.count >= AccessControl.cachedMatches { personGroups.removeAll(keepingCapacity: true) }
+            personGroups[subject] = (email, groups)
+            return groups
+        }
     }
 
     /// Entries of the match cache before it starts afresh (a flood of distinct paths costs their regexes, no memory).
@@ -131,7 +157,7 @@ public final class AccessControl: Sendable {
 
     public init(_ configuration: AccessConfiguration = AccessConfiguration(), skipRoutes: [SkipAuthRoute] = []) {
         state = Mutex(State(
-            configuration: configuration, skipRoutes: skipRoutes.enumerated().map { AccessRule(skipRoute: $1, index: $0) }, storeMembers: [],
+            configuration: configuration, skipRoutes: skipRoutes.enumerated().map { AccessRule(skipRoute: $1, index: $0) },
             directory: GroupDirectory(configuration: configuration.groups)
         ))
     }
@@ -180,7 +206,7 @@ public final class AccessControl: Sendable {
 
     /// The groups of the person with `subject` and `email` now, sorted.
     public func groups(subject: String, email: String?) -> [String] {
-        state.withLock { $0.directory.groups(subject: subject, email: email) }
+        state.withLock { $0.groups(subject: subject, email: email) }
     }
 
     /// The decision for `request` by the person (`subject`, `email`; nil for no one signed in), narrowed for one
@@ -204,7 +230,7 @@ public final class AccessControl: Sendable {
                 switch rule.policy {
                 case .public: return AccessJudgement(verdict: .public, rule: label, groups: [])
                 case .deny:
-                    let groups = subject.map { state.directory.groups(subject: $0, email: email) } ?? []
+                    let groups = subject.map { state.groups(subject: $0, email: email) } ?? []
                     return AccessJudgement(verdict: .deny, rule: label, groups: groups)
                 case .allow(let allowed): policy = allowed
                 }
@@ -215,12 +241,12 @@ public final class AccessControl: Sendable {
                 let rule = state.rules[index]
                 guard let subject else { return AccessJudgement(verdict: .signIn, rule: rule.label, groups: []) }
                 return AccessJudgement(
-                    verdict: .deny, rule: rule.label, groups: state.directory.groups(subject: subject, email: email),
+                    verdict: .deny, rule: rule.label, groups: state.groups(subject: subject, email: email),
                     reason: "rule \(rule.label) names the request's host, method or path, which the proxy did not pass (X-Forwarded-Host, X-Forwarded-Method, X-Forwarded-Uri or X-Original-URI from a trusted proxy): refused rather than guessed"
                 )
             }
             guard let subject else { return AccessJudgement(verdict: .signIn, rule: label, groups: []) }
-            let groups = state.directory.groups(subject: subject, email: email)
+            let groups = state.groups(subject: subject, email: email)
             let allowed = policy.allows(subject: subject, email: email, groups: groups)
                 && narrowing.allSatisfy { $0.allows(subject: subject, email: email, groups: groups) }
             return AccessJudgement(verdict: allowed ? .allow : .deny, rule: label, groups: groups)
