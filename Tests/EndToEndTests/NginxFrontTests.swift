@@ -16,14 +16,14 @@ struct NginxFrontTests {
         return block.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(siwa)").replacingOccurrences(of: "127.0.0.1:3000", with: "127.0.0.1:\(app)")
     }
 
-    /// The first nginx block of the README after `heading`.
+    /// The first nginx block of docs/front.md (In front of a site) after `heading`.
     static func readmeBlock(after heading: String) throws -> String {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: root.appendingPathComponent("docs/front.md"), encoding: .utf8)
         guard let found = readme.range(of: heading),
             let open = readme.range(of: "```nginx\n", range: found.upperBound..<readme.endIndex),
             let close = readme.range(of: "```", range: open.upperBound..<readme.endIndex)
-        else { throw EndToEndError("README.md has no nginx block after \(heading)") }
+        else { throw EndToEndError("docs/front.md has no nginx block after \(heading)") }
         return String(readme[open.upperBound..<close.lowerBound])
     }
 
