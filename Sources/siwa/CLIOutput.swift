@@ -4,8 +4,8 @@ import Logging
 /// The command line's own output channels (the only place `print` is used).
 enum CLIOutput {
     /// Writes one line to standard error.
-    static func stdout(_ text: String) {
-        print(text)
+    static func stdout(_ text: String, terminator: String = "\n") {
+        print(text, terminator: terminator)
     }
 
     static func stderr(_ line: String) {

@@ -6,7 +6,8 @@ import Foundation
 struct ClientSecretCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "client-secret",
-        abstract: "Print a client secret JWT on stdout and its expiry on stderr."
+        abstract: "Print a client secret JWT on stdout and its expiry on stderr.",
+        discussion: "Example: siwa client-secret --team-id ABCDE12345 --key-id XYZ9876543 --key-file AuthKey_XYZ9876543.p8 --client-id com.example.web"
     )
 
     @Option(help: "Team ID (10 characters).") var teamId: String

@@ -8,7 +8,7 @@ struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
         abstract: "Check the configuration `siwa serve` would use, and with --online, Apple's answer to it.",
-        discussion: LayeredValues.help
+        discussion: "Example: siwa doctor --config siwa.json --online\n\n" + LayeredValues.help
     )
 
     @Flag(help: "Also fetch Apple's key set and probe the token endpoint with a dummy code.") var online = false

@@ -12,6 +12,7 @@ struct EmulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "emulator",
         abstract: "Run the local emulator of appleid.apple.com, or send it commands.",
+        discussion: "Example: siwa emulator run --port 9090",
         subcommands: [EmulatorRunCommand.self, EmulatorNotifyCommand.self],
         defaultSubcommand: EmulatorRunCommand.self
     )
@@ -32,7 +33,7 @@ func loadEmulatorConfiguration(_ path: String?) throws -> EmulatorConfiguration 
 
 /// `siwa emulator [run]`.
 struct EmulatorRunCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "run", abstract: "Serve the emulator (the default).")
+    static let configuration = CommandConfiguration(commandName: "run", abstract: "Serve the emulator (the default).", discussion: "Example: siwa emulator run --port 9090")
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on.") var port = 9090
@@ -59,7 +60,10 @@ struct EmulatorRunCommand: AsyncParsableCommand {
 
 /// `siwa emulator notify`: asks a running emulator to send a server-to-server notification.
 struct EmulatorNotifyCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "notify", abstract: "Send a server-to-server notification through a running emulator.")
+    static let configuration = CommandConfiguration(
+        commandName: "notify", abstract: "Send a server-to-server notification through a running emulator.",
+        discussion: "Example: siwa emulator notify --type consent-revoked --sub 000123.a1b2c3d4e5f60718293a4b5c6d7e8f90.1234"
+    )
 
     @Option(help: "email-disabled, email-enabled, consent-revoked or account-delete.") var type: String
     @Option(help: "The user's sub.") var sub: String

@@ -11,6 +11,7 @@ struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "List or rotate siwa's signing keys (the identity assertion's and the OpenID Provider's).",
+        discussion: "Example: siwa keys rotate --db postgres://siwa@db/siwa --algorithm all",
         subcommands: [List.self, Rotate.self]
     )
 
@@ -21,7 +22,7 @@ struct KeysCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "One line per key: kid, algorithm, published, active from, retiring at.")
+        static let configuration = CommandConfiguration(abstract: "One line per key: kid, algorithm, published, active from, retiring at.", discussion: "Example: siwa keys list --db ./siwa.sqlite")
         @OptionGroup var options: Options
 
         func run() async throws {
@@ -37,7 +38,8 @@ struct KeysCommand: AsyncParsableCommand {
 
     struct Rotate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Publish a new key now, sign with it after --activate-after seconds, and retire the current keys --retire-after seconds after that."
+            abstract: "Publish a new key now, sign with it after --activate-after seconds, and retire the current keys --retire-after seconds after that.",
+            discussion: "Example: siwa keys rotate --activate-after 600 --retire-after 3600"
         )
         @OptionGroup var options: Options
         @Option(help: "Seconds before the new key signs (upstreams cache the key set for up to 300 s).") var activateAfter: Int = 600

@@ -11,7 +11,8 @@ import SignInServer
 struct MigrateUsersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate-users",
-        abstract: "Record each user's transfer_sub for a team transfer (Apple's /auth/usermigrationinfo)."
+        abstract: "Record each user's transfer_sub for a team transfer (Apple's /auth/usermigrationinfo).",
+        discussion: "Example: siwa migrate-users --config siwa.json --target-team NEWTEAM123"
     )
 
     @Option(help: "The Team ID the app is moving to.") var targetTeam: String

@@ -9,13 +9,15 @@ struct OIDCCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "oidc",
         abstract: "Register, list and remove the apps that sign their users in through siwa's OpenID Provider.",
+        discussion: "Example: siwa oidc add-client grafana --redirect-uri https://grafana.example.com/login/generic_oauth",
         subcommands: [AddClient.self, ListClients.self, RemoveClient.self]
     )
 
     struct AddClient: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add-client",
-            abstract: "Register a client; prints its client_id and, for a confidential client, its client_secret (shown once, stored hashed)."
+            abstract: "Register a client; prints its client_id and, for a confidential client, its client_secret (shown once, stored hashed).",
+            discussion: "Example: siwa oidc add-client wiki --redirect-uri https://wiki.example.com/cb --allowed-group staff --backchannel-logout-uri https://wiki.example.com/logout"
         )
         @OptionGroup var options: KeysCommand.Options
         @Argument(help: "The client_id (printable ASCII, no spaces).") var name: String
@@ -52,7 +54,9 @@ struct OIDCCommand: AsyncParsableCommand {
     }
 
     struct ListClients: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list-clients", abstract: "One line per client registered in the store (never its secret).")
+        static let configuration = CommandConfiguration(
+            commandName: "list-clients", abstract: "One line per client registered in the store (never its secret).", discussion: "Example: siwa oidc list-clients --db ./siwa.sqlite"
+        )
         @OptionGroup var options: KeysCommand.Options
 
         func run() async throws {
@@ -70,7 +74,9 @@ struct OIDCCommand: AsyncParsableCommand {
     }
 
     struct RemoveClient: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "remove-client", abstract: "Remove a client and revoke every token issued to it.")
+        static let configuration = CommandConfiguration(
+            commandName: "remove-client", abstract: "Remove a client and revoke every token issued to it.", discussion: "Example: siwa oidc remove-client wiki"
+        )
         @OptionGroup var options: KeysCommand.Options
         @Argument(help: "The client_id.") var name: String
 

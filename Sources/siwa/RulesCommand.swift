@@ -9,6 +9,7 @@ struct RulesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rules",
         abstract: "Check which access rule decides a request, and its verdict.",
+        discussion: "Example: siwa rules test --config siwa.json https://grafana.example.com/admin/ --email ada@example.com",
         subcommands: [Test.self]
     )
 

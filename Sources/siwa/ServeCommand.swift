@@ -13,7 +13,7 @@ struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Serve the sign-in site. Without Apple credentials: local mode, Apple emulated in process.",
-        discussion: LayeredValues.help
+        discussion: "Example: siwa serve --upstream http://127.0.0.1:3000 --allowed-email-domains example.com\n\n" + LayeredValues.help
     )
 
     @Flag(help: "Print the effective configuration, where each value came from (secrets redacted), and exit.")

@@ -52,7 +52,8 @@ func readTokenArgument(_ argument: String) -> String {
 struct VerifyTokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify-token",
-        abstract: "Verify an Apple identity token and print its claims as JSON."
+        abstract: "Verify an Apple identity token and print its claims as JSON.",
+        discussion: "Example: siwa verify-token - --audience com.example.web < id_token.txt"
     )
 
     @Argument(help: "The id_token, or - to read it from standard input.") var token: String
@@ -76,7 +77,8 @@ struct VerifyTokenCommand: AsyncParsableCommand {
 struct VerifyNotificationCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify-notification",
-        abstract: "Verify an Apple server-to-server notification and print its event as JSON."
+        abstract: "Verify an Apple server-to-server notification and print its event as JSON.",
+        discussion: "Example: siwa verify-notification - --audience com.example.web < notification.json"
     )
 
     @Argument(help: "The notification: the JWS, the whole {\"payload\": ...} body, or - for standard input.") var payload: String

@@ -1,4 +1,5 @@
 import AppleSignIn
+import ArgumentParser
 import Foundation
 import Logging
 import NIOCore
@@ -19,6 +20,23 @@ struct ConfigurationLayersTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         for (name, text) in files { try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8) }
         return directory
+    }
+
+    @Test("siwa --help and every subcommand's help say what it does in one line and show an example")
+    func helpShowsExamples() {
+        func walk(_ command: any ParsableCommand.Type, _ path: String) {
+            let configuration = command.configuration
+            #expect(!configuration.abstract.isEmpty && !configuration.abstract.contains("\n"), "\(path): one line saying what it does")
+            #expect(Siwa.helpMessage(for: command).contains("Example: siwa"), "\(path): an example")
+            for sub in configuration.subcommands { walk(sub, path + " " + (sub.configuration.commandName ?? "?")) }
+        }
+        walk(Siwa.self, "siwa")
+    }
+
+    @Test("docs/configuration.md is what siwa config reference prints: it never drifts from the keys the code knows")
+    func referenceGenerated() throws {
+        let committed = try String(contentsOf: Self.root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        #expect(committed == ConfigCommand.reference, "run: swift run siwa config reference > docs/configuration.md")
     }
 
     @Test("the configuration reference (docs/configuration.md) lists exactly the keys the code knows, each with its environment variable")

@@ -1,5 +1,6 @@
 /// One configuration key of `siwa serve` and `siwa doctor`: a file key, `SIWA_<KEY>` in the environment (and in
-/// `.env`), and the flag `--<key-with-dashes>`. The README's configuration table lists the same keys (tested).
+/// `.env`), and the flag `--<key-with-dashes>`. docs/configuration.md is made from these
+/// (`siwa config reference`, tested to be its output).
 struct SettingKey: Sendable, Hashable {
     /// The name in the config file, e.g. `data_key`.
     let name: String
@@ -12,11 +13,17 @@ struct SettingKey: Sendable, Hashable {
     /// JSON in the file.
     let isJSON: Bool
 
-    init(_ name: String, secret: Bool = false, list: Bool = false, json: Bool = false) {
+    /// The default as the configuration reference shows it (Markdown), and what the key does.
+    let defaultText: String
+    let help: String
+
+    init(_ name: String, secret: Bool = false, list: Bool = false, json: Bool = false, default defaultText: String = "none", help: String = "") {
         self.name = name
         self.isSecret = secret
         self.isList = list
         self.isJSON = json
+        self.defaultText = defaultText
+        self.help = help
     }
 
     /// `SIWA_DATA_KEY`.
@@ -26,20 +33,52 @@ struct SettingKey: Sendable, Hashable {
 
     /// Every key, in the README's order.
     static let all: [SettingKey] = [
-        SettingKey("host"), SettingKey("port"), SettingKey("socket"), SettingKey("db"), SettingKey("emulator_port"),
-        SettingKey("team_id"), SettingKey("key_id"), SettingKey("key_file"), SettingKey("services_id"),
-        SettingKey("return_url", list: true), SettingKey("extra_audiences", list: true), SettingKey("apple_base_url"),
-        SettingKey("accepted_issuers", list: true), SettingKey("client_secret_lifetime"), SettingKey("session_lifetime"),
-        SettingKey("button_style"), SettingKey("button_title"), SettingKey("button_height"), SettingKey("button_corner_radius"),
-        SettingKey("apple_timeout_ms"), SettingKey("log_level"), SettingKey("data_key", secret: true, list: true),
-        SettingKey("rate_limit_per_minute"), SettingKey("trusted_proxies", list: true), SettingKey("notifications_url"),
-        SettingKey("public_url"), SettingKey("allowed_redirect_domains", list: true), SettingKey("allowed_emails", list: true),
-        SettingKey("allowed_email_domains", list: true), SettingKey("allowed_subs", list: true),
-        SettingKey("allowed_groups", list: true), SettingKey("groups", json: true), SettingKey("access_rules", json: true), SettingKey("audit_log"), SettingKey("admin_groups", list: true),
-        SettingKey("upstream"), SettingKey("upstream_timeout_ms"), SettingKey("skip_auth_routes", list: true),
-        SettingKey("strip_request_headers", list: true), SettingKey("upstream_idle_timeout_ms"), SettingKey("upstream_max_connections"),
-        SettingKey("client_header_timeout_ms"), SettingKey("client_idle_timeout_ms"),
-        SettingKey("cookie_domain"), SettingKey("check_cache_seconds"), SettingKey("oidc_clients", secret: true, json: true),
+        SettingKey("host", default: "`127.0.0.1`", help: "listen address"),
+        SettingKey("port", default: "`8080`", help: "listen port"),
+        SettingKey("socket", default: "—", help: "a Unix socket to listen on instead of `host`:`port`, for nginx or Caddy on the same machine (faster than loopback TCP); needs `public_url`; its peers are trusted as proxies (the socket is mode 0660: add the proxy's user to siwa's group)"),
+        SettingKey("db", default: "`./siwa.sqlite`", help: "SQLite database path"),
+        SettingKey("emulator_port", default: "`9090`", help: "in-process emulator port (local mode)"),
+        SettingKey("team_id", default: "—", help: "Team ID (Apple mode)"),
+        SettingKey("key_id", default: "—", help: "Key ID of the `.p8` key (Apple mode)"),
+        SettingKey("key_file", default: "—", help: "path of `AuthKey_<KEYID>.p8` (Apple mode)"),
+        SettingKey("services_id", default: "—", help: "Services ID, the web `client_id` (Apple mode)"),
+        SettingKey("return_url", list: true, default: "—", help: "return URL(s), comma-separated, exactly as registered; the first is used"),
+        SettingKey("extra_audiences", list: true, default: "none", help: "bundle IDs of native apps whose tokens are accepted"),
+        SettingKey("apple_base_url", default: "`https://appleid.apple.com`", help: "where Apple is (point it at an emulator)"),
+        SettingKey("accepted_issuers", list: true, default: "`https://appleid.apple.com`", help: "accepted `iss` values (also in local mode: the emulator signs as Apple)"),
+        SettingKey("client_secret_lifetime", default: "`86400`", help: "seconds, at most 15777000"),
+        SettingKey("session_lifetime", default: "`604800`", help: "seconds"),
+        SettingKey("button_style", default: "`black`", help: "`black`, `white`, `white-outline`"),
+        SettingKey("button_title", default: "`sign-in`", help: "`sign-in`, `continue`, `sign-up`"),
+        SettingKey("button_height", default: "`44`", help: "CSS pixels, 30–64"),
+        SettingKey("button_corner_radius", default: "`8`", help: "CSS pixels"),
+        SettingKey("apple_timeout_ms", default: "`10000`", help: "timeout of every call to Apple"),
+        SettingKey("log_level", default: "`info`", help: "`trace` … `critical`"),
+        SettingKey("data_key", secret: true, list: true, default: "local mode: created in `<db>.key` (mode 0600)", help: "AES-256 keys (base64, 32 bytes), comma-separated, newest first; required in Apple mode. New tokens are sealed with the first, all listed keys open. Refresh tokens sealed with a key you remove can no longer be read: their users' refresh checks and revocation on deletion are skipped (deletion itself still completes)"),
+        SettingKey("rate_limit_per_minute", default: "`60`", help: "sign-in starts, callbacks and native sign-ins per client and minute (0: off)"),
+        SettingKey("trusted_proxies", list: true, default: "none", help: "proxies whose `X-Forwarded-*` headers are believed: IP addresses or CIDR ranges (`127.0.0.1`, `10.0.0.0/8`, `::1`, `fd00::/8`); a peer seen as `::ffff:10.0.0.7` (siwa on `--host ::`) matches as `10.0.0.7`; anything else stops `serve`"),
+        SettingKey("notifications_url", default: "—", help: "checked by `siwa doctor` (the URL registered for server-to-server notifications)"),
+        SettingKey("public_url", default: "the return URL's origin", help: "where browsers reach siwa (`https://auth.example.com`): the base of every absolute URL the front writes (the forward-auth redirect to the sign-in, the denied page's sign-out link, the assertion's `iss`; in local mode the return URL); `siwa doctor` checks it against the return URL's host"),
+        SettingKey("allowed_redirect_domains", list: true, default: "none", help: "hosts an `rd` URL may name after sign-in or sign-out (`app.example.com` on any port; `.example.com` for its subdomains; no `*` or port: refused at start); `https` only, or `http` on loopback. `public_url`'s own host is always allowed"),
+        SettingKey("allowed_emails", list: true, default: "anyone", help: "forward-auth: these emails may pass (any rule passing is enough; all three empty = any Apple user)"),
+        SettingKey("allowed_email_domains", list: true, default: "anyone", help: "forward-auth: emails on these domains may pass; a private relay address only when `privaterelay.appleid.com` is listed"),
+        SettingKey("allowed_subs", list: true, default: "anyone", help: "forward-auth: these Apple `sub`s may pass"),
+        SettingKey("allowed_groups", list: true, default: "anyone", help: "members of these groups may pass (with the three above, the global policy: it decides a request no rule of `access_rules` matches)"),
+        SettingKey("groups", json: true, default: "none", help: "groups declared in configuration: a JSON object of names (`[a-z0-9][a-z0-9_.-]*`) to members (`ada@example.com`, `@example.com`, `sub:<Apple sub>`), JSON text in the environment and on the command line; joined with the store's (`siwa groups`); reloaded on SIGHUP and when the file changes"),
+        SettingKey("access_rules", json: true, default: "none", help: "an ordered JSON array of rules, the first match decides (see [Who may enter which app](access.md)): `hosts`, `paths`, `methods`, `policy` (`public`, `deny`, `allow` with `emails`, `email_domains`, `subs`, `groups`); a bad rule stops the start naming its index and field; reloaded on SIGHUP and when the file changes"),
+        SettingKey("audit_log", default: "none", help: "a file that gets one JSON object per audit event (sign-ins, sign-outs, denied decisions, changes of groups, rules and clients), appended, reopened on SIGHUP"),
+        SettingKey("admin_groups", list: true, default: "none", help: "the groups whose members may use the operator's console at `/auth/admin` (people, their sessions, groups, OpenID clients, the latest audit events); empty: no console"),
+        SettingKey("upstream", default: "none", help: "the built-in proxy: the site siwa stands in front of (`http://127.0.0.1:3000`, an absolute `http`/`https` URL); every path siwa does not own is passed to it for people the access policy lets in (see The built-in proxy)"),
+        SettingKey("upstream_timeout_ms", default: "`30000`", help: "how long siwa waits for the upstream's response headers once the request has been sent (then 504); a body that has started is never cut"),
+        SettingKey("skip_auth_routes", list: true, default: "none", help: "routes passed to the upstream without a sign-in and without identity headers: `METHOD=regex`, `*=regex` or a bare regex, searched in the normalized path (see \"What the door refuses\" in [In front of a site](front.md); anchor it: `GET=^/health$`); in the config file a JSON array, which is how a regex with a comma is written"),
+        SettingKey("strip_request_headers", list: true, default: "none", help: "more client headers never passed to the upstream, besides siwa's own list (see \"What the door refuses\"); `_` and `-` are one"),
+        SettingKey("upstream_idle_timeout_ms", default: "300000", help: "an upstream answer's body, or a WebSocket, silent this long (no byte either way) is ended"),
+        SettingKey("upstream_max_connections", default: "512", help: "at most this many requests and WebSockets at the upstream at once; as many more wait in line, for at most `upstream_timeout_ms`; past that, the 503 page"),
+        SettingKey("client_header_timeout_ms", default: "10000", help: "a request head must arrive whole within this of its first byte, or the client gets 408 and the connection ends"),
+        SettingKey("client_idle_timeout_ms", default: "75000", help: "a kept-alive client connection with no request in progress ends after this"),
+        SettingKey("cookie_domain", default: "none", help: "a parent domain of siwa's host (`.example.com`): the session cookie is set for it (`__Secure-siwa_session`, `Domain=example.com`), so sites on sibling hosts behind one siwa see one session; must cover the host of `public_url` and of the return URL"),
+        SettingKey("check_cache_seconds", default: "`5`", help: "how long a session looked up stays in this instance's memory (0: every request asks the store); how stale a sign-out can be seen is in \"Put siwa in front of your site\""),
+        SettingKey("oidc_clients", secret: true, json: true, default: "none", help: "the OpenID Provider's clients: a JSON array of `{\"client_id\", \"client_secret\", \"redirect_uris\", \"post_logout_redirect_uris\", \"scopes\", \"public\", \"id_token_signed_response_alg\"}` (JSON text in the environment and on the command line, plain JSON in the file); secret, redacted wherever configuration is printed. Clients can also be registered in the store with `siwa oidc add-client`"),
     ]
 
     /// The key named `name`, if there is one.
