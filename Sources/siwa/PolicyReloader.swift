@@ -19,7 +19,17 @@ struct PolicyReloader: Service, CustomStringConvertible {
     let front: FrontSettings
     let logger: Logger
     /// The config file to watch; nil watches none.
-    var watched: String?
+    let watched: String?
+    /// The file as it was when the configuration in force was read: a change made before the watch starts counts.
+    private let readStamp: String?
+
+    init(arguments: [String], front: FrontSettings, logger: Logger, watched: String? = nil) {
+        self.arguments = arguments
+        self.front = front
+        self.logger = logger
+        self.watched = watched
+        readStamp = watched.flatMap(Self.stamp)
+    }
 
     func run() async throws {
         let hangups = await UnixSignalsSequence(trapping: .sighup)
@@ -38,7 +48,7 @@ struct PolicyReloader: Service, CustomStringConvertible {
     /// Reloads when `path`'s modification time or size changes (an editor that writes a new file and renames it
     /// included), until cancelled.
     private func watch(_ path: String) async throws {
-        var seen = Self.stamp(path)
+        var seen = readStamp
         while !Task.isCancelled {
             try await Task.sleep(for: .seconds(1))
             let now = Self.stamp(path)

@@ -335,7 +335,7 @@ struct ConfigurationLayersTests {
         try #"{"allowed_emails": ["b@example.org"], "groups": {"ops": ["b@example.org"]}, "access_rules": [{"paths": ["^/x"], "policy": "deny"}]}"#
             .write(to: file, atomically: true, encoding: .utf8)
         var seen = false
-        for _ in 0..<40 where !seen {
+        for _ in 0..<100 where !seen {
             try await Task.sleep(for: .milliseconds(100))
             seen = front.policy.emails == ["b@example.org"]
         }
