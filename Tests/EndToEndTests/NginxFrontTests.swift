@@ -18,13 +18,7 @@ struct NginxFrontTests {
 
     /// The first nginx block of docs/front.md (In front of a site) after `heading`.
     static func readmeBlock(after heading: String) throws -> String {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let readme = try String(contentsOf: root.appendingPathComponent("docs/front.md"), encoding: .utf8)
-        guard let found = readme.range(of: heading),
-            let open = readme.range(of: "```nginx\n", range: found.upperBound..<readme.endIndex),
-            let close = readme.range(of: "```", range: open.upperBound..<readme.endIndex)
-        else { throw EndToEndError("docs/front.md has no nginx block after \(heading)") }
-        return String(readme[open.upperBound..<close.lowerBound])
+        try DocSnippets.block("nginx", in: "docs/front.md", after: heading)
     }
 
     /// An nginx `server` on 127.0.0.1:`port` holding `block`.
@@ -40,7 +34,7 @@ struct NginxFrontTests {
                 let block = try Self.readmeBlock(siwa: site.port, app: app)
                 try await withNginx(configuration: { port in Self.server(port: port, block) }) { nginx in
                     try await Visit.withClient { visit in
-                        try await Self.walkThrough(site: site, nginx: nginx, visit: visit)
+                        try await Self.walkThrough(site: site, proxy: nginx, visit: visit)
                     }
                 }
             }
@@ -76,14 +70,18 @@ struct NginxFrontTests {
                 try await withNginx(port: nginxPort, configuration: { port in upstream + "\n" + Self.server(port: port, locations + "\n" + readme) }) { nginx in
                     #expect(nginx.origin == site.origin)
                     try await Visit.withClient { visit in
-                        try await Self.walkThrough(site: site, nginx: nginx, visit: visit)
+                        try await Self.walkThrough(site: site, proxy: nginx, visit: visit)
                     }
                 }
             }
         }
     }
 
-    private static func walkThrough(site: LocalSite, nginx: RunningProxy, visit: Visit) async throws {
+    /// A person's walk through `proxy` configured from the page (nginx here, Traefik and Caddy in
+    /// `DocSnippetsTests`) in front of the echo upstream, siwa letting in Ada and 李雷, not Grace: the sign-in with the
+    /// whole URL in rd and back to it, 401 for other clients, the identity and a verifiable assertion for the app and
+    /// never the client's, a POST, and the 403 page on the app's host.
+    static func walkThrough(site: LocalSite, proxy nginx: RunningProxy, visit: Visit) async throws {
         // A query with two `&`, an encoded space and an encoded `&`: what an rd written by nginx would lose.
         let original = nginx.url("/reports/2026?year=2026&view=a%20b&tag=x%26y")
         let first = try await visit.send(original, headers: [("Accept", "text/html")])

@@ -91,29 +91,34 @@ public func withApacheOIDC<T: Sendable>(
     directives: String = "",
     _ body: (RunningApacheOIDC) async throws -> T
 ) async throws -> T {
-    let apache2 = try ExternalTool.apache.executable()
-    let modules = try ApacheOIDC.modulesDirectory()
-    return try await withEchoUpstream { upstream in
-        try await ProxyHarness.run(.apacheLauncher, { directory, port in
-            let settings = ApacheOIDC.Settings(
-                directory: directory, port: port, upstream: upstream, modules: modules, provider: provider,
-                clientID: clientID, clientSecret: clientSecret, authentication: authentication, scope: scope, directives: directives
-            )
-            return ProxyLaunch(
-                files: [ApacheOIDC.configurationFileName: ApacheOIDC.configuration(settings)],
-                arguments: ApacheOIDC.launcherArguments + [
-                    apache2.path, "-f", directory.appendingPathComponent(ApacheOIDC.configurationFileName).path, "-DFOREGROUND",
-                ],
-                logFiles: [ApacheOIDC.configurationFileName, "error.log", "access.log"]
-            )
-        }, ready: { apache in
-            // Apache writes its pid file after it has bound its port, so a connection then reaches this Apache.
-            guard FileManager.default.fileExists(atPath: apache.directory.appendingPathComponent("httpd.pid").path) else { return false }
-            return await TCPProbe.acceptsConnections(on: apache.port)
-        }) { apache in
-            try await body(RunningApacheOIDC(server: apache, upstreamPort: upstream, clientID: clientID))
-        }
-    }
+    try await ApacheOIDC.run(clientID: clientID, { directory, port, upstream, modules in
+        ApacheOIDC.Settings(
+            directory: directory, port: port, upstream: upstream, modules: modules, provider: provider,
+            clientID: clientID, clientSecret: clientSecret, authentication: authentication, scope: scope, directives: directives
+        )
+    }, body)
+}
+
+/// Runs Apache httpd with mod_auth_openidc as `withApacheOIDC(provider:…)` does, but with the relying party's
+/// directives given whole by `relyingParty` (for a documentation page's block, run as a reader copies it) in place of
+/// the harness's: `OIDCProviderMetadataURL`, the client, `OIDCRedirectURI`, `<Location>`s, all of it. `relyingParty`
+/// receives Apache's origin (`http://127.0.0.1:PORT`), known only once the port is chosen. The harness still writes
+/// the server around it (port, logs, modules, the echo upstream answering every page with `ProxyPass /`), and
+/// nothing of mod_auth_openidc's, so the module's defaults are the ones the page's reader gets (claims are passed
+/// as `OIDC_CLAIM_*` headers and in the environment). `clientID` only labels the running Apache.
+public func withApacheOIDC<T: Sendable>(
+    clientID: String,
+    relyingParty: (_ origin: String) -> String,
+    _ body: (RunningApacheOIDC) async throws -> T
+) async throws -> T {
+    try await ApacheOIDC.run(clientID: clientID, { directory, port, upstream, modules in
+        var settings = ApacheOIDC.Settings(
+            directory: directory, port: port, upstream: upstream, modules: modules, provider: "",
+            clientID: clientID, clientSecret: "", authentication: .clientSecretBasic, scope: "", directives: ""
+        )
+        settings.relyingParty = relyingParty("http://127.0.0.1:\(port)")
+        return settings
+    }, body)
 }
 
 extension ExternalTool {
@@ -134,6 +139,35 @@ extension ExternalTool {
 /// The configuration withApacheOIDC writes.
 enum ApacheOIDC {
     static let configurationFileName = "httpd.conf"
+
+    /// Starts the echo upstream and Apache with the configuration `settings` makes for its directory, port, the
+    /// upstream's port and the modules' directory; runs `body`; stops both.
+    static func run<T: Sendable>(
+        clientID: String,
+        _ settings: (_ directory: URL, _ port: Int, _ upstream: Int, _ modules: URL) -> Settings,
+        _ body: (RunningApacheOIDC) async throws -> T
+    ) async throws -> T {
+        let apache2 = try ExternalTool.apache.executable()
+        let modules = try modulesDirectory()
+        return try await withEchoUpstream { upstream in
+            try await ProxyHarness.run(.apacheLauncher, { directory, port in
+                ProxyLaunch(
+                    files: [configurationFileName: configuration(settings(directory, port, upstream, modules))],
+                    arguments: launcherArguments + [
+                        apache2.path, "-f", directory.appendingPathComponent(configurationFileName).path, "-DFOREGROUND",
+                    ],
+                    logFiles: [configurationFileName, "error.log", "access.log"]
+                )
+            }, ready: { apache in
+                // Apache writes its pid file after it has bound its port, so a connection then reaches this Apache.
+                guard FileManager.default.fileExists(atPath: apache.directory.appendingPathComponent("httpd.pid").path) else { return false }
+                return await TCPProbe.acceptsConnections(on: apache.port)
+            }) { apache in
+                try await body(RunningApacheOIDC(server: apache, upstreamPort: upstream, clientID: clientID))
+            }
+        }
+    }
+
     static let redirectPath = "/protected/redirect_uri"
     /// RFC 3986's unreserved characters: all that a URL carried in a query parameter keeps unescaped.
     static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -150,6 +184,9 @@ enum ApacheOIDC {
         var authentication: OIDCClientAuthentication
         var scope: String
         var directives: String
+        /// The relying party's directives given whole (`withApacheOIDC(clientID:relyingParty:)`), in place of the
+        /// harness's own and of every field above from `provider` on.
+        var relyingParty: String?
     }
 
     /// Perl's arguments before Apache's command line: clear the signal mask, then exec Apache. A program started
@@ -191,13 +228,9 @@ enum ApacheOIDC {
     /// The whole `httpd.conf`, every path inside the test's directory.
     static func configuration(_ settings: Settings) -> String {
         let path = settings.directory.path
-        let origin = "http://127.0.0.1:\(settings.port)"
         let loads = modules.map { "LoadModule \($0.name) \(quoted(settings.modules.appendingPathComponent($0.file).path))" }.joined(separator: "\n")
         // As root, Apache's children must run as another user: Debian's www-data (it only has to reach the loopback).
         let user = geteuid() == 0 ? "User www-data\nGroup www-data\n" : ""
-        let provider = settings.provider.hasSuffix("/") ? String(settings.provider.dropLast()) : settings.provider
-        // A public client has no secret, and the module takes no empty one.
-        let secret = settings.authentication == .publicClient ? "" : "OIDCClientSecret \(quoted(settings.clientSecret))\n"
         return """
             # Written for one test by TestSupport's withApacheOIDC; deleted with its directory.
             ServerRoot \(quoted(path))
@@ -213,7 +246,24 @@ enum ApacheOIDC {
             \(user)StartServers 1
             Timeout 30
 
-            # The relying party: the provider by its discovery document only.
+            # Every page is the echo upstream's.
+            ProxyPreserveHost On
+            ProxyPass / http://127.0.0.1:\(settings.upstream)/
+
+            \(settings.relyingParty ?? relyingParty(settings))
+
+            \(settings.directives)
+
+            """
+    }
+
+    /// The harness's relying party: the provider by its discovery document only; /protected needs a signed-in person.
+    static func relyingParty(_ settings: Settings) -> String {
+        let origin = "http://127.0.0.1:\(settings.port)"
+        let provider = settings.provider.hasSuffix("/") ? String(settings.provider.dropLast()) : settings.provider
+        // A public client has no secret, and the module takes no empty one.
+        let secret = settings.authentication == .publicClient ? "" : "OIDCClientSecret \(quoted(settings.clientSecret))\n"
+        return """
             OIDCProviderMetadataURL \(quoted(provider + "/.well-known/openid-configuration"))
             OIDCClientID \(quoted(settings.clientID))
             \(secret)OIDCProviderTokenEndpointAuth \(settings.authentication.rawValue)
@@ -229,17 +279,10 @@ enum ApacheOIDC {
             OIDCStateInputHeaders none
             OIDCHTTPTimeoutShort 10
             OIDCHTTPTimeoutLong 10
-
-            # Every page is the echo upstream's; /protected needs a signed-in person.
-            ProxyPreserveHost On
-            ProxyPass / http://127.0.0.1:\(settings.upstream)/
             <Location /protected>
                 AuthType openid-connect
                 Require valid-user
             </Location>
-
-            \(settings.directives)
-
             """
     }
 }

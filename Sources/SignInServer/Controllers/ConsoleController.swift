@@ -121,8 +121,8 @@ struct ConsoleController: Sendable {
         let groups = access.groups(subject: user.subject, email: user.email)
         let rows: [[String: Any]] = sessions.map { session in
             [
-                "sid": session.publicID, "device": session.details?.device ?? "unknown browser", "network": session.details?.network ?? "unknown",
-                "via": session.details?.via ?? "page", "began": dates.display(session.createdAt, language) + " UTC", "sub": user.subject,
+                "sid": session.publicID, "device": renderer.device(session, language), "network": session.details?.network ?? "unknown",
+                "via": renderer.via(session, language), "began": dates.display(session.createdAt, language) + " UTC", "sub": user.subject,
                 "csrfToken": op.session.csrfToken,
             ]
         }
@@ -155,11 +155,13 @@ struct ConsoleController: Sendable {
 
     private func groupsPage(_ request: Request, _ op: Operator, error: String?) -> Response {
         let directory = access.directory
+        let language = request.pageLanguage
+        let sourceKey: [MembershipSource: String] = [.configuration: "adminSourceConfiguration", .store: "adminSourceStore"]
         let groups: [[String: Any]] = directory.groups.keys.sorted().map { name in
             let members = (directory.groups[name] ?? [:]).sorted { $0.key < $1.key }
             return ["name": name, "members": members.map { member, sources in
                 [
-                    "member": member.description, "sources": sources.sorted().map(\.rawValue).joined(separator: ", "),
+                    "member": member.description, "sources": sources.sorted().map { renderer.string(sourceKey[$0] ?? "", language) }.joined(separator: ", "),
                     "removable": sources.contains(.store), "csrfToken": op.session.csrfToken, "name": name,
                 ] as [String: Any]
             }]
@@ -210,9 +212,12 @@ struct ConsoleController: Sendable {
         let stored: [ProviderClientRecord]
         do { stored = try await store.providerClients() } catch { throw unavailable(error, retry: "/auth/admin/clients") }
         let all = configuredClients.map { ($0, false) } + stored.map { ($0, true) }
+        let language = request.pageLanguage
         let list: [[String: Any]] = all.map { client, inStore in
             [
-                "clientID": client.clientID, "kind": (client.isPublic ? "public" : "confidential") + (inStore ? "" : ", oidc_clients"),
+                "clientID": client.clientID,
+                "kind": renderer.string(client.isPublic ? "adminPublic" : "adminConfidential", language)
+                    + (inStore ? "" : ", " + renderer.string("adminFromConfiguration", language)),
                 "redirects": client.redirectURIs.joined(separator: " "), "stored": inStore, "csrfToken": op.session.csrfToken,
             ]
         }

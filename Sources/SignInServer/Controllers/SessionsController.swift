@@ -31,17 +31,6 @@ struct SessionsController: Sendable {
         }
     }
 
-    /// `via` in the person's language.
-    private func via(_ session: SessionRecord, _ language: PageLanguage) -> String {
-        let via = session.details?.via ?? "page"
-        if via.hasPrefix("client:") { return renderer.string("sessionsViaClient", language).replacingOccurrences(of: "%@", with: String(via.dropFirst(7))) }
-        if via.hasPrefix("native") {
-            let app = via.hasPrefix("native:") ? String(via.dropFirst(7)) : ""
-            return renderer.string("sessionsViaNative", language).replacingOccurrences(of: "%@", with: app)
-        }
-        return renderer.string("sessionsViaPage", language)
-    }
-
     @Sendable func list(_ request: Request, context: SignedInContext) async throws -> Response {
         let language = request.pageLanguage
         let dates = DateFormatters.shared
@@ -50,8 +39,8 @@ struct SessionsController: Sendable {
             let lastUsed = session.idHash == context.session.idHash ? Date() : (session.lastUsedAt ?? session.createdAt)
             return [
                 "sid": session.publicID, "current": session.idHash == context.session.idHash,
-                "device": session.details?.device ?? "unknown browser", "network": session.details?.network ?? "unknown",
-                "via": via(session, language),
+                "device": renderer.device(session, language), "network": session.details?.network ?? "unknown",
+                "via": renderer.via(session, language),
                 "began": dates.display(session.createdAt, language) + " UTC", "beganISO": dates.isoString(session.createdAt),
                 "lastUsed": dates.display(lastUsed, language) + " UTC", "lastUsedISO": dates.isoString(lastUsed),
                 "csrfToken": context.csrfToken,
@@ -82,7 +71,7 @@ struct SessionsController: Sendable {
         guard fields["confirm"] == "yes" else {
             let (heading, text) = sid == "others"
                 ? ("sessionsConfirmOthers", "sessionsConfirmOthersText") : ("sessionsConfirmOne", "sessionsConfirmOneText")
-            let what = sid == "others" ? String(chosen.count) : (chosen[0].details?.device ?? "unknown browser")
+            let what = sid == "others" ? String(chosen.count) : renderer.device(chosen[0], language)
             return renderer.listPage(
                 "sessionsconfirm", title: renderer.string(heading, language), language: language,
                 values: [
@@ -140,5 +129,24 @@ struct SessionsController: Sendable {
         } catch {
             return Response.problem(.serviceUnavailable, "store-unavailable", "Try again", "The database did not answer.")
         }
+    }
+}
+
+extension PageRenderer {
+    /// How `session` came, in `language`: the sign-in page, an OpenID client by name, or an app.
+    func via(_ session: SessionRecord, _ language: PageLanguage) -> String {
+        let via = session.details?.via ?? "page"
+        if via.hasPrefix("client:") { return string("sessionsViaClient", language).replacingOccurrences(of: "%@", with: String(via.dropFirst(7))) }
+        if via.hasPrefix("native") {
+            let app = via.hasPrefix("native:") ? String(via.dropFirst(7)) : ""
+            return string("sessionsViaNative", language).replacingOccurrences(of: "%@", with: app)
+        }
+        return string("sessionsViaPage", language)
+    }
+
+    /// The browser and system of `session` in words; "unknown browser" in `language` when the sign-in did not say.
+    func device(_ session: SessionRecord, _ language: PageLanguage) -> String {
+        guard let device = session.details?.device, device != "unknown browser" else { return string("sessionsUnknownBrowser", language) }
+        return device
     }
 }

@@ -1,0 +1,433 @@
+import AppleIDEmulator
+import AppleSignIn
+import Foundation
+import NIOCore
+import SignInServer
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Every configuration block the documentation shows (issue 29), taken from the Markdown itself by
+/// `DocSnippets` and run as a reader copies it, only ports, paths and `<placeholders>` filled in: the README's
+/// quick-start nginx block, Traefik's and Caddy's forward-auth in front of the echo upstream, mod_auth_openidc's
+/// blocks in Apache, Grafana's settings against siwa's endpoints, the access rules example with `siwa rules test`,
+/// and the systemd unit the operations page points to. A person signs in headlessly through the emulator.
+@Suite("The documentation's configuration blocks, run as written")
+struct DocSnippetsTests {
+    /// A block a page shows, where a reader finds it (the `nth` block in `language` after the text `after`), and the
+    /// test that runs it.
+    struct Shown: Sendable, CustomStringConvertible {
+        let page: String
+        let language: String
+        let after: String
+        var nth = 1
+        /// The tests that run it as written.
+        let runBy: String
+
+        /// The block's text.
+        func text() throws -> String { try fenced().text }
+        func fenced() throws -> DocSnippets.Fenced { try DocSnippets.fenced(language, in: page, after: after, nth: nth) }
+        var description: String { "the ```\(language) block of \(page) after \(after.debugDescription)" }
+    }
+
+    static let readmeNginx = Shown(page: "README.md", language: "nginx", after: "**Behind nginx**", runBy: "DocSnippetsTests.readmeNginx")
+    static let frontNginx = Shown(
+        page: "docs/front.md", language: "nginx", after: "**nginx** (siwa on",
+        runBy: "NginxFrontTests.readmeConfiguration, NginxFrontTests.unixSocket, BrowserSignInTests.nginxForwardAuth"
+    )
+    static let socketNginx = Shown(page: "docs/front.md", language: "nginx", after: "**nginx on the same machine: a Unix socket**", runBy: "NginxFrontTests.unixSocket")
+    static let traefik = Shown(page: "docs/front.md", language: "yaml", after: "**Traefik**", runBy: "DocSnippetsTests.traefikForwardAuth")
+    static let caddy = Shown(page: "docs/front.md", language: "caddyfile", after: "**Caddy**", runBy: "DocSnippetsTests.caddyForwardAuth")
+    static let apache = Shown(page: "docs/provider.md", language: "apache", after: "**Apache with mod_auth_openidc**", runBy: "DocSnippetsTests.apacheRelyingParty")
+    static let apacheGroups = Shown(page: "docs/provider.md", language: "apache", after: "To let in only a group", runBy: "DocSnippetsTests.apacheGroups")
+    static let grafana = Shown(page: "docs/provider.md", language: "ini", after: "**Grafana**", runBy: "DocSnippetsTests.grafanaSettings")
+    static let accessRules = Shown(page: "docs/access.md", language: "json", after: "A worked example", runBy: "DocSnippetsTests.accessRulesExample")
+
+    /// Every configuration block a page shows.
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, grafana, accessRules]
+
+    /// The languages of configuration a reader copies into a file (the others are commands and their output).
+    static let configurationLanguages: Set<String> = ["nginx", "yaml", "yml", "toml", "caddyfile", "apache", "apacheconf", "ini", "systemd", "json", "conf"]
+
+    /// The settings the forward-auth walk-through expects (`NginxFrontTests.walkThrough`): Ada and 李雷 let in, Grace
+    /// not; Ada an admin, so the groups header has something to carry.
+    static let frontSettings: [String: String?] = ["allowed_emails": "ada@example.com,lilei@example.cn", "groups": #"{"admins": ["ada@example.com"]}"#]
+
+    @Test("every fenced block of README.md and docs/ names its language, and every configuration block among them is one a test runs as written")
+    func everyConfigurationBlockIsRun() throws {
+        let run = try Self.shown.map { try $0.fenced() }
+        #expect(Set(run.map(\.description)).count == run.count, "two entries name the same block: \(run)")
+        var configuration: [DocSnippets.Fenced] = []
+        for page in try DocSnippets.pages() {
+            for block in try DocSnippets.fencedBlocks(in: page) {
+                #expect(!block.language.isEmpty, "\(block) names no language: say what it is (```sh, ```nginx, ```text), so no configuration hides among the commands")
+                if Self.configurationLanguages.contains(block.language) { configuration.append(block) }
+            }
+        }
+        for block in configuration {
+            #expect(run.contains(block), "\(block) is a configuration block no test runs: add it to DocSnippetsTests.shown with a test that runs it")
+        }
+        #expect(configuration.count == run.count)
+        // The systemd unit is a file of its own the operations page points to; `systemdUnit` runs it.
+        #expect(try DocSnippets.text(of: "docs/operations.md").contains("`deploy/siwa.service`"))
+    }
+
+    // MARK: nginx, Traefik, Caddy
+
+    @Test("the README's quick-start nginx block: a request without a session gets nginx's 401, a person let in reaches the app (a POST with its body too), a person turned away gets 403")
+    func readmeNginx() async throws {
+        try await withEchoUpstream { app in
+            try await LocalSite.run(settings: Self.frontSettings) { site in
+                let block = try DocSnippets.substituting(try Self.readmeNginx.text(), ["127.0.0.1:8080": "127.0.0.1:\(site.port)", "127.0.0.1:3000": "127.0.0.1:\(app)"])
+                try await withNginx(configuration: { port in NginxFrontTests.server(port: port, block) }) { nginx in
+                    try await Visit.withClient { visit in
+                        let page = nginx.url("/reports/2026?year=2026&view=a%20b")
+                        #expect(try await visit.send(page, headers: [("Accept", "text/html")]).status == 401, "\(nginx.logs())")
+                        #expect(try await visit.send(nginx.url("/api/items"), method: .POST, body: #"{"n":1}"#).status == 401)
+
+                        let ada = try await visit.signIn(site, user: site.user("Ada")).session
+                        let shown = try await visit.send(page, headers: [("Accept", "text/html")], cookies: ["siwa_session": ada])
+                        #expect(shown.status == 200, "\(nginx.logs())")
+                        #expect(try shown.echoed().path == "/reports/2026?year=2026&view=a%20b")
+                        // nginx asks siwa with the request's headers; the body stays with the app.
+                        let posted = try await visit.send(
+                            nginx.url("/api/items"), method: .POST, headers: [("Content-Type", "application/json")], cookies: ["siwa_session": ada], body: #"{"n":1}"#
+                        )
+                        #expect(posted.status == 200, "\(nginx.logs())")
+                        #expect(try posted.echoed().method == "POST")
+                        #expect(try posted.echoed().bodyBytes == 7)
+
+                        let grace = try await visit.signIn(site, user: site.user("Grace")).session
+                        #expect(try await visit.send(page, headers: [("Accept", "text/html")], cookies: ["siwa_session": grace]).status == 403)
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("docs/front.md's Traefik block (its file provider's middleware, with a router and the app's service beside it): the nginx walk-through through Traefik, and the groups header set from siwa's answer, never the client's")
+    func traefikForwardAuth() async throws {
+        try await withEchoUpstream { app in
+            try await LocalSite.run(settings: Self.frontSettings) { site in
+                let middleware = try DocSnippets.substituting(try Self.traefik.text(), ["http://127.0.0.1:8080/": "http://127.0.0.1:\(site.port)/"])
+                // The reader's own router and service, under the same `http:` as the block's middleware.
+                let routing = """
+                      routers:
+                        app:
+                          rule: "PathPrefix(`/`)"
+                          middlewares: [siwa]
+                          service: app
+                      services:
+                        app:
+                          loadBalancer:
+                            servers: [{url: "http://127.0.0.1:\(app)"}]
+
+                    """
+                try await withTraefik(dynamicConfiguration: { _ in middleware + routing }) { traefik in
+                    try await Visit.withClient { visit in
+                        try await NginxFrontTests.walkThrough(site: site, proxy: traefik, visit: visit)
+                        try await Self.groupsHandedOn(site: site, proxy: traefik, visit: visit)
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("docs/front.md's Caddy block (its site address made this Caddy's): the nginx walk-through through Caddy, and the groups header set from siwa's answer, never the client's")
+    func caddyForwardAuth() async throws {
+        try await withEchoUpstream { app in
+            try await LocalSite.run(settings: Self.frontSettings) { site in
+                // Caddy's port is known only once it is chosen: `{port}` stands for it until then.
+                let block = try DocSnippets.substituting(try Self.caddy.text(), [
+                    "app.example.com {": "http://127.0.0.1:{port} {", "127.0.0.1:8080": "127.0.0.1:\(site.port)", "127.0.0.1:3000": "127.0.0.1:\(app)",
+                ])
+                try await withCaddy(configuration: { port in block.replacingOccurrences(of: "{port}", with: String(port)) }) { caddy in
+                    try await Visit.withClient { visit in
+                        try await NginxFrontTests.walkThrough(site: site, proxy: caddy, visit: visit)
+                        try await Self.groupsHandedOn(site: site, proxy: caddy, visit: visit)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ada (in admins) and 李雷 (in no group) behind `proxy`, each sending a forged `X-Auth-Request-Groups`: the app
+    /// gets Ada's groups from siwa, and nothing for 李雷.
+    static func groupsHandedOn(site: LocalSite, proxy: RunningProxy, visit: Visit) async throws {
+        let forged = [("Accept", "text/html"), ("X-Auth-Request-Groups", "root")]
+        let ada = try await visit.signIn(site, user: site.user("Ada")).session
+        let adas = try await visit.send(proxy.url("/team"), headers: forged, cookies: ["siwa_session": ada])
+        #expect(adas.status == 200, "\(proxy.logs())")
+        #expect(try adas.echoed().values("x-auth-request-groups") == ["admins"], "\(proxy.logs())")
+        let lilei = try await visit.signIn(site, user: site.user("李")).session
+        let lileis = try await visit.send(proxy.url("/team"), headers: forged, cookies: ["siwa_session": lilei])
+        #expect(lileis.status == 200)
+        #expect(try lileis.echoed().values("x-auth-request-groups") == [], "a client's groups reached the app")
+    }
+
+    // MARK: Apache with mod_auth_openidc
+
+    /// docs/provider.md's first Apache block with siwa at `siwa`, the client's secret filled in, and Apache's origin
+    /// left as `{apache}` (`{apache-encoded}` where the page percent-encodes it) until Apache's port is known.
+    static func apacheBlock(siwa: String, secret: String) throws -> String {
+        try DocSnippets.substituting(try apache.text(), [
+            "https://auth.example.com": siwa,
+            "<client_secret>": secret,
+            "<random>": UUID().uuidString,
+            "https%3A%2F%2Fapp.example.com": "{apache-encoded}",
+            "https://app.example.com": "{apache}",
+        ])
+    }
+
+    /// `block` with Apache's origin in place.
+    static func apacheBlock(_ block: String, origin: String) -> String {
+        block.replacingOccurrences(of: "{apache-encoded}", with: Visit.formEncode(origin)).replacingOccurrences(of: "{apache}", with: origin)
+    }
+
+    /// The client the page says to register for Apache (`app`: its redirect URI, and the app's root for logout), as
+    /// `oidc_clients`.
+    static func apacheClient(_ apache: RunningApacheOIDC, secret: String) throws -> String {
+        let clients: [[String: Any]] = [[
+            "client_id": "app", "client_secret": secret,
+            "redirect_uris": [apache.url("/protected/redirect_uri")], "post_logout_redirect_uris": [apache.url("/")],
+        ]]
+        return String(decoding: try JSONSerialization.data(withJSONObject: clients), as: UTF8.self)
+    }
+
+    @Test("docs/provider.md's Apache block in Apache: a person with a siwa session reaches /protected with the claims, and the sign-out URL of its comment ends both sessions through siwa's end-session and comes back to the app")
+    func apacheRelyingParty() async throws {
+        let siwaPort = try await FreePorts.reserve(1)[0]
+        let secret = "app-" + UUID().uuidString
+        let block = try Self.apacheBlock(siwa: "http://127.0.0.1:\(siwaPort)", secret: secret)
+        try await withApacheOIDC(clientID: "app", relyingParty: { Self.apacheBlock(block, origin: $0) }) { apache in
+            try await LocalSite.run(settings: ["port": String(siwaPort), "oidc_clients": try Self.apacheClient(apache, secret: secret)]) { site in
+                try await Visit.withClient { visit in
+                    let ada = site.user("Ada")
+                    let siwaSession = try await visit.signIn(site, user: ada).session
+                    var jar = try await Self.signIn(at: apache, site: site, siwaSession: siwaSession, visit: visit)
+                    let page = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")], cookies: jar)
+                    #expect(page.status == 200, "\(apache.logs())")
+                    let echoed = try page.echoed()
+                    #expect(echoed.values("oidc_claim_sub") == [ada.sub], "\(echoed.headers)")
+                    #expect(echoed.values("oidc_claim_email") == [ada.email])
+                    #expect(echoed.values("oidc_claim_name") == ["\(ada.firstName) \(ada.lastName)"])
+
+                    // The sign-out URL the block's comment gives.
+                    let comment = try #require(Self.apacheBlock(block, origin: apache.origin).split(separator: "\n").first { $0.hasPrefix("# Sign out: ") })
+                    let logout = String(comment.dropFirst("# Sign out: ".count))
+                    let ended = try await visit.send(logout, headers: [("Accept", "text/html")], cookies: jar)
+                    Self.remember(ended, in: &jar)
+                    #expect(ended.status == 302, "\(ended.text)\n\(apache.logs())")
+                    let endSession = try #require(ended.location)
+                    #expect(endSession.hasPrefix(site.url("/oauth2/end-session?")), "\(endSession)")
+                    let confirm = try await visit.send(endSession, cookies: ["siwa_session": siwaSession])
+                    #expect(confirm.status == 200, "\(confirm.text)")
+                    let done = try await visit.send(
+                        site.url("/oauth2/end-session"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                        cookies: ["siwa_session": siwaSession], body: Self.hiddenFields(confirm.text)
+                    )
+                    #expect(done.status == 303, "\(done.text)")
+                    #expect(done.location?.hasPrefix(apache.url("/")) == true, "\(done.location ?? "none")")
+                    // Both sessions are over: Apache sends the person to siwa again, and siwa to Apple.
+                    let again = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")], cookies: jar)
+                    #expect(again.status == 302)
+                    #expect(again.location?.hasPrefix(site.url("/oauth2/authorize?")) == true)
+                    let authorize = try await visit.send(try #require(again.location), cookies: ["siwa_session": siwaSession])
+                    #expect(authorize.location?.hasPrefix(site.emulatorOrigin) == true, "\(authorize.status) \(authorize.location ?? "none")")
+                }
+            }
+        }
+    }
+
+    @Test("docs/provider.md's groups block after its first Apache block: a member of admins reaches /protected with her groups, a person outside it gets Apache's 403")
+    func apacheGroups() async throws {
+        let siwaPort = try await FreePorts.reserve(1)[0]
+        let secret = "app-" + UUID().uuidString
+        let block = try Self.apacheBlock(siwa: "http://127.0.0.1:\(siwaPort)", secret: secret) + "\n" + (try Self.apacheGroups.text())
+        try await withApacheOIDC(clientID: "app", relyingParty: { Self.apacheBlock(block, origin: $0) }) { apache in
+            let settings: [String: String?] = [
+                "port": String(siwaPort), "oidc_clients": try Self.apacheClient(apache, secret: secret), "groups": #"{"admins": ["ada@example.com"]}"#,
+            ]
+            try await LocalSite.run(settings: settings) { site in
+                try await Visit.withClient { visit in
+                    let ada = site.user("Ada")
+                    let adas = try await Self.signIn(at: apache, site: site, siwaSession: try await visit.signIn(site, user: ada).session, visit: visit)
+                    let page = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")], cookies: adas)
+                    #expect(page.status == 200, "\(apache.logs())")
+                    #expect(try page.echoed().values("oidc_claim_sub") == [ada.sub])
+                    #expect(try page.echoed().values("oidc_claim_groups") == ["admins"])
+
+                    let graces = try await Self.signIn(at: apache, site: site, siwaSession: try await visit.signIn(site, user: site.user("Grace")).session, visit: visit)
+                    let refused = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")], cookies: graces)
+                    #expect(refused.status == 403, "\(refused.status) \(apache.logs())")
+                }
+            }
+        }
+    }
+
+    /// A browser with a siwa session opening Apache's /protected: Apache sends it to siwa's authorize, siwa back with
+    /// a code (the person is signed in), Apache takes the code. Returns Apache's cookies.
+    static func signIn(at apache: RunningApacheOIDC, site: LocalSite, siwaSession: String, visit: Visit) async throws -> [String: String] {
+        var jar: [String: String] = [:]
+        let start = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")])
+        remember(start, in: &jar)
+        let authorize = try #require(start.location, "Apache did not send the browser to siwa: \(start.status) \(start.text)\n\(apache.logs())")
+        #expect(authorize.hasPrefix(site.url("/oauth2/authorize?")), "\(authorize)")
+        let code = try await visit.send(authorize, cookies: ["siwa_session": siwaSession])
+        let callback = try #require(code.location, "siwa gave no code: \(code.status) \(code.text)")
+        #expect(callback.hasPrefix(apache.url("/protected/redirect_uri?")) && callback.contains("code="), "\(callback)")
+        let taken = try await visit.send(callback, headers: [("Accept", "text/html")], cookies: jar)
+        remember(taken, in: &jar)
+        #expect(taken.status == 302, "\(taken.text)\n\(apache.logs())")
+        #expect(jar["mod_auth_openidc_session"] != nil, "\(taken.headers)")
+        return jar
+    }
+
+    /// Keeps the cookies `answer` sets in `jar` (an emptied one is dropped).
+    static func remember(_ answer: Visit.Answer, in jar: inout [String: String]) {
+        for line in answer.headers["set-cookie"] {
+            let pair = line.prefix { $0 != ";" }
+            guard let equals = pair.firstIndex(of: "=") else { continue }
+            let name = String(pair[..<equals])
+            let value = String(pair[pair.index(after: equals)...])
+            jar[name] = value.isEmpty ? nil : value
+        }
+    }
+
+    /// The hidden fields of a page's form, form-encoded, as a browser submits them.
+    static func hiddenFields(_ html: String) -> String {
+        html.matches(of: /<input type="hidden" name="([^"]+)" value="([^"]*)">/).map {
+            "\($0.output.1)=\(Visit.formEncode(HTMLText.unescape(String($0.output.2))))"
+        }.joined(separator: "&")
+    }
+
+    // MARK: Grafana
+
+    @Test("docs/provider.md's client registration and Grafana block: the secret siwa oidc add-client prints goes in client_secret; Grafana's code flow with PKCE on auth_url, token_url and api_url gives the attributes it reads; signout_redirect_url ends the siwa session and returns to Grafana")
+    func grafanaSettings() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-grafana-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = directory.appendingPathComponent("siwa.sqlite").path
+
+        // The page's registration command, run with the built siwa on this test's store.
+        let register = try Self.command(after: "**Register a client**", in: "docs/provider.md", starting: "swift run siwa oidc add-client")
+        let added = try await ChildProcess.run(ChildProcess.siwaExecutable, arguments: Array(register.dropFirst(3)), environment: ["SIWA_DB": database], timeLimit: .seconds(30))
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(added.stdout.contains("client_id: grafana"), "\(added.stdout)")
+        let secret = try #require(added.stdout.firstMatch(of: /client_secret: (\S+)/).map { String($0.output.1) }, "\(added.stdout)")
+        let redirect = try #require(register.firstIndex(of: "--redirect-uri").map { register[$0 + 1] })
+
+        try await LocalSite.run(settings: ["db": database]) { site in
+            let ini = try Self.ini(try DocSnippets.substituting(try Self.grafana.text(), ["https://auth.example.com": site.origin, "<client_secret>": secret]))
+            let grafana = try #require(ini["auth.generic_oauth"])
+            func setting(_ key: String) throws -> String { try #require(grafana[key], "grafana.ini sets no \(key)") }
+            #expect(try setting("use_pkce") == "true")
+            let ada = site.user("Ada")
+            try await Visit.withClient { visit in
+                let session = try await visit.signIn(site, user: ada).session
+                // What Grafana's generic_oauth sends: the code flow with PKCE S256 and the scopes as listed.
+                let verifier = UUID().uuidString + UUID().uuidString
+                let challenge = Self.base64URL(hex: IdentityTokenVerifier.sha256Hex(verifier))
+                let query = [
+                    ("response_type", "code"), ("client_id", try setting("client_id")), ("redirect_uri", redirect), ("scope", try setting("scopes")),
+                    ("state", "grafana-state"), ("code_challenge", challenge), ("code_challenge_method", "S256"), ("access_type", "online"),
+                ].map { "\($0.0)=\(Visit.formEncode($0.1))" }.joined(separator: "&")
+                let authorized = try await visit.send(try setting("auth_url") + "?" + query, cookies: ["siwa_session": session])
+                let back = try #require(authorized.location.flatMap(URLComponents.init(string:)), "\(authorized.status) \(authorized.text)")
+                #expect(authorized.location?.hasPrefix(redirect + "?") == true)
+                #expect(back.queryItems?.first { $0.name == "state" }?.value == "grafana-state")
+                let code = try #require(back.queryItems?.first { $0.name == "code" }?.value)
+
+                // Go's oauth2 (Grafana's client) tries the secret in Basic first, both parts form-encoded.
+                let (clientID, clientSecret) = (try setting("client_id"), try setting("client_secret"))
+                let basic = Data("\(Visit.formEncode(clientID)):\(Visit.formEncode(clientSecret))".utf8).base64EncodedString()
+                let token = try await visit.send(
+                    try setting("token_url"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", "Basic \(basic)")],
+                    body: "grant_type=authorization_code&code=\(Visit.formEncode(code))&redirect_uri=\(Visit.formEncode(redirect))&code_verifier=\(verifier)"
+                )
+                #expect(token.status == 200, "\(token.text)")
+                let tokens = try JSONSerialization.jsonObject(with: Data(token.body.readableBytesView)) as? [String: Any]
+                let accessToken = try #require(tokens?["access_token"] as? String)
+                let userinfo = try await visit.send(try setting("api_url"), headers: [("Authorization", "Bearer \(accessToken)")])
+                #expect(userinfo.status == 200, "\(userinfo.text)")
+                let claims = try JSONSerialization.jsonObject(with: Data(userinfo.body.readableBytesView)) as? [String: Any] ?? [:]
+                // Each attribute path is a plain claim name, so the JMESPath is a lookup.
+                let (login, name, email) = (try setting("login_attribute_path"), try setting("name_attribute_path"), try setting("email_attribute_path"))
+                #expect(claims[login] as? String == ada.sub, "\(claims)")
+                #expect(claims[name] as? String == "\(ada.firstName) \(ada.lastName)")
+                #expect(claims[email] as? String == ada.email)
+
+                // Grafana's sign-out: siwa's confirmation, then back to Grafana's login page, the siwa session over.
+                let confirm = try await visit.send(try setting("signout_redirect_url"), cookies: ["siwa_session": session])
+                #expect(confirm.status == 200, "\(confirm.text)")
+                let done = try await visit.send(
+                    site.url("/oauth2/end-session"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                    cookies: ["siwa_session": session], body: Self.hiddenFields(confirm.text)
+                )
+                #expect(done.status == 303, "\(done.text)")
+                #expect(done.location == "https://grafana.example.com/login")
+                #expect(try await visit.send(site.url("/auth/api/session"), cookies: ["siwa_session": session]).status == 401)
+            }
+        }
+    }
+
+    /// The words of the first command in the ```sh block after `marker` that starts with `starting` (lines joined
+    /// where they end in `\`, comments dropped).
+    static func command(after marker: String, in page: String, starting: String) throws -> [String] {
+        let block = try DocSnippets.block("sh", in: page, after: marker).replacingOccurrences(of: "\\\n", with: " ")
+        let line = try #require(block.split(separator: "\n").first { $0.hasPrefix(starting) }, "no \(starting) in \(page)")
+        return line.prefix { $0 != "#" }.split(separator: " ").map(String.init)
+    }
+
+    /// An INI file's sections, each key's value trimmed.
+    static func ini(_ text: String) throws -> [String: [String: String]] {
+        var sections: [String: [String: String]] = [:]
+        var section = ""
+        for line in text.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) where !line.isEmpty && !line.hasPrefix(";") && !line.hasPrefix("#") {
+            if line.hasPrefix("["), line.hasSuffix("]") {
+                section = String(line.dropFirst().dropLast())
+            } else {
+                let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                try #require(parts.count == 2, "not an INI line: \(line)")
+                sections[section, default: [:]][parts[0]] = parts[1]
+            }
+        }
+        return sections
+    }
+
+    /// base64url without padding of the bytes `hex` spells (a PKCE S256 challenge from a SHA-256 in hex).
+    static func base64URL(hex: String) -> String {
+        var bytes: [UInt8] = []
+        var digits = hex.makeIterator()
+        while let high = digits.next(), let low = digits.next() {
+            bytes.append(UInt8(String([high, low]), radix: 16) ?? 0)
+        }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    // MARK: access rules
+
+    @Test("docs/access.md's worked example as siwa.json, and its siwa rules test command: the output the page shows")
+    func accessRulesExample() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-rules-doc-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Self.accessRules.text().write(to: directory.appendingPathComponent("siwa.json"), atomically: true, encoding: .utf8)
+        let session = try DocSnippets.block("sh", in: "docs/access.md", after: "`siwa rules test` tells which rule decides").split(separator: "\n").map(String.init)
+        let command = try #require(session.first { $0.hasPrefix("$ siwa ") })
+        let expected = session.drop { !$0.hasPrefix("$ ") }.dropFirst()
+        // Run in the directory holding siwa.json, as the page's reader does (its store is made there too).
+        let run = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/env"), arguments: ["-C", directory.path, ChildProcess.siwaExecutable.path] + command.dropFirst("$ siwa ".count).split(separator: " ").map(String.init),
+            environment: [:], timeLimit: .seconds(30)
+        )
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.split(separator: "\n").map(String.init) == Array(expected), "stdout:\n\(run.stdout)\nstderr:\n\(run.stderr)")
+    }
+}

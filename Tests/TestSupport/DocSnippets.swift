@@ -1,0 +1,117 @@
+import Foundation
+
+/// The fenced blocks of the package's documentation (README.md, docs/*.md), read the way a reader finds them, so a
+/// test runs the very configuration a page shows rather than a copy that can drift from it.
+///
+/// ```swift
+/// let block = try DocSnippets.block("nginx", in: "docs/front.md", after: "**nginx** (siwa on")
+/// let mine = try DocSnippets.substituting(block, ["127.0.0.1:8080": "127.0.0.1:\(siwa)", "127.0.0.1:3000": "127.0.0.1:\(app)"])
+/// ```
+public enum DocSnippets {
+    /// One fenced block: its language (the fence's info string, empty when it names none), its text without the
+    /// fences, and where it starts.
+    public struct Fenced: Sendable, Equatable, CustomStringConvertible {
+        /// The page, relative to the package's directory (`docs/front.md`).
+        public let page: String
+        /// The first word after the opening fence, lowercased (`nginx`, `yaml`, `caddyfile`), or "".
+        public let language: String
+        /// The lines between the fences, each ending in a newline.
+        public let text: String
+        /// The line number of the opening fence (1-based).
+        public let line: Int
+        /// The offset in the page's characters where the opening fence starts.
+        let start: Int
+
+        public var description: String { "\(page):\(line) ```\(language)" }
+    }
+
+    /// The package's root directory (this file is `Tests/TestSupport/DocSnippets.swift`).
+    public static let packageDirectory: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The pages whose blocks a reader copies: README.md and every docs/*.md, by path relative to the package.
+    public static func pages() throws -> [String] {
+        let docs = try FileManager.default.contentsOfDirectory(atPath: packageDirectory.appendingPathComponent("docs").path)
+        return ["README.md"] + docs.filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+    }
+
+    /// The text of `page` (relative to the package's directory).
+    public static func text(of page: String) throws -> String {
+        try String(contentsOf: packageDirectory.appendingPathComponent(page), encoding: .utf8)
+    }
+
+    /// Every fenced block of `page`, in order. A fence is a line starting with three backticks; the block ends at
+    /// the next line that is three backticks alone. An opening fence without its closing one is an error.
+    public static func fencedBlocks(in page: String) throws -> [Fenced] {
+        let text = try text(of: page)
+        var blocks: [Fenced] = []
+        var open: (language: String, line: Int, start: Int)?
+        var body = ""
+        var offset = 0
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            defer { offset += line.count + 1 }
+            if let current = open {
+                if line.trimmingCharacters(in: .whitespaces) == "```" {
+                    blocks.append(Fenced(page: page, language: current.language, text: body, line: current.line, start: current.start))
+                    open = nil
+                    body = ""
+                } else {
+                    body += line + "\n"
+                }
+            } else if line.hasPrefix("```") {
+                let info = line.dropFirst(3).trimmingCharacters(in: .whitespaces)
+                open = (String(info.split(separator: " ").first ?? "").lowercased(), index + 1, offset)
+            }
+        }
+        if let open { throw DocSnippetError("\(page):\(open.line): a fenced block that never closes") }
+        return blocks
+    }
+
+    /// The `nth` (1-based) block in `language` that starts after the first occurrence of `marker` in `page`: the
+    /// text a reader copies from under that heading or sentence.
+    public static func block(_ language: String, in page: String, after marker: String, nth: Int = 1) throws -> String {
+        try fenced(language, in: page, after: marker, nth: nth).text
+    }
+
+    /// `block(_:in:after:nth:)` with where the block is.
+    public static func fenced(_ language: String, in page: String, after marker: String, nth: Int = 1) throws -> Fenced {
+        let text = try text(of: page)
+        guard let found = text.range(of: marker) else { throw DocSnippetError("\(page) no longer says \(marker.debugDescription)") }
+        let position = text.distance(from: text.startIndex, to: found.lowerBound)
+        let candidates = try fencedBlocks(in: page).filter { $0.language == language.lowercased() && $0.start > position }
+        guard nth >= 1, candidates.count >= nth else {
+            throw DocSnippetError("\(page) has no \(nth == 1 ? "" : "\(nth)th ")```\(language) block after \(marker.debugDescription)")
+        }
+        return candidates[nth - 1]
+    }
+
+    /// `text` with every key of `replacements` replaced by its value. Each key must occur in `text` (a page that
+    /// no longer names what the test substitutes is an error, not a silent no-op), and no `<placeholder>` may be
+    /// left unfilled.
+    public static func substituting(_ text: String, _ replacements: KeyValuePairs<String, String>) throws -> String {
+        var result = text
+        for (from, to) in replacements {
+            guard result.contains(from) else { throw DocSnippetError("the block no longer contains \(from.debugDescription):\n\(text)") }
+            result = result.replacingOccurrences(of: from, with: to)
+        }
+        let left = placeholders(in: result)
+        guard left.isEmpty else { throw DocSnippetError("placeholders left unfilled: \(left.joined(separator: ", "))\n\(result)") }
+        return result
+    }
+
+    /// The `<placeholder>`s of `text` (lower-case words in angle brackets, as the pages write what a reader fills in;
+    /// `<Location /protected>` is not one).
+    public static func placeholders(in text: String) -> [String] {
+        text.matches(of: /<[a-z][a-z0-9_]*>/).map { String($0.output) }
+    }
+}
+
+/// A page does not hold the block a test looks for, or the block no longer reads as the test expects.
+public struct DocSnippetError: Error, CustomStringConvertible {
+    /// What is missing and where.
+    public let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
