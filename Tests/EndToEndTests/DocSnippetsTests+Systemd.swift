@@ -59,11 +59,14 @@ extension DocSnippetsTests {
         for directory in [share, state, etc, credentials] {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         }
-        // What the operations page says to install: Templates/ and Public/ in /usr/share/siwa.
+        // What the operations page says to do: copy Templates/ and Public/ to /usr/share/siwa. (A symbolic link to
+        // them is not enough: siwa does not follow a linked Templates/.)
         for name in ["Templates", "Public"] {
-            try FileManager.default.createSymbolicLink(at: share.appendingPathComponent(name), withDestinationURL: DocSnippets.packageDirectory.appendingPathComponent(name))
+            try FileManager.default.copyItem(at: DocSnippets.packageDirectory.appendingPathComponent(name), to: share.appendingPathComponent(name))
         }
+        // The key and siwa.env are root's alone, as the unit's comment and the page say.
         try EmulatorConfiguration.testPrivateKeyPEM.write(to: etc.appendingPathComponent("AuthKey.p8"), atomically: true, encoding: .utf8)
+        #expect(chmod(etc.appendingPathComponent("AuthKey.p8").path, 0o600) == 0)
 
         let unitText = try DocSnippets.substituting(written, [
             "/usr/local/bin/siwa": ChildProcess.siwaExecutable.path,
@@ -106,6 +109,7 @@ extension DocSnippetsTests {
 
                     """
                 try environmentFile.write(to: etc.appendingPathComponent("siwa.env"), atomically: true, encoding: .utf8)
+            #expect(chmod(etc.appendingPathComponent("siwa.env").path, 0o600) == 0)
                 // Environment= first; EnvironmentFile= overrides it (systemd.exec); %d is the credentials directory.
                 var environment: [String: String] = [:]
                 for assignment in unit.service("Environment") {
@@ -147,10 +151,12 @@ extension DocSnippetsTests {
                     diagnostics: { (try? String(contentsOf: log, encoding: .utf8)) ?? "" },
                     ready: { (try? await HTTPProbe.status("http://127.0.0.1:\(siwaPort)/readyz")) == 200 }
                 ) { _ in
-                    #expect(try await HTTPProbe.status("http://127.0.0.1:\(siwaPort)/readyz") == 200)
+                    let origin = "http://127.0.0.1:\(siwaPort)"
+                    let (ready, stylesheet, signIn) = (try await HTTPProbe.status(origin + "/readyz"), try await HTTPProbe.status(origin + "/siwa.css"), try await HTTPProbe.status(origin + "/"))
+                    #expect(ready == 200)
                     // The pages come from the working directory's Templates/ and Public/.
-                    #expect(try await HTTPProbe.status("http://127.0.0.1:\(siwaPort)/siwa.css") == 200)
-                    #expect(try await HTTPProbe.status("http://127.0.0.1:\(siwaPort)/") == 200)
+                    #expect(stylesheet == 200)
+                    #expect(signIn == 200)
                     #expect(FileManager.default.fileExists(atPath: state.appendingPathComponent("siwa.sqlite").path), "the store is in the state directory")
                 }
             }

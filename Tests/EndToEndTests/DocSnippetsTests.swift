@@ -19,15 +19,12 @@ import Darwin
 /// and the systemd unit the operations page points to. A person signs in headlessly through the emulator.
 @Suite("The documentation's configuration blocks, run as written")
 struct DocSnippetsTests {
-    /// A block a page shows, where a reader finds it (the `nth` block in `language` after the text `after`), and the
-    /// test that runs it.
+    /// A block a page shows, where a reader finds it: the `nth` block in `language` after the text `after`.
     struct Shown: Sendable, CustomStringConvertible {
         let page: String
         let language: String
         let after: String
         var nth = 1
-        /// The tests that run it as written.
-        let runBy: String
 
         /// The block's text.
         func text() throws -> String { try fenced().text }
@@ -35,18 +32,24 @@ struct DocSnippetsTests {
         var description: String { "the ```\(language) block of \(page) after \(after.debugDescription)" }
     }
 
-    static let readmeNginx = Shown(page: "README.md", language: "nginx", after: "**Behind nginx**", runBy: "DocSnippetsTests.readmeNginx")
-    static let frontNginx = Shown(
-        page: "docs/front.md", language: "nginx", after: "**nginx** (siwa on",
-        runBy: "NginxFrontTests.readmeConfiguration, NginxFrontTests.unixSocket, BrowserSignInTests.nginxForwardAuth"
-    )
-    static let socketNginx = Shown(page: "docs/front.md", language: "nginx", after: "**nginx on the same machine: a Unix socket**", runBy: "NginxFrontTests.unixSocket")
-    static let traefik = Shown(page: "docs/front.md", language: "yaml", after: "**Traefik**", runBy: "DocSnippetsTests.traefikForwardAuth")
-    static let caddy = Shown(page: "docs/front.md", language: "caddyfile", after: "**Caddy**", runBy: "DocSnippetsTests.caddyForwardAuth")
-    static let apache = Shown(page: "docs/provider.md", language: "apache", after: "**Apache with mod_auth_openidc**", runBy: "DocSnippetsTests.apacheRelyingParty")
-    static let apacheGroups = Shown(page: "docs/provider.md", language: "apache", after: "To let in only a group", runBy: "DocSnippetsTests.apacheGroups")
-    static let grafana = Shown(page: "docs/provider.md", language: "ini", after: "**Grafana**", runBy: "DocSnippetsTests.grafanaSettings")
-    static let accessRules = Shown(page: "docs/access.md", language: "json", after: "A worked example", runBy: "DocSnippetsTests.accessRulesExample")
+    /// Run by `readmeNginx`.
+    static let readmeNginx = Shown(page: "README.md", language: "nginx", after: "**Behind nginx**")
+    /// Run by `NginxFrontTests.readmeConfiguration` and `.unixSocket`, and `BrowserSignInTests.nginxForwardAuth`.
+    static let frontNginx = Shown(page: "docs/front.md", language: "nginx", after: "**nginx** (siwa on")
+    /// Run by `NginxFrontTests.unixSocket`.
+    static let socketNginx = Shown(page: "docs/front.md", language: "nginx", after: "**nginx on the same machine: a Unix socket**")
+    /// Run by `traefikForwardAuth`.
+    static let traefik = Shown(page: "docs/front.md", language: "yaml", after: "**Traefik**")
+    /// Run by `caddyForwardAuth`.
+    static let caddy = Shown(page: "docs/front.md", language: "caddyfile", after: "**Caddy**")
+    /// Run by `apacheRelyingParty`, and with the next one by `apacheGroups`.
+    static let apache = Shown(page: "docs/provider.md", language: "apache", after: "**Apache with mod_auth_openidc**")
+    /// Run by `apacheGroups`.
+    static let apacheGroups = Shown(page: "docs/provider.md", language: "apache", after: "To let in only a group")
+    /// Run by `grafanaSettings`.
+    static let grafana = Shown(page: "docs/provider.md", language: "ini", after: "**Grafana**")
+    /// Run by `accessRulesExample`.
+    static let accessRules = Shown(page: "docs/access.md", language: "json", after: "A worked example")
 
     /// Every configuration block a page shows.
     static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, grafana, accessRules]
@@ -94,7 +97,14 @@ struct DocSnippetsTests {
                         let shown = try await visit.send(page, headers: [("Accept", "text/html")], cookies: ["siwa_session": ada])
                         #expect(shown.status == 200, "\(nginx.logs())")
                         #expect(try shown.echoed().path == "/reports/2026?year=2026&view=a%20b")
-                        // nginx asks siwa with the request's headers; the body stays with the app.
+                        // The app learns who signed in from siwa's answer; what the client claims under those names never reaches it.
+                        let forged = try await visit.send(
+                            page, headers: [("Accept", "text/html"), ("X-Auth-Request-User", "someone-else"), ("X-Auth-Request-Groups", "forged")],
+                            cookies: ["siwa_session": ada]
+                        )
+                        #expect(try forged.echoed().values("x-auth-request-user") == [site.user("Ada").sub], "\(nginx.logs())")
+                        #expect(try forged.echoed().values("x-auth-request-groups").allSatisfy { !$0.contains("forged") })
+                        // Any method passes with a session, its body whole.
                         let posted = try await visit.send(
                             nginx.url("/api/items"), method: .POST, headers: [("Content-Type", "application/json")], cookies: ["siwa_session": ada], body: #"{"n":1}"#
                         )
@@ -150,6 +160,10 @@ struct DocSnippetsTests {
                     try await Visit.withClient { visit in
                         try await NginxFrontTests.walkThrough(site: site, proxy: caddy, visit: visit)
                         try await Self.groupsHandedOn(site: site, proxy: caddy, visit: visit)
+                        // The block takes out every X-Auth-Request-* the client sent, those siwa never sends too.
+                        let ada = try await visit.signIn(site, user: site.user("Ada")).session
+                        let page = try await visit.send(caddy.url("/"), headers: [("X-Auth-Request-Access-Token", "forged")], cookies: ["siwa_session": ada])
+                        #expect(try page.echoed().values("x-auth-request-access-token") == [], "\(caddy.logs())")
                     }
                 }
             }
@@ -167,7 +181,8 @@ struct DocSnippetsTests {
         let lilei = try await visit.signIn(site, user: site.user("李")).session
         let lileis = try await visit.send(proxy.url("/team"), headers: forged, cookies: ["siwa_session": lilei])
         #expect(lileis.status == 200)
-        #expect(try lileis.echoed().values("x-auth-request-groups") == [], "a client's groups reached the app")
+        let lileisGroups = try lileis.echoed().values("x-auth-request-groups")
+        #expect(lileisGroups == [], "a client's groups reached the app")
     }
 
     // MARK: Apache with mod_auth_openidc
@@ -233,12 +248,12 @@ struct DocSnippetsTests {
                     )
                     #expect(done.status == 303, "\(done.text)")
                     #expect(done.location?.hasPrefix(apache.url("/")) == true, "\(done.location ?? "none")")
-                    // Both sessions are over: Apache sends the person to siwa again, and siwa to Apple.
+                    // Both sessions are over: Apache sends the person to siwa again, and siwa to its sign-in.
                     let again = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")], cookies: jar)
                     #expect(again.status == 302)
                     #expect(again.location?.hasPrefix(site.url("/oauth2/authorize?")) == true)
                     let authorize = try await visit.send(try #require(again.location), cookies: ["siwa_session": siwaSession])
-                    #expect(authorize.location?.hasPrefix(site.emulatorOrigin) == true, "\(authorize.status) \(authorize.location ?? "none")")
+                    #expect(authorize.location?.hasPrefix(site.url("/auth/apple?")) == true, "\(authorize.status) \(authorize.location ?? "none")")
                 }
             }
         }

@@ -9,16 +9,11 @@ import TestSupport
 /// sockets by a client that does not follow redirects, signed in headlessly through the emulator.
 @Suite("nginx in front, as the README configures it")
 struct NginxFrontTests {
-    /// The README's nginx block (the one after "**nginx**"), with siwa's port for 8080 and the app's for 3000.
+    /// docs/front.md's nginx block (`DocSnippetsTests.frontNginx`), with siwa's port for 8080 and the app's for 3000.
     static func readmeBlock(siwa: Int, app: Int) throws -> String {
-        let block = try readmeBlock(after: "**nginx** (siwa on")
+        let block = try DocSnippetsTests.frontNginx.text()
         #expect(block.contains("127.0.0.1:8080") && block.contains("127.0.0.1:3000"), "the README's block names siwa and the app as the test expects")
         return block.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(siwa)").replacingOccurrences(of: "127.0.0.1:3000", with: "127.0.0.1:\(app)")
-    }
-
-    /// The first nginx block of docs/front.md (In front of a site) after `heading`.
-    static func readmeBlock(after heading: String) throws -> String {
-        try DocSnippets.block("nginx", in: "docs/front.md", after: heading)
     }
 
     /// An nginx `server` on 127.0.0.1:`port` holding `block`.
@@ -63,7 +58,7 @@ struct NginxFrontTests {
                 // As the README says: its socket block (the upstream in the http block, siwa's pages in the server), and
                 // its nginx block with http://siwa for siwa's address.
                 let readme = try Self.readmeBlock(siwa: 8080, app: app).replacingOccurrences(of: "http://127.0.0.1:8080", with: "http://siwa")
-                let socketBlock = try Self.readmeBlock(after: "**nginx on the same machine: a Unix socket**").replacingOccurrences(of: "/run/siwa/siwa.sock", with: socket)
+                let socketBlock = try DocSnippetsTests.socketNginx.text().replacingOccurrences(of: "/run/siwa/siwa.sock", with: socket)
                 let upstream = socketBlock.split(separator: "\n").filter { $0.hasPrefix("upstream siwa ") }.joined(separator: "\n")
                 let locations = socketBlock.split(separator: "\n").filter { !$0.hasPrefix("upstream siwa ") }.joined(separator: "\n")
                 #expect(upstream.contains("server unix:\(socket);"), "the README's socket block names the socket as the test expects")
