@@ -76,6 +76,9 @@ extension DocSnippetsTests {
         ])
         let unitFile = root.appendingPathComponent("siwa.service")
         try unitText.write(to: unitFile, atomically: true, encoding: .utf8)
+        // As a package installs it, whatever the umask of the moment (another test of the same process sets it to 0
+        // for a while, and systemd-analyze warns of a world-writable unit).
+        #expect(chmod(unitFile.path, 0o644) == 0)
         let analyze = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
         if FileManager.default.isExecutableFile(atPath: analyze.path) {
             let verified = try await ChildProcess.run(analyze, arguments: ["verify", "--man=no", unitFile.path], environment: [:], timeLimit: .seconds(30))
