@@ -89,7 +89,7 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
             resolver: proxy, renderer: renderer
         ))
     }
-    router.add(middleware: FileMiddleware(settings.publicDirectory, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
+    router.add(middleware: FileMiddleware(URL(fileURLWithPath: settings.publicDirectory).resolvingSymlinksInPath().path, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     // The routes that need to know who is asking: the session is looked up once, by this middleware.
     let sessions = router.group().add(middleware: SessionMiddleware(store: components.store, cookies: cookies))
@@ -169,7 +169,7 @@ public func buildApplication(
     let router = buildRouter(settings: settings, components: components, renderer: renderer, logger: logger)
     let upstreamClient = settings.upstream.map(UpstreamClient.init)
     let gate = upstreamClient.map { buildUpstreamGate(client: $0, settings: settings, components: components, renderer: renderer) }
-    let owned = SiwaPaths(publicDirectory: settings.publicDirectory)
+    let owned = SiwaPaths(publicDirectory: URL(fileURLWithPath: settings.publicDirectory).resolvingSymlinksInPath().path)
     let front = FrontDoor(router: router, gate: gate, owned: owned)
     let lifecycle = LifecycleService(lifecycle: components.lifecycle, maintenance: components.store, interval: .seconds(settings.lifecycleIntervalSeconds), logger: logger)
     let groups = GroupsRefresher(

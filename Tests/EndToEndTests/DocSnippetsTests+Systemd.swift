@@ -59,8 +59,8 @@ extension DocSnippetsTests {
         for directory in [share, state, etc, credentials] {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         }
-        // What the operations page says to do: copy Templates/ and Public/ to /usr/share/siwa. (A symbolic link to
-        // them is not enough: siwa does not follow a linked Templates/.)
+        // What the operations page says to do: copy Templates/ and Public/ to /usr/share/siwa (a link to them is read
+        // where it leads too, LinkedResourcesTests).
         for name in ["Templates", "Public"] {
             try FileManager.default.copyItem(at: DocSnippets.packageDirectory.appendingPathComponent(name), to: share.appendingPathComponent(name))
         }

@@ -66,7 +66,9 @@ public struct PageRenderer: Sendable {
 
     /// Loads every `*.mustache` file of `directory`.
     public init(directory: String, localMode: Bool) async throws {
-        library = try await MustacheLibrary(directory: directory)
+        // A linked directory (an install that links /usr/share/siwa/Templates to a release's) is read where it leads:
+        // the library lists the directory's files and did not follow the link.
+        library = try await MustacheLibrary(directory: URL(fileURLWithPath: directory).resolvingSymlinksInPath().path)
         self.localMode = localMode
         for name in ["signin", "session", "error"] where library.getTemplate(named: name) == nil {
             throw HTTPError(.internalServerError, message: "template \(name).mustache missing in \(directory)")
