@@ -81,9 +81,4 @@ struct PolicyReloader: Service, CustomStringConvertible {
             logger.notice("\(trigger): access configuration reloaded", metadata: ["changes": "\(changes.joined(separator: "; "))", "open": "\(configuration.global.isOpen)"])
         }
     }
-
-    /// What differs (`AccessConfiguration.changes`).
-    static func changes(from old: AccessPolicy, to new: AccessPolicy) -> [String] {
-        AccessConfiguration.changes(from: old, to: new)
-    }
 }

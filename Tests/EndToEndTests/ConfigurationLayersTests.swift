@@ -260,7 +260,7 @@ struct ConfigurationLayersTests {
         #expect(held.policy == AccessPolicy(emails: ["b@example.org", "c@example.org"], emailDomains: ["example.com"]))
         #expect(!held.policy.allows(subject: "001.x", email: "a@example.org"))
         #expect(held.policy.allows(subject: "001.y", email: "C@example.org"))
-        #expect(PolicyReloader.changes(from: before, to: held.policy) == [
+        #expect(AccessConfiguration.changes(from: before, to: held.policy) == [
             "allowed_emails +b@example.org +c@example.org -a@example.org", "allowed_subs -001.x",
         ])
 

@@ -43,19 +43,33 @@ struct APIController: Sendable {
         }
     }
 
-    @Sendable func session(_ request: Request, context: ServerContext) async throws -> Response {
+    /// The session a native app's `Authorization: Bearer <session_token>` names, or the problem to answer (401 without
+    /// a bearer or for an unknown or expired one, 503 when the store did not answer). `/api/session` and
+    /// `/auth/api/sessions` ask it alike.
+    enum BearerSession {
+        case found(SessionRecord, UserRecord)
+        case refused(Response)
+    }
+
+    static func bearerSession(_ request: Request, store: any UsersAndSessions) async -> BearerSession {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), header.count > 7 else {
-            return Response.problem(.unauthorized, "no-session", "Not signed in", "Send Authorization: Bearer <session_token>.")
+            return .refused(Response.problem(.unauthorized, "no-session", "Not signed in", "Send Authorization: Bearer <session_token>."))
         }
-        let token = String(header.dropFirst(7))
-        let found: (SessionRecord, UserRecord)?
         do {
-            found = try await store.session(idHash: SignInFlow.hash(token), now: Date())
+            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(String(header.dropFirst(7))), now: Date()) else {
+                return .refused(Response.problem(.unauthorized, "no-session", "Not signed in", "The session token is unknown or expired."))
+            }
+            return .found(session, user)
         } catch {
-            return Response.problem(.serviceUnavailable, "store-unavailable", "Try again", "The database did not answer.")
+            return .refused(Response.problem(.serviceUnavailable, "store-unavailable", "Try again", "The database did not answer."))
         }
-        guard let (session, user) = found else {
-            return Response.problem(.unauthorized, "no-session", "Not signed in", "The session token is unknown or expired.")
+    }
+
+    @Sendable func session(_ request: Request, context: ServerContext) async throws -> Response {
+        let (session, user): (SessionRecord, UserRecord)
+        switch await Self.bearerSession(request, store: store) {
+        case .found(let found, let foundUser): (session, user) = (found, foundUser)
+        case .refused(let answer): return answer
         }
         struct Answer: Encodable {
             var sub: String

@@ -73,10 +73,7 @@ struct ForwardAuthController: Sendable {
             if let reason = judgement.reason {
                 context.logger.warning("access rule could not be applied", metadata: ["rule": "\(judgement.rule)", "reason": "\(reason)"])
             }
-            audit.record(AuditEvent(
-                "denied", sub: user?.subject, email: user?.email, ip: proxy.clientAddress(request, context: context), host: checked.host, method: checked.method,
-                path: checked.path, rule: judgement.rule, reason: judgement.reason
-            ))
+            audit.record(.denied(user, checked, judgement, ip: proxy.clientAddress(request, context: context)))
         }
         return decision
     }
@@ -139,14 +136,6 @@ public struct FrontSettings: Sendable {
         self.publicOrigin = publicOrigin.hasSuffix("/") ? String(publicOrigin.dropLast()) : publicOrigin
         self.redirects = redirects
         self.access = access
-    }
-
-    /// Puts `policy` in force as the global policy, rules and groups kept; returns the policy it replaces.
-    @discardableResult
-    public func reload(policy: AccessPolicy) -> AccessPolicy {
-        var configuration = access.configuration
-        configuration.global = policy
-        return access.reload(configuration).global
     }
 }
 

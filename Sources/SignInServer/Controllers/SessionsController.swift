@@ -100,14 +100,12 @@ struct SessionsController: Sendable {
 
     /// `GET /auth/api/sessions` with `Authorization: Bearer <session_token>` (a native app's): the same list as JSON.
     @Sendable func api(_ request: Request, context: ServerContext) async throws -> Response {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), header.count > 7 else {
-            return Response.problem(.unauthorized, "no-session", "Not signed in", "Send Authorization: Bearer <session_token>.")
+        let (current, user): (SessionRecord, UserRecord)
+        switch await APIController.bearerSession(request, store: store) {
+        case .found(let found, let foundUser): (current, user) = (found, foundUser)
+        case .refused(let answer): return answer
         }
-        let idHash = SignInFlow.hash(String(header.dropFirst(7)))
         do {
-            guard let (current, user) = try await store.session(idHash: idHash, now: Date()) else {
-                return Response.problem(.unauthorized, "no-session", "Not signed in", "The session token is unknown or expired.")
-            }
             struct Entry: Encodable {
                 var sid: String
                 var current: Bool

@@ -29,6 +29,16 @@ enum AccessDecision {
     }
 }
 
+extension AuditEvent {
+    /// A denied decision: who (nil for no one signed in), from where, the request as the rules saw it, and the rule.
+    static func denied(_ user: UserRecord?, _ request: AccessRequest, _ judgement: AccessJudgement, ip: String) -> AuditEvent {
+        AuditEvent(
+            "denied", sub: user?.subject, email: user?.email, ip: ip, host: request.host, method: request.method, path: request.path,
+            rule: judgement.rule, reason: judgement.reason
+        )
+    }
+}
+
 extension Request {
     /// Whether a person's browser is navigating: `method` (the original one, behind a proxy) GET or HEAD, asking
     /// for HTML. Only such a request is sent to the sign-in; anything else is told 401.

@@ -51,10 +51,7 @@ struct UpstreamGate: Sendable {
             decision = AccessDecision(await sessions.visitor(request, logger: context.logger), request: asked, access: front.access)
         }
         if case .deny(let user, let judgement) = decision {
-            audit.record(AuditEvent(
-                "denied", sub: user?.subject, email: user?.email, ip: resolver.clientAddress(request, context: context), host: asked.host, method: asked.method,
-                path: asked.path, rule: judgement.rule
-            ))
+            audit.record(.denied(user, asked, judgement, ip: resolver.clientAddress(request, context: context)))
         }
         return decision
     }
