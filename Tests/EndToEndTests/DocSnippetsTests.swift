@@ -15,8 +15,9 @@ import Darwin
 /// Every configuration block the documentation shows (issue 29), taken from the Markdown itself by
 /// `DocSnippets` and run as a reader copies it, only ports, paths and `<placeholders>` filled in: the README's
 /// quick-start nginx block, Traefik's and Caddy's forward-auth in front of the echo upstream, mod_auth_openidc's
-/// blocks in Apache, Grafana's settings against siwa's endpoints, the access rules example with `siwa rules test`,
-/// and the systemd unit the operations page points to. A person signs in headlessly through the emulator.
+/// blocks in Apache, Authlib's app in Python, Grafana's settings against siwa's endpoints, the access rules example
+/// with `siwa rules test`, and the systemd unit the operations page points to; and the README's commands, run by
+/// the built `siwa` (`DocSnippetsTests+README.swift`). A person signs in headlessly through the emulator.
 @Suite("The documentation's configuration blocks, run as written")
 struct DocSnippetsTests {
     /// A block a page shows, where a reader finds it: the `nth` block in `language` after the text `after`.
@@ -43,16 +44,41 @@ struct DocSnippetsTests {
     /// Run by `caddyForwardAuth`.
     static let caddy = Shown(page: "docs/front.md", language: "caddyfile", after: "**Caddy**")
     /// Run by `apacheRelyingParty`, and with the next one by `apacheGroups`.
-    static let apache = Shown(page: "docs/provider.md", language: "apache", after: "**Apache with mod_auth_openidc**")
+    static let apache = Shown(page: "docs/provider-apache.md", language: "apache", after: "## The site")
     /// Run by `apacheGroups`.
-    static let apacheGroups = Shown(page: "docs/provider.md", language: "apache", after: "To let in only a group")
+    static let apacheGroups = Shown(page: "docs/provider-apache.md", language: "apache", after: "## Only a group")
+    /// Run by `authlibApp`.
+    static let authlib = Shown(page: "docs/provider-authlib.md", language: "python", after: "## The app")
     /// Run by `grafanaSettings`.
-    static let grafana = Shown(page: "docs/provider.md", language: "ini", after: "**Grafana**")
+    static let grafana = Shown(page: "docs/provider-apps.md", language: "ini", after: "## Grafana")
     /// Run by `accessRulesExample`.
     static let accessRules = Shown(page: "docs/access.md", language: "json", after: "A worked example")
 
-    /// Every configuration block a page shows.
-    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, grafana, accessRules]
+    /// Every block a page shows for a reader to copy into a file.
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, authlib, grafana, accessRules]
+
+    /// The README's opening commands; the first is run by `readmeLocalMode` (the second, `./scripts/test`, is what
+    /// runs these tests).
+    static let readmeOpening = Shown(page: "README.md", language: "sh", after: "# siwa")
+    /// Run by `readmeUpstream`.
+    static let readmeUpstream = Shown(page: "README.md", language: "sh", after: "**In front of an app**")
+    /// Run by `readmeOIDC`.
+    static let readmeOIDC = Shown(page: "README.md", language: "sh", after: "**As the OpenID provider of an app**")
+    /// Its add-client command is run by `grafanaSettings`.
+    static let providerRegistration = Shown(page: "docs/provider.md", language: "sh", after: "**Register a client**")
+    /// Run by `authlibApp`.
+    static let authlibRegistration = Shown(page: "docs/provider-authlib.md", language: "sh", after: "## Register the client")
+    /// Its values are the client `apacheRelyingParty` and `apacheGroups` register (through `oidc_clients`: Apache's
+    /// port, which the redirect URI names, is known only as Apache starts, with the secret already in its block).
+    static let apacheRegistration = Shown(page: "docs/provider-apache.md", language: "sh", after: "## Register the client")
+    /// Run by `accessRulesExample`, which compares the output it shows.
+    static let rulesTest = Shown(page: "docs/access.md", language: "sh", after: "`siwa rules test` tells which rule decides")
+
+    /// The command blocks a test runs: every block of the README, and the registrations of the clients' pages.
+    static let commands = [readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest]
+
+    /// The pages every block of which, commands too, a test runs: the README, and the OpenID clients' pages.
+    static let whollyRun: Set<String> = ["README.md", "docs/provider-apache.md", "docs/provider-authlib.md", "docs/provider-apps.md"]
 
     /// The languages of configuration a reader copies into a file (the others are commands and their output).
     static let configurationLanguages: Set<String> = ["nginx", "yaml", "yml", "toml", "caddyfile", "apache", "apacheconf", "ini", "systemd", "json", "conf"]
@@ -61,21 +87,27 @@ struct DocSnippetsTests {
     /// not; Ada an admin, so the groups header has something to carry.
     static let frontSettings: [String: String?] = ["allowed_emails": "ada@example.com,lilei@example.cn", "groups": #"{"admins": ["ada@example.com"]}"#]
 
-    @Test("every fenced block of README.md and docs/ names its language, and every configuration block among them is one a test runs as written")
+    @Test("every fenced block of README.md and docs/ names its language; every configuration block among them, and every block of the README and the OpenID clients' pages, is one a test runs as written")
     func everyConfigurationBlockIsRun() throws {
         let run = try Self.shown.map { try $0.fenced() }
-        #expect(Set(run.map(\.description)).count == run.count, "two entries name the same block: \(run)")
+        let commands = try Self.commands.map { try $0.fenced() }
+        #expect(Set((run + commands).map(\.description)).count == run.count + commands.count, "two entries name the same block: \(run + commands)")
+        #expect(commands.allSatisfy { $0.language == "sh" }, "\(commands)")
         var configuration: [DocSnippets.Fenced] = []
         for page in try DocSnippets.pages() {
             for block in try DocSnippets.fencedBlocks(in: page) {
                 #expect(!block.language.isEmpty, "\(block) names no language: say what it is (```sh, ```nginx, ```text), so no configuration hides among the commands")
                 if Self.configurationLanguages.contains(block.language) { configuration.append(block) }
+                if Self.whollyRun.contains(page) {
+                    #expect(run.contains(block) || commands.contains(block), "\(block) is a block no test runs on a page whose every block is: add it to DocSnippetsTests.shown or .commands with a test that runs it")
+                }
             }
         }
         for block in configuration {
             #expect(run.contains(block), "\(block) is a configuration block no test runs: add it to DocSnippetsTests.shown with a test that runs it")
         }
-        #expect(configuration.count == run.count)
+        // Besides the configuration, `shown` holds the programs run as written (Authlib's app).
+        #expect(configuration.count == run.filter { Self.configurationLanguages.contains($0.language) }.count)
         // The systemd unit is a file of its own the operations page points to; `systemdUnit` runs it.
         #expect(try DocSnippets.text(of: "docs/operations.md").contains("`deploy/siwa.service`"))
     }
@@ -187,7 +219,7 @@ struct DocSnippetsTests {
 
     // MARK: Apache with mod_auth_openidc
 
-    /// docs/provider.md's first Apache block with siwa at `siwa`, the client's secret filled in, and Apache's origin
+    /// docs/provider-apache.md's first Apache block with siwa at `siwa`, the client's secret filled in, and Apache's origin
     /// left as `{apache}` (`{apache-encoded}` where the page percent-encodes it) until Apache's port is known.
     static func apacheBlock(siwa: String, secret: String) throws -> String {
         try DocSnippets.substituting(try apache.text(), [
@@ -204,17 +236,31 @@ struct DocSnippetsTests {
         block.replacingOccurrences(of: "{apache-encoded}", with: Visit.formEncode(origin)).replacingOccurrences(of: "{apache}", with: origin)
     }
 
-    /// The client the page says to register for Apache (`app`: its redirect URI, and the app's root for logout), as
-    /// `oidc_clients`.
+    /// The client the page's `siwa oidc add-client` registers for Apache (its name, redirect URI and post-logout
+    /// redirect URI, on Apache's origin), as `oidc_clients` with `secret`.
     static func apacheClient(_ apache: RunningApacheOIDC, secret: String) throws -> String {
+        let words = try DocSnippets.command(in: try apacheRegistration.text(), starting: "siwa oidc add-client")
+        let arguments = try siwaArguments(words).map { $0.replacingOccurrences(of: "https://app.example.com", with: apache.origin) }
+        try #require(arguments.count > 2, "\(words)")
+        func values(_ option: String) -> [String] {
+            arguments.indices.dropLast().filter { arguments[$0] == option }.map { arguments[$0 + 1] }
+        }
+        #expect(Set(arguments.filter { $0.hasPrefix("--") }) == ["--redirect-uri", "--post-logout-redirect-uri"], "an option this test does not register: \(arguments)")
         let clients: [[String: Any]] = [[
-            "client_id": "app", "client_secret": secret,
-            "redirect_uris": [apache.url("/protected/redirect_uri")], "post_logout_redirect_uris": [apache.url("/")],
+            "client_id": arguments[2], "client_secret": secret,
+            "redirect_uris": values("--redirect-uri"), "post_logout_redirect_uris": values("--post-logout-redirect-uri"),
         ]]
         return String(decoding: try JSONSerialization.data(withJSONObject: clients), as: UTF8.self)
     }
 
-    @Test("docs/provider.md's Apache block in Apache: a person with a siwa session reaches /protected with the claims, and the sign-out URL of its comment ends both sessions through siwa's end-session and comes back to the app")
+    /// The arguments `siwa` gets from a page's command: its words after `swift run siwa` or `siwa`.
+    static func siwaArguments(_ words: [String]) throws -> [String] {
+        if words.starts(with: ["swift", "run", "siwa"]) { return Array(words.dropFirst(3)) }
+        try #require(words.first == "siwa", "not a siwa command: \(words)")
+        return Array(words.dropFirst())
+    }
+
+    @Test("docs/provider-apache.md's client and Apache block in Apache: a person with a siwa session reaches /protected with the claims, and the sign-out URL of its comment ends both sessions through siwa's end-session and comes back to the app")
     func apacheRelyingParty() async throws {
         let siwaPort = try await FreePorts.reserve(1)[0]
         let secret = "app-" + UUID().uuidString
@@ -240,13 +286,7 @@ struct DocSnippetsTests {
                     #expect(ended.status == 302, "\(ended.text)\n\(apache.logs())")
                     let endSession = try #require(ended.location)
                     #expect(endSession.hasPrefix(site.url("/oauth2/end-session?")), "\(endSession)")
-                    let confirm = try await visit.send(endSession, cookies: ["siwa_session": siwaSession])
-                    #expect(confirm.status == 200, "\(confirm.text)")
-                    let done = try await visit.send(
-                        site.url("/oauth2/end-session"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                        cookies: ["siwa_session": siwaSession], body: Self.hiddenFields(confirm.text)
-                    )
-                    #expect(done.status == 303, "\(done.text)")
+                    let done = try await Self.confirmEndSession(endSession, site: site, siwaSession: siwaSession, visit: visit)
                     #expect(done.location?.hasPrefix(apache.url("/")) == true, "\(done.location ?? "none")")
                     // Both sessions are over: Apache sends the person to siwa again, and siwa to its sign-in.
                     let again = try await visit.send(apache.url("/protected/"), headers: [("Accept", "text/html")], cookies: jar)
@@ -259,7 +299,7 @@ struct DocSnippetsTests {
         }
     }
 
-    @Test("docs/provider.md's groups block after its first Apache block: a member of admins reaches /protected with her groups, a person outside it gets Apache's 403")
+    @Test("docs/provider-apache.md's groups block after its first Apache block: a member of admins reaches /protected with her groups, a person outside it gets Apache's 403")
     func apacheGroups() async throws {
         let siwaPort = try await FreePorts.reserve(1)[0]
         let secret = "app-" + UUID().uuidString
@@ -321,83 +361,89 @@ struct DocSnippetsTests {
         }.joined(separator: "&")
     }
 
-    // MARK: Grafana
-
-    @Test("docs/provider.md's client registration and Grafana block: the secret siwa oidc add-client prints goes in client_secret; Grafana's code flow with PKCE on auth_url, token_url and api_url gives the attributes it reads; signout_redirect_url ends the siwa session and returns to Grafana")
-    func grafanaSettings() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-grafana-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let database = directory.appendingPathComponent("siwa.sqlite").path
-
-        // The page's registration command, run with the built siwa on this test's store.
-        let register = try Self.command(after: "**Register a client**", in: "docs/provider.md", starting: "swift run siwa oidc add-client")
-        let added = try await ChildProcess.run(ChildProcess.siwaExecutable, arguments: Array(register.dropFirst(3)), environment: ["SIWA_DB": database], timeLimit: .seconds(30))
-        #expect(added.status == 0, "\(added.stderr)")
-        #expect(added.stdout.contains("client_id: grafana"), "\(added.stdout)")
-        let secret = try #require(added.stdout.firstMatch(of: /client_secret: (\S+)/).map { String($0.output.1) }, "\(added.stdout)")
-        let redirect = try #require(register.firstIndex(of: "--redirect-uri").map { register[$0 + 1] })
-
-        try await LocalSite.run(settings: ["db": database]) { site in
-            let ini = try Self.ini(try DocSnippets.substituting(try Self.grafana.text(), ["https://auth.example.com": site.origin, "<client_secret>": secret]))
-            let grafana = try #require(ini["auth.generic_oauth"])
-            func setting(_ key: String) throws -> String { try #require(grafana[key], "grafana.ini sets no \(key)") }
-            #expect(try setting("use_pkce") == "true")
-            let ada = site.user("Ada")
-            try await Visit.withClient { visit in
-                let session = try await visit.signIn(site, user: ada).session
-                // What Grafana's generic_oauth sends: the code flow with PKCE S256 and the scopes as listed.
-                let verifier = UUID().uuidString + UUID().uuidString
-                let challenge = Self.base64URL(hex: IdentityTokenVerifier.sha256Hex(verifier))
-                let query = [
-                    ("response_type", "code"), ("client_id", try setting("client_id")), ("redirect_uri", redirect), ("scope", try setting("scopes")),
-                    ("state", "grafana-state"), ("code_challenge", challenge), ("code_challenge_method", "S256"), ("access_type", "online"),
-                ].map { "\($0.0)=\(Visit.formEncode($0.1))" }.joined(separator: "&")
-                let authorized = try await visit.send(try setting("auth_url") + "?" + query, cookies: ["siwa_session": session])
-                let back = try #require(authorized.location.flatMap(URLComponents.init(string:)), "\(authorized.status) \(authorized.text)")
-                #expect(authorized.location?.hasPrefix(redirect + "?") == true)
-                #expect(back.queryItems?.first { $0.name == "state" }?.value == "grafana-state")
-                let code = try #require(back.queryItems?.first { $0.name == "code" }?.value)
-
-                // Go's oauth2 (Grafana's client) tries the secret in Basic first, both parts form-encoded.
-                let (clientID, clientSecret) = (try setting("client_id"), try setting("client_secret"))
-                let basic = Data("\(Visit.formEncode(clientID)):\(Visit.formEncode(clientSecret))".utf8).base64EncodedString()
-                let token = try await visit.send(
-                    try setting("token_url"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", "Basic \(basic)")],
-                    body: "grant_type=authorization_code&code=\(Visit.formEncode(code))&redirect_uri=\(Visit.formEncode(redirect))&code_verifier=\(verifier)"
-                )
-                #expect(token.status == 200, "\(token.text)")
-                let tokens = try JSONSerialization.jsonObject(with: Data(token.body.readableBytesView)) as? [String: Any]
-                let accessToken = try #require(tokens?["access_token"] as? String)
-                let userinfo = try await visit.send(try setting("api_url"), headers: [("Authorization", "Bearer \(accessToken)")])
-                #expect(userinfo.status == 200, "\(userinfo.text)")
-                let claims = try JSONSerialization.jsonObject(with: Data(userinfo.body.readableBytesView)) as? [String: Any] ?? [:]
-                // Each attribute path is a plain claim name, so the JMESPath is a lookup.
-                let (login, name, email) = (try setting("login_attribute_path"), try setting("name_attribute_path"), try setting("email_attribute_path"))
-                #expect(claims[login] as? String == ada.sub, "\(claims)")
-                #expect(claims[name] as? String == "\(ada.firstName) \(ada.lastName)")
-                #expect(claims[email] as? String == ada.email)
-
-                // Grafana's sign-out: siwa's confirmation, then back to Grafana's login page, the siwa session over.
-                let confirm = try await visit.send(try setting("signout_redirect_url"), cookies: ["siwa_session": session])
-                #expect(confirm.status == 200, "\(confirm.text)")
-                let done = try await visit.send(
-                    site.url("/oauth2/end-session"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                    cookies: ["siwa_session": session], body: Self.hiddenFields(confirm.text)
-                )
-                #expect(done.status == 303, "\(done.text)")
-                #expect(done.location == "https://grafana.example.com/login")
-                #expect(try await visit.send(site.url("/auth/api/session"), cookies: ["siwa_session": session]).status == 401)
-            }
-        }
+    /// A browser with the siwa session `siwaSession` sent to `endSession` (an app's sign-out at siwa): siwa's
+    /// confirmation page, then its form submitted. Returns siwa's answer to the form (a 303 back to the app).
+    static func confirmEndSession(_ endSession: String, site: LocalSite, siwaSession: String, visit: Visit) async throws -> Visit.Answer {
+        let confirm = try await visit.send(endSession, cookies: ["siwa_session": siwaSession])
+        #expect(confirm.status == 200, "\(confirm.text)")
+        let done = try await visit.send(
+            site.url("/oauth2/end-session"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+            cookies: ["siwa_session": siwaSession], body: hiddenFields(confirm.text)
+        )
+        #expect(done.status == 303, "\(done.text)")
+        return done
     }
 
-    /// The words of the first command in the ```sh block after `marker` that starts with `starting` (lines joined
-    /// where they end in `\`, comments dropped).
-    static func command(after marker: String, in page: String, starting: String) throws -> [String] {
-        let block = try DocSnippets.block("sh", in: page, after: marker).replacingOccurrences(of: "\\\n", with: " ")
-        let line = try #require(block.split(separator: "\n").first { $0.hasPrefix(starting) }, "no \(starting) in \(page)")
-        return line.prefix { $0 != "#" }.split(separator: " ").map(String.init)
+    /// Runs `body` with a new empty directory (its name begins `siwa-label-`), removed afterwards.
+    static func withDirectory<T>(_ label: String, _ body: (URL) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-\(label)-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        return try await body(directory)
+    }
+
+    // MARK: Grafana
+
+    @Test("docs/provider.md's client registration and docs/provider-apps.md's Grafana block: the secret siwa oidc add-client prints goes in client_secret; Grafana's code flow with PKCE on auth_url, token_url and api_url gives the attributes it reads; signout_redirect_url ends the siwa session and returns to Grafana")
+    func grafanaSettings() async throws {
+        try await Self.withDirectory("grafana") { directory in
+            let database = directory.appendingPathComponent("siwa.sqlite").path
+
+            // The page's registration command, run with the built siwa on this test's store.
+            let register = try DocSnippets.command(in: try Self.providerRegistration.text(), starting: "swift run siwa oidc add-client")
+            let added = try await ChildProcess.run(ChildProcess.siwaExecutable, arguments: try Self.siwaArguments(register), environment: ["SIWA_DB": database], timeLimit: .seconds(30))
+            #expect(added.status == 0, "\(added.stderr)")
+            #expect(added.stdout.contains("client_id: grafana"), "\(added.stdout)")
+            let secret = try #require(added.stdout.firstMatch(of: /client_secret: (\S+)/).map { String($0.output.1) }, "\(added.stdout)")
+            let redirect = try #require(register.firstIndex(of: "--redirect-uri").map { register[$0 + 1] })
+
+            try await LocalSite.run(settings: ["db": database]) { site in
+                let ini = try Self.ini(try DocSnippets.substituting(try Self.grafana.text(), ["https://auth.example.com": site.origin, "<client_secret>": secret]))
+                let grafana = try #require(ini["auth.generic_oauth"])
+                func setting(_ key: String) throws -> String { try #require(grafana[key], "grafana.ini sets no \(key)") }
+                #expect(try setting("use_pkce") == "true")
+                let ada = site.user("Ada")
+                try await Visit.withClient { visit in
+                    let session = try await visit.signIn(site, user: ada).session
+                    // What Grafana's generic_oauth sends: the code flow with PKCE S256 and the scopes as listed.
+                    let verifier = UUID().uuidString + UUID().uuidString
+                    let challenge = Self.base64URL(hex: IdentityTokenVerifier.sha256Hex(verifier))
+                    let query = [
+                        ("response_type", "code"), ("client_id", try setting("client_id")), ("redirect_uri", redirect), ("scope", try setting("scopes")),
+                        ("state", "grafana-state"), ("code_challenge", challenge), ("code_challenge_method", "S256"), ("access_type", "online"),
+                    ].map { "\($0.0)=\(Visit.formEncode($0.1))" }.joined(separator: "&")
+                    let authorized = try await visit.send(try setting("auth_url") + "?" + query, cookies: ["siwa_session": session])
+                    let back = try #require(authorized.location.flatMap(URLComponents.init(string:)), "\(authorized.status) \(authorized.text)")
+                    #expect(authorized.location?.hasPrefix(redirect + "?") == true)
+                    #expect(back.queryItems?.first { $0.name == "state" }?.value == "grafana-state")
+                    let code = try #require(back.queryItems?.first { $0.name == "code" }?.value)
+
+                    // Go's oauth2 (Grafana's client) tries the secret in Basic first, both parts form-encoded.
+                    let (clientID, clientSecret) = (try setting("client_id"), try setting("client_secret"))
+                    let basic = Data("\(Visit.formEncode(clientID)):\(Visit.formEncode(clientSecret))".utf8).base64EncodedString()
+                    let token = try await visit.send(
+                        try setting("token_url"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", "Basic \(basic)")],
+                        body: "grant_type=authorization_code&code=\(Visit.formEncode(code))&redirect_uri=\(Visit.formEncode(redirect))&code_verifier=\(verifier)"
+                    )
+                    #expect(token.status == 200, "\(token.text)")
+                    let tokens = try JSONSerialization.jsonObject(with: Data(token.body.readableBytesView)) as? [String: Any]
+                    let accessToken = try #require(tokens?["access_token"] as? String)
+                    let userinfo = try await visit.send(try setting("api_url"), headers: [("Authorization", "Bearer \(accessToken)")])
+                    #expect(userinfo.status == 200, "\(userinfo.text)")
+                    let claims = try JSONSerialization.jsonObject(with: Data(userinfo.body.readableBytesView)) as? [String: Any] ?? [:]
+                    // Each attribute path is a plain claim name, so the JMESPath is a lookup.
+                    let (login, name, email) = (try setting("login_attribute_path"), try setting("name_attribute_path"), try setting("email_attribute_path"))
+                    #expect(claims[login] as? String == ada.sub, "\(claims)")
+                    #expect(claims[name] as? String == "\(ada.firstName) \(ada.lastName)")
+                    #expect(claims[email] as? String == ada.email)
+
+                    // Grafana's sign-out: siwa's confirmation, then back to Grafana's login page, the siwa session over.
+                    let done = try await Self.confirmEndSession(try setting("signout_redirect_url"), site: site, siwaSession: session, visit: visit)
+                    #expect(done.location == "https://grafana.example.com/login")
+                    #expect(try await visit.send(site.url("/auth/api/session"), cookies: ["siwa_session": session]).status == 401)
+                }
+            }
+        }
     }
 
     /// An INI file's sections, each key's value trimmed.
@@ -430,19 +476,19 @@ struct DocSnippetsTests {
 
     @Test("docs/access.md's worked example as siwa.json, and its siwa rules test command: the output the page shows")
     func accessRulesExample() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-rules-doc-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        try Self.accessRules.text().write(to: directory.appendingPathComponent("siwa.json"), atomically: true, encoding: .utf8)
-        let session = try DocSnippets.block("sh", in: "docs/access.md", after: "`siwa rules test` tells which rule decides").split(separator: "\n").map(String.init)
-        let command = try #require(session.first { $0.hasPrefix("$ siwa ") })
-        let expected = session.drop { !$0.hasPrefix("$ ") }.dropFirst()
-        // Run in the directory holding siwa.json, as the page's reader does (its store is made there too).
-        let run = try await ChildProcess.run(
-            URL(fileURLWithPath: "/usr/bin/env"), arguments: ["-C", directory.path, ChildProcess.siwaExecutable.path] + command.dropFirst("$ siwa ".count).split(separator: " ").map(String.init),
-            environment: [:], timeLimit: .seconds(30)
-        )
-        #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout.split(separator: "\n").map(String.init) == Array(expected), "stdout:\n\(run.stdout)\nstderr:\n\(run.stderr)")
+        try await Self.withDirectory("rules-doc") { directory in
+            try Self.accessRules.text().write(to: directory.appendingPathComponent("siwa.json"), atomically: true, encoding: .utf8)
+            let session = try Self.rulesTest.text().split(separator: "\n").map(String.init)
+            let prompt = try #require(session.firstIndex { $0.hasPrefix("$ siwa ") })
+            let command = session[prompt]
+            let expected = Array(session[(prompt + 1)...])
+            // Run in the directory holding siwa.json, as the page's reader does (its store is made there too).
+            let run = try await ChildProcess.run(
+                URL(fileURLWithPath: "/usr/bin/env"), arguments: ["-C", directory.path, ChildProcess.siwaExecutable.path] + command.dropFirst("$ siwa ".count).split(separator: " ").map(String.init),
+                environment: [:], timeLimit: .seconds(30)
+            )
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.split(separator: "\n").map(String.init) == expected, "stdout:\n\(run.stdout)\nstderr:\n\(run.stderr)")
+        }
     }
 }

@@ -106,6 +106,70 @@ public enum DocSnippets {
     }
 }
 
+extension DocSnippets {
+    /// The words of the first command in `block` (a ```sh block's text) that starts with `prefix`, as sh would pass
+    /// them: lines ending in `\` joined to the next, a word starting with `#` and the rest of the line dropped.
+    public static func command(in block: String, starting prefix: String) throws -> [String] {
+        let joined = block.replacingOccurrences(of: "\\\n", with: " ")
+        guard let line = joined.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(prefix) }) else {
+            throw DocSnippetError("no command starting \(prefix.debugDescription) in:\n\(block)")
+        }
+        return try words(of: String(line))
+    }
+
+    /// A command line split into words as sh splits it: blanks between words, `'…'` and `"…"` quoting. What sh would
+    /// expand or unescape (`$`, a backquote, a backslash outside single quotes) is an error rather than a guess, so a
+    /// test never runs other words than the reader's shell would.
+    public static func words(of line: String) throws -> [String] {
+        var words: [String] = []
+        var word = ""
+        var inWord = false
+        var quote: Character?
+        for character in line {
+            if let open = quote, character == open {
+                quote = nil
+            } else if quote == "'" {
+                word.append(character)
+            } else if "$`\\".contains(character) {
+                throw DocSnippetError("\(line.debugDescription): \(character) means something to sh that this reading does not do")
+            } else if quote != nil {
+                word.append(character)
+            } else if character == "'" || character == "\"" {
+                quote = character
+                inWord = true
+            } else if character == " " || character == "\t" {
+                if inWord { words.append(word) }
+                word = ""
+                inWord = false
+            } else if character == "#", !inWord {
+                break
+            } else {
+                word.append(character)
+                inWord = true
+            }
+        }
+        guard quote == nil else { throw DocSnippetError("\(line.debugDescription): a quote that never closes") }
+        if inWord { words.append(word) }
+        return words
+    }
+
+    /// Runs `program`, a Python web app a page shows, as its reader runs it (`python app.py`), with the Python of
+    /// scripts/test's venv (Authlib, Flask), while `body` runs; it must listen on `port` and answer `GET /`. Stopped by
+    /// its pid at the end. The signal mask this process's threads block is cleared for it first, or it would never
+    /// see the SIGTERM that stops it (the page's program is not changed for that).
+    public static func withPythonApp<T>(_ program: String, port: Int, _ body: (RunningProxy) async throws -> T) async throws -> T {
+        let launcher = "import runpy, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); runpy.run_path(sys.argv[1], run_name='__main__')"
+        return try await ProxyHarness.run(.authlibPython, port: port, { directory, _ in
+            ProxyLaunch(
+                files: ["app.py": program], arguments: ["-c", launcher, directory.appendingPathComponent("app.py").path],
+                environment: ["PYTHONUNBUFFERED": "1"], logFiles: []
+            )
+        }, ready: { app in
+            (try? await HTTPProbe.status(app.url("/"))) == 200
+        }, body)
+    }
+}
+
 /// A page does not hold the block a test looks for, or the block no longer reads as the test expects.
 public struct DocSnippetError: Error, CustomStringConvertible {
     /// What is missing and where.
