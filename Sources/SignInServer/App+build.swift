@@ -78,6 +78,24 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
 
 /// Builds the router of the web front.
 public func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer, logger: Logger = Logger(label: "siwa")) -> Router<ServerContext> {
+    buildRouter(settings: settings, components: components, renderer: renderer, pages: buildSitePages(settings: settings, components: components, renderer: renderer), logger: logger)
+}
+
+/// The sign-in and session pages, for the router and the byte path alike.
+func buildSitePages(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> SitePages {
+    let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
+    return SitePages(
+        signIn: SignInController(
+            flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics,
+            proxy: ClientAddressResolver(trustedProxies: settings.proxies)
+        ),
+        session: SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects, audit: components.audit),
+        store: components.store, cookies: cookies
+    )
+}
+
+/// Builds the router of the web front, with `pages` (which the byte path answers too).
+func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer, pages: SitePages, logger: Logger) -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
     router.add(middleware: SecurityHeadersMiddleware(settings: settings))
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
@@ -93,15 +111,13 @@ public func buildRouter(settings: ServerSettings, components: ServerComponents, 
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     // The routes that need to know who is asking: the session is looked up once, by this middleware.
     let sessions = router.group().add(middleware: SessionMiddleware(store: components.store, cookies: cookies))
-    SignInController(flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, proxy: proxy)
-        .addRoutes(to: router, sessions: sessions)
+    pages.signIn.addRoutes(to: router, sessions: sessions)
     let completion = SignInCompletion(
         flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, audit: components.audit, proxy: proxy
     )
     ReturnController(completion: completion).addRoutes(to: router)
     PopupController(completion: completion).addRoutes(to: router)
-    SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects, audit: components.audit)
-        .addRoutes(to: sessions)
+    pages.session.addRoutes(to: sessions)
     SessionsController(store: components.store, renderer: renderer, cookies: cookies, audit: components.audit)
         .addRoutes(to: router, sessions: sessions)
     ConsoleController(
@@ -166,7 +182,8 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
-    let router = buildRouter(settings: settings, components: components, renderer: renderer, logger: logger)
+    let pages = buildSitePages(settings: settings, components: components, renderer: renderer)
+    let router = buildRouter(settings: settings, components: components, renderer: renderer, pages: pages, logger: logger)
     let upstreamClient = settings.upstream.map(UpstreamClient.init)
     let gate = upstreamClient.map { buildUpstreamGate(client: $0, settings: settings, components: components, renderer: renderer) }
     let owned = SiwaPaths(publicDirectory: URL(fileURLWithPath: settings.publicDirectory).resolvingSymlinksInPath().path)
@@ -188,7 +205,9 @@ public func buildApplication(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
         front: settings.front, resolver: ClientAddressResolver(trustedProxies: settings.proxies), assertions: components.assertions,
         security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
-        upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) }, logger: logger
+        upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) },
+        // In front of an upstream, `/` and `/session` are the upstream's.
+        pages: gate == nil ? pages : nil, logger: logger
     )
     let server: HTTPServerBuilder = gate.map { gate in
         HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits) }

@@ -44,9 +44,13 @@ struct SessionController: Sendable {
     }
 
     @Sendable func sessionPage(_ request: Request, context: SignedInContext) async throws -> Response {
-        let language = request.pageLanguage
+        sessionPage(language: request.pageLanguage, session: context.session, user: context.user).response
+    }
+
+    /// The session page of `session`, `user`'s, in `language`. One function for the handlers and the byte path
+    /// (`SitePages`).
+    func sessionPage(language: PageLanguage, session: SessionRecord, user: UserRecord) -> RenderedPage {
         let dates = DateFormatters.shared
-        let (session, user) = (context.session, context.user)
         let name = user.displayName ?? ""
         let email = user.email ?? ""
         let languageIndex = PageLanguage.allCases.firstIndex(of: language) ?? 0
@@ -59,9 +63,9 @@ struct SessionController: Sendable {
             )
         }
         // In the order of `sessionSlots`.
-        return shape.response([
+        return shape.rendered([
             user.subject, name, email, dates.display(session.createdAt, language) + " UTC", dates.isoString(session.createdAt),
-            dates.display(session.expiresAt, language) + " UTC", dates.isoString(session.expiresAt), context.csrfToken,
+            dates.display(session.expiresAt, language) + " UTC", dates.isoString(session.expiresAt), session.csrfToken,
         ])
     }
 

@@ -20,6 +20,8 @@ struct SignInController: Sendable {
     /// The sign-in page's four shapes (language × signed in or not), rendered at start: building and looking up a
     /// cache key per view was half of the page's own work in a profile.
     private let shapes: [PageLanguage: (signedOut: PreparedPage, signedIn: PreparedPage)]
+    /// The English shapes, for a language without its own (none: every language has them).
+    private let fallbackShapes: (signedOut: PreparedPage, signedIn: PreparedPage)
     private static let slotNames = ["startURL", "popupStartURL", "csrfToken"]
 
     init(flow: SignInFlow, renderer: PageRenderer, cookies: CookiePolicy, settings: ServerSettings, metrics: ServerMetrics, proxy: ClientAddressResolver) {
@@ -32,9 +34,8 @@ struct SignInController: Sendable {
         // Both URLs were checked to be absolute http(s) URLs with a host when the configuration was read.
         appleOrigin = ServerSettings.origin(of: settings.apple.authorizeBaseURL)
         returnAuthority = ServerSettings.authority(of: settings.returnURL)
-        var shapes: [PageLanguage: (signedOut: PreparedPage, signedIn: PreparedPage)] = [:]
-        for language in PageLanguage.allCases {
-            let origin = appleOrigin
+        let origin = appleOrigin
+        func shapes(_ language: PageLanguage) -> (signedOut: PreparedPage, signedIn: PreparedPage) {
             func shape(signedIn: Bool) -> PreparedPage {
                 renderer.prepare(
                     "signin", title: renderer.string("signInTitle", language), language: language,
@@ -47,9 +48,11 @@ struct SignInController: Sendable {
                     slotNames: Self.slotNames
                 )
             }
-            shapes[language] = (shape(signedIn: false), shape(signedIn: true))
+            return (shape(signedIn: false), shape(signedIn: true))
         }
-        self.shapes = shapes
+        let english = shapes(.english)
+        fallbackShapes = english
+        self.shapes = Dictionary(uniqueKeysWithValues: PageLanguage.allCases.map { ($0, $0 == .english ? english : shapes($0)) })
     }
 
     /// Where a sign-in without a return path lands: siwa's session page, or in front of an upstream the site's home
@@ -66,18 +69,27 @@ struct SignInController: Sendable {
     }
 
     @Sendable func signInPage(_ request: Request, context: ServerContext) async throws -> Response {
-        let language = request.pageLanguage
         let signedIn = if case .signedIn = context.visitor { true } else { false }
-        let returnTo = SignInFlow.safeReturnPath(request.uri.queryParameters.get("return_to"), otherwise: landing)
-        let csrf = request.cookieValue(cookies.csrfName) ?? RandomToken.generate()
+        let returnTo = request.uri.queryParameters.get("return_to").map { String($0) }
+        return signInPage(language: request.pageLanguage, signedIn: signedIn, returnTo: returnTo, csrfCookie: request.cookieValue(cookies.csrfName)).response
+    }
+
+    /// The sign-in page in `language`, saying whether the person is `signedIn`, starting a sign-in that lands on
+    /// `returnTo` (a path of this site; anything else lands on `landing`), with the form token of `csrfCookie` (a
+    /// new one, and its cookie, for a visitor without one). One function for the handlers and the byte path
+    /// (`SitePages`).
+    func signInPage(language: PageLanguage, signedIn: Bool, returnTo: String?, csrfCookie: String?) -> RenderedPage {
+        let returnTo = SignInFlow.safeReturnPath(returnTo, otherwise: landing)
+        let csrf = csrfCookie ?? RandomToken.generate()
         let encodedReturn = FormEncoding.encode(returnTo)
-        guard let shapes = shapes[language] else { throw ErrorPage.internal() }
+        // Every language has its shapes (made for `PageLanguage.allCases` at start).
+        let shapes = shapes[language] ?? fallbackShapes
         // In the order of `slotNames`.
-        var response = (signedIn ? shapes.signedIn : shapes.signedOut).response([
+        var page = (signedIn ? shapes.signedIn : shapes.signedOut).rendered([
             "/auth/apple?return_to=" + encodedReturn, "/auth/apple?mode=popup&return_to=" + encodedReturn, csrf,
         ])
-        response.headers.append(HTTPField(name: .setCookie, value: cookies.csrfHeader(csrf)))
-        return response
+        page.headers.append(HTTPField(name: .setCookie, value: cookies.csrfHeader(csrf)))
+        return page
     }
 
     /// `GET /auth/apple?return_to=/path` (a path of this site) or `?rd=URL` (an absolute URL on an allowed

@@ -18,6 +18,7 @@ public final class ServerMetrics: Sendable {
     let fastChecks: Counter
     let fastForwards: Counter
     let fastProxiedBytes: Counter
+    let fastPages: Counter
 
     /// Creates the metrics.
     public init() {
@@ -31,10 +32,11 @@ public final class ServerMetrics: Sendable {
         keySetFetches = registry.makeGauge(name: "siwa_keyset_fetches", help: "Fetches of Apple's key set since start.")
         clientSecretSignatures = registry.makeGauge(name: "siwa_client_secret_signatures", help: "Client secrets signed since start (the rest came from cache).")
         activeSessions = registry.makeGauge(name: "siwa_active_sessions", help: "Sessions not yet expired.")
-        let fastHelp = "Requests answered on the event loop from a session in memory (the rest went through the handlers)."
+        let fastHelp = "Requests answered on the event loop from what memory holds: checks and passes of a session in memory, and the sign-in and session pages (the rest went through the handlers)."
         fastChecks = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "check")], help: fastHelp)
         fastForwards = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "forward")], help: fastHelp)
         fastProxiedBytes = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream_bytes")], help: fastHelp)
+        fastPages = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "page")], help: fastHelp)
     }
 
     /// Counts a failed sign-in by reason.

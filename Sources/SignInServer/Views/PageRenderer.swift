@@ -174,10 +174,24 @@ struct PreparedPage: Sendable {
 
     /// The page with `values` (in the order of its slots) HTML-escaped into place, not to be stored.
     func response(_ values: [String]) -> Response {
-        Response(
-            status: status,
-            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(byteBuffer: PageCache.fill(segments, with: values))
-        )
+        rendered(values).response
+    }
+
+    /// The same, as its head and body: what the handlers answer (`RenderedPage.response`) and the byte path writes.
+    func rendered(_ values: [String]) -> RenderedPage {
+        RenderedPage(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"], body: PageCache.fill(segments, with: values))
+    }
+}
+
+/// One of siwa's pages rendered whole: its status, its header fields (less those every answer gets: the body's
+/// length, the security headers, `Date` and `Server`) and its body. The handlers answer it as a `Response`; the byte
+/// path (`RawFrontPath`) writes it itself, with the same fields (`SitePages.written`).
+struct RenderedPage: Sendable {
+    let status: HTTPResponse.Status
+    var headers: HTTPFields
+    let body: ByteBuffer
+
+    var response: Response {
+        Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 }

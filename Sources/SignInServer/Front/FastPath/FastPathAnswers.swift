@@ -25,6 +25,8 @@ struct FastPathAnswers: Sendable {
     let metrics: ServerMetrics
     /// With `--upstream`: the door to it.
     let upstream: Upstream?
+    /// siwa's sign-in and session pages for a visitor memory decides (not in front of an upstream).
+    let pages: SitePages?
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.
     static let serverName = "siwa"
@@ -34,7 +36,8 @@ struct FastPathAnswers: Sendable {
 
     init(
         store: any UsersAndSessions, sessionCookie: String, front: FrontSettings, resolver: ClientAddressResolver, assertions: IdentityAssertions,
-        security: SecurityHeadersMiddleware<ServerContext>, dates: HTTPDateCache, metrics: ServerMetrics, upstream: Upstream?, logger: Logger
+        security: SecurityHeadersMiddleware<ServerContext>, dates: HTTPDateCache, metrics: ServerMetrics, upstream: Upstream?, pages: SitePages? = nil,
+        logger: Logger
     ) {
         self.store = store
         self.sessionCookie = sessionCookie
@@ -45,6 +48,7 @@ struct FastPathAnswers: Sendable {
         self.dates = dates
         self.metrics = metrics
         self.upstream = upstream
+        self.pages = pages
         self.logger = logger
         var fields: HTTPFields = [.contentLength: "0"]
         security.secure(&fields)

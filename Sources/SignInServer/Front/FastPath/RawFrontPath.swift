@@ -268,8 +268,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 return handOn(context)
             case .head(let head):
                 let close = head.closesAfter
-                if head.isBodilessGET, let answer = checkAnswer(head, closing: close, allocator: context.channel.allocator) {
-                    // `/auth/check` or `/auth/forward` from memory: answered at once, as the codec path would.
+                if head.isBodilessGET,
+                    let answer = checkAnswer(head, closing: close, allocator: context.channel.allocator)
+                        ?? pageAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
+                {
+                    // `/auth/check` or `/auth/forward`, or the sign-in or session page, from memory: answered at once,
+                    // as the codec path would.
                     buffer.moveReaderIndex(forwardBy: head.length)
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
@@ -392,6 +396,31 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         Self.writeField(&out, "Date", answers.dates.now)
         Self.writeField(&out, "Server", FastPathAnswers.serverName)
         Self.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
+        return out
+    }
+
+    /// The sign-in or session page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes, body included: the
+    /// page's fields, its length, the security headers, `Date` and `Server`, as the middleware and Hummingbird add
+    /// them to the handlers' answer. `buffer` starts with `head`. HTTP/1.0 and two `Accept-Language` fields (which
+    /// the handlers read joined) are the handlers'.
+    private func pageAnswer(_ head: RawHTTP.RequestHead, from buffer: ByteBuffer, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        guard let pages = answers.pages, !head.isHTTP10, SitePages.page(head.target) != nil else { return nil }
+        var language: String?
+        for line in head.lines where line.name == "accept-language" {
+            guard language == nil else { return nil }
+            language = buffer.getString(at: buffer.readerIndex + line.value.lowerBound, length: line.value.count)
+        }
+        guard let page = pages.fromMemory(target: head.target, cookie: head.cookie, acceptLanguage: language, now: Date()) else { return nil }
+        answers.metrics.fastPages.increment()
+        var fields = page.headers
+        fields[.contentLength] = String(page.body.readableBytes)
+        answers.security.secure(&fields)
+        var out = allocator.buffer(capacity: page.body.readableBytes + 1024)
+        Self.writeStatusAndFields(&out, page.status, fields)
+        Self.writeField(&out, "Date", answers.dates.now)
+        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        Self.endHead(&out, closing: closing)
+        out.writeImmutableBuffer(page.body)
         return out
     }
 

@@ -1,0 +1,52 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// siwa's two most-viewed pages, the sign-in page (`/`) and the session page (`/session`, `/auth/session`), for a
+/// visitor whom memory decides. The byte path (`RawFrontPath`) answers them below NIO's codecs and Hummingbird's
+/// task per request, which were most of a page's cost in profiles (issue 26), with the controllers' own functions
+/// (`SignInController.signInPage`, `SessionController.sessionPage`, which the routes call too), the session cache the
+/// `SessionMiddleware` reads, and the headers the middleware and Hummingbird add. Everything else is the handlers':
+/// a target with a query, a session cookie not in memory, two `Accept-Language` fields, HTTP/1.0, `HEAD`, and siwa
+/// in front of an upstream, where `/` is the upstream's (`pages` is nil then).
+struct SitePages: Sendable {
+    let signIn: SignInController
+    let session: SessionController
+    let store: any UsersAndSessions
+    let cookies: CookiePolicy
+
+    enum Page {
+        case signIn, session
+    }
+
+    /// The page a target names exactly, as the router routes it; nil for any other target (a query too).
+    static func page(_ target: String) -> Page? {
+        switch target {
+        case "/": .signIn
+        case "/session", "/auth/session": .session
+        default: nil
+        }
+    }
+
+    /// The page at `target` for a `GET` with `cookie` (its one `Cookie` field) and `acceptLanguage` (its one
+    /// `Accept-Language` field), when memory decides who asks: nobody (no session cookie), or a session this instance
+    /// holds. Nil when the handlers answer: another target, a session cookie memory does not know (the store
+    /// decides), the session page without a session (the sign-in redirect).
+    func fromMemory(target: String, cookie: String?, acceptLanguage: String?, now: Date) -> RenderedPage? {
+        guard let page = Self.page(target) else { return nil }
+        var fields = HTTPFields()
+        if let cookie { fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8))) }
+        // Read as `SessionMiddleware` reads it.
+        let sessionCookie = fields.cookieValue(cookies.sessionName)
+        let found = sessionCookie.flatMap { store.cachedSession(idHash: SignInFlow.hash($0), now: now) }
+        if sessionCookie != nil, found == nil { return nil }
+        let language = PageLanguage.negotiate(acceptLanguage)
+        switch page {
+        case .signIn:
+            return signIn.signInPage(language: language, signedIn: found != nil, returnTo: nil, csrfCookie: fields.cookieValue(cookies.csrfName))
+        case .session:
+            guard let (session, user) = found else { return nil }
+            return self.session.sessionPage(language: language, session: session, user: user)
+        }
+    }
+}
