@@ -20,9 +20,13 @@ struct PagesFromMemoryTests {
         return (answer.status, fields, body)
     }
 
+    /// Sessions stay in memory for the whole test (by default for 5 s from their last read, which a loaded machine
+    /// can pass between two requests: the byte path then rightly leaves the request to the handlers).
+    static let settings: [String: String?] = ["check_cache_seconds": "600"]
+
     @Test("generated visitors (no cookie, a token cookie, a session in memory, an unknown or empty session, languages): the byte path answers the sign-in and session pages exactly as the handlers do, and leaves to them what memory cannot decide")
     func sameAnswerEitherWay() async throws {
-        try await LocalSite.run { site in
+        try await LocalSite.run(settings: Self.settings) { site in
             try await Visit.withClient { visit in
                 let ada = try await visit.signIn(site, user: site.user("Ada")).session
                 let grace = try await visit.signIn(site, user: site.user("Grace")).session
@@ -52,7 +56,10 @@ struct PagesFromMemoryTests {
                     let anonymous = session.name == "none" || session.name == "empty"
                     let fromMemory = known || (anonymous && path == "/")
                     if fromMemory { expectedPages += 1 }
-                    #expect(try await BytePathTests.counted("page", site, visit) == expectedPages, "answered by the wrong path: \(what)")
+                    let counted = try await BytePathTests.counted("page", site, visit)
+                    #expect(counted == expectedPages, "answered by the wrong path: \(what)")
+                    // One wrong answer is one failure, not one for every request after it.
+                    expectedPages = counted
 
                     let (handlers, bytes) = (Self.comparable(byHandlers), Self.comparable(byBytes))
                     #expect(bytes.status == handlers.status, "\(what)")
@@ -85,7 +92,7 @@ struct PagesFromMemoryTests {
 
     @Test("a session ended at siwa is not shown from memory: its session page says the person is not signed in, and the sign-in page no longer says signed in")
     func endedSessionNotFromMemory() async throws {
-        try await LocalSite.run { site in
+        try await LocalSite.run(settings: Self.settings) { site in
             try await Visit.withClient { visit in
                 let session = try await visit.signIn(site, user: site.user("Ada")).session
                 let cookie = "Cookie: siwa_session=\(session)"
