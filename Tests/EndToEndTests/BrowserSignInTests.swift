@@ -321,14 +321,11 @@ struct BrowserSignInTests {
     }
 
     /// The claims of the `X-Siwa-Assertion` the app behind a proxy received, once PyJWT (a third-party JWT library,
-    /// as an upstream would use) has verified it against siwa's key set for `audience`; nil when it did not.
+    /// as an upstream would use) has verified it against siwa's key set for `audience` with docs/front.md's block;
+    /// nil when it did not.
     static func verifiedWithPyJWT(_ echoed: EchoedRequest, site: LocalSite, audience: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: Any]? {
         let assertion = try #require(echoed.values("x-siwa-assertion").first, "the app received no assertion", sourceLocation: sourceLocation)
-        let python = try #require(ProcessInfo.processInfo.environment["SIWA_TEST_PYTHON"], "run ./scripts/test, which creates the Python venv")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("ThirdParty/verify_assertion.py")
-        let run = try await ChildProcess.run(URL(fileURLWithPath: python), arguments: [script.path], environment: [
-            "JWKS_URL": site.url("/.well-known/siwa/jwks.json"), "TOKEN": assertion, "ISSUER": site.origin, "AUDIENCE": audience,
-        ])
+        let run = try await DocSnippetsTests.runPyJWTBlock(assertion, keySet: site.url("/.well-known/siwa/jwks.json"), issuer: site.origin, audience: audience)
         #expect(run.status == 0, "PyJWT refused the assertion:\n\(run.stderr)", sourceLocation: sourceLocation)
         guard run.status == 0 else { return nil }
         return try JSONSerialization.jsonObject(with: Data((run.stdout.split(separator: "\n").last ?? "").utf8)) as? [String: Any]

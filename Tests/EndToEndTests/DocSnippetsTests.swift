@@ -16,8 +16,10 @@ import Darwin
 /// `DocSnippets` and run as a reader copies it, only ports, paths and `<placeholders>` filled in: the README's
 /// quick-start nginx block, Traefik's and Caddy's forward-auth in front of the echo upstream, mod_auth_openidc's
 /// blocks in Apache, Authlib's app in Python, Grafana's settings against siwa's endpoints, the access rules example
-/// with `siwa rules test`, and the systemd unit the operations page points to; and the README's commands, run by
-/// the built `siwa` (`DocSnippetsTests+README.swift`). A person signs in headlessly through the emulator.
+/// with `siwa rules test`, the systemd unit the operations page points to, and the PyJWT and jwt-kit checks of the
+/// assertion (`DocSnippetsTests+Assertion.swift`); and the README's commands and the provider page's registration,
+/// run by the built `siwa` (`DocSnippetsTests+README.swift`, `+Provider.swift`). A person signs in headlessly
+/// through the emulator.
 @Suite("The documentation's configuration blocks, run as written")
 struct DocSnippetsTests {
     /// A block a page shows, where a reader finds it: the `nth` block in `language` after the text `after`.
@@ -54,8 +56,9 @@ struct DocSnippetsTests {
     /// Run by `accessRulesExample`.
     static let accessRules = Shown(page: "docs/access.md", language: "json", after: "A worked example")
 
-    /// Every block a page shows for a reader to copy into a file.
-    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, authlib, grafana, accessRules]
+    /// Every block a page shows for a reader to copy into a file: the configuration, and the programs
+    /// (`programLanguages`).
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit]
 
     /// The README's opening commands; the first is run by `readmeLocalMode` (the second, `./scripts/test`, is what
     /// runs these tests).
@@ -64,7 +67,7 @@ struct DocSnippetsTests {
     static let readmeUpstream = Shown(page: "README.md", language: "sh", after: "**In front of an app**")
     /// Run by `readmeOIDC`.
     static let readmeOIDC = Shown(page: "README.md", language: "sh", after: "**As the OpenID provider of an app**")
-    /// Its add-client command is run by `grafanaSettings`.
+    /// Run by `providerRegistrationCommands`; its add-client command by `grafanaSettings` too.
     static let providerRegistration = Shown(page: "docs/provider.md", language: "sh", after: "**Register a client**")
     /// Run by `authlibApp`.
     static let authlibRegistration = Shown(page: "docs/provider-authlib.md", language: "sh", after: "## Register the client")
@@ -77,8 +80,11 @@ struct DocSnippetsTests {
     /// The command blocks a test runs: every block of the README, and the registrations of the clients' pages.
     static let commands = [readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest]
 
-    /// The pages every block of which, commands too, a test runs: the README, and the OpenID clients' pages.
-    static let whollyRun: Set<String> = ["README.md", "docs/provider-apache.md", "docs/provider-authlib.md", "docs/provider-apps.md"]
+    /// The pages every block of which, commands too, a test runs: the README, and the OpenID provider's pages.
+    static let whollyRun: Set<String> = ["README.md", "docs/provider.md", "docs/provider-apache.md", "docs/provider-authlib.md", "docs/provider-apps.md"]
+
+    /// The languages of a program a reader copies into their own (Authlib's app, the assertion's verification).
+    static let programLanguages: Set<String> = ["python", "py", "swift"]
 
     /// The languages of configuration a reader copies into a file (the others are commands and their output).
     static let configurationLanguages: Set<String> = ["nginx", "yaml", "yml", "toml", "caddyfile", "apache", "apacheconf", "ini", "systemd", "json", "conf"]
@@ -87,7 +93,7 @@ struct DocSnippetsTests {
     /// not; Ada an admin, so the groups header has something to carry.
     static let frontSettings: [String: String?] = ["allowed_emails": "ada@example.com,lilei@example.cn", "groups": #"{"admins": ["ada@example.com"]}"#]
 
-    @Test("every fenced block of README.md and docs/ names its language; every configuration block among them, and every block of the README and the OpenID clients' pages, is one a test runs as written")
+    @Test("every fenced block of README.md and docs/ names its language; every configuration block and every program among them, and every block of the README and the OpenID provider's pages, is one a test runs as written")
     func everyConfigurationBlockIsRun() throws {
         let run = try Self.shown.map { try $0.fenced() }
         let commands = try Self.commands.map { try $0.fenced() }
@@ -98,6 +104,9 @@ struct DocSnippetsTests {
             for block in try DocSnippets.fencedBlocks(in: page) {
                 #expect(!block.language.isEmpty, "\(block) names no language: say what it is (```sh, ```nginx, ```text), so no configuration hides among the commands")
                 if Self.configurationLanguages.contains(block.language) { configuration.append(block) }
+                if Self.programLanguages.contains(block.language) {
+                    #expect(run.contains(block), "\(block) is a program no test runs: add it to DocSnippetsTests.shown with a test that runs it")
+                }
                 if Self.whollyRun.contains(page) {
                     #expect(run.contains(block) || commands.contains(block), "\(block) is a block no test runs on a page whose every block is: add it to DocSnippetsTests.shown or .commands with a test that runs it")
                 }
@@ -106,7 +115,8 @@ struct DocSnippetsTests {
         for block in configuration {
             #expect(run.contains(block), "\(block) is a configuration block no test runs: add it to DocSnippetsTests.shown with a test that runs it")
         }
-        // Besides the configuration, `shown` holds the programs run as written (Authlib's app).
+        // Besides the configuration, `shown` holds the programs run as written (Authlib's app, the assertion's checks).
+        #expect(run.allSatisfy { Self.configurationLanguages.contains($0.language) || Self.programLanguages.contains($0.language) }, "\(run)")
         #expect(configuration.count == run.filter { Self.configurationLanguages.contains($0.language) }.count)
         // The systemd unit is a file of its own the operations page points to; `systemdUnit` runs it.
         #expect(try DocSnippets.text(of: "docs/operations.md").contains("`deploy/siwa.service`"))

@@ -110,11 +110,21 @@ extension DocSnippets {
     /// The words of the first command in `block` (a ```sh block's text) that starts with `prefix`, as sh would pass
     /// them: lines ending in `\` joined to the next, a word starting with `#` and the rest of the line dropped.
     public static func command(in block: String, starting prefix: String) throws -> [String] {
-        let joined = block.replacingOccurrences(of: "\\\n", with: " ")
-        guard let line = joined.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(prefix) }) else {
+        guard let line = lines(of: block).first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(prefix) }) else {
             throw DocSnippetError("no command starting \(prefix.debugDescription) in:\n\(block)")
         }
-        return try words(of: String(line))
+        return try words(of: line)
+    }
+
+    /// Every command of `block` (a ```sh block's text), in order, each read as `command(in:starting:)` reads one; a
+    /// line that is blank or only a comment (the output a page shows under a command) is none.
+    public static func commands(in block: String) throws -> [[String]] {
+        try lines(of: block).map(words(of:)).filter { !$0.isEmpty }
+    }
+
+    /// The lines of `block` with each ending in `\` joined to the next, as sh reads them.
+    static func lines(of block: String) -> [String] {
+        block.replacingOccurrences(of: "\\\n", with: " ").split(separator: "\n").map(String.init)
     }
 
     /// A command line split into words as sh splits it: blanks between words, `'…'` and `"…"` quoting. What sh would
@@ -167,6 +177,19 @@ extension DocSnippets {
         }, ready: { app in
             (try? await HTTPProbe.status(app.url("/"))) == 200
         }, body)
+    }
+}
+
+extension DocSnippets {
+    /// Runs `program`, a Python script a page shows, to its end with the Python of scripts/test's venv (PyJWT,
+    /// Authlib), as `python script.py` from a file of its own; `environment` is added to this process's.
+    public static func runPython(_ program: String, environment: [String: String] = [:]) async throws -> ChildProcess.Outcome {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-doc-python-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let script = directory.appendingPathComponent("snippet.py")
+        try program.write(to: script, atomically: true, encoding: .utf8)
+        return try await ChildProcess.run(try ExternalTool.authlibPython.executable(), arguments: [script.path], environment: environment, timeLimit: .seconds(30))
     }
 }
 
