@@ -122,23 +122,47 @@ struct UpstreamForwarder: Sendable {
     /// The same, from the request's header fields, its authority and the peer's address. `Host` is always the
     /// upstream's own.
     func upstreamHeaders(_ fields: HTTPFields, authority: String?, peer: String?, identity: [HTTPField]) -> HTTPHeaders {
-        let named = Self.connectionNamed(fields[values: .connection])
         var headers = HTTPHeaders()
         headers.reserveCapacity(fields.count + identity.count + 5)
-        headers.add(name: "Host", value: settings.authority)
-        for field in fields {
-            guard !staysWithSiwa(field.name.canonicalName, named: named) else { continue }
-            if field.name == .cookie {
-                if let kept = keptCookies(field.value) { headers.add(name: "Cookie", value: kept) }
+        let forwarded = ForwardedFields(
+            for: resolver.forwardedFor(fields, peer: peer), proto: resolver.scheme(fields, peer: peer), host: resolver.host(fields, authority: authority, peer: peer)
+        )
+        writeHead(
+            to: &headers, clientFields: fields.lazy.map { ($0.name.canonicalName, $0.name.rawName, $0.value) }, connection: fields[values: .connection],
+            forwarded: forwarded, identity: identity
+        )
+        return headers
+    }
+
+    /// Where the request came from, as the upstream is told (`X-Forwarded-For`, `-Proto`, `-Host`), worked out by
+    /// the carrier with the resolver (`ClientAddressResolver`).
+    struct ForwardedFields {
+        let `for`: String
+        let proto: String
+        let host: String?
+    }
+
+    /// The upstream's request head after its request line, written here for every carrier (async-http-client, the
+    /// WebSocket handshake and the byte path): `Host`, the upstream's own; the client's fields (`clientFields`:
+    /// lowercased name, name as sent, value, in order) less those that stay with siwa (`staysWithSiwa`, with the
+    /// names its `Connection` values list), its cookie without siwa's; where the request came from; then siwa's
+    /// identity fields.
+    func writeHead<Sink: UpstreamHeadSink>(
+        to sink: inout Sink, clientFields: some Sequence<(String, String, String)>, connection: [String], forwarded: ForwardedFields, identity: [HTTPField]
+    ) {
+        let named = Self.connectionNamed(connection)
+        sink.add(name: "Host", value: settings.authority)
+        for (lowercased, name, value) in clientFields where !staysWithSiwa(lowercased, named: named) {
+            if lowercased == "cookie" {
+                if let kept = keptCookies(value) { sink.add(name: "Cookie", value: kept) }
                 continue
             }
-            headers.add(name: field.name.rawName, value: field.value)
+            sink.add(name: name, value: value)
         }
-        headers.add(name: "X-Forwarded-For", value: resolver.forwardedFor(fields, peer: peer))
-        headers.add(name: "X-Forwarded-Proto", value: resolver.scheme(fields, peer: peer))
-        if let host = resolver.host(fields, authority: authority, peer: peer) { headers.add(name: "X-Forwarded-Host", value: host) }
-        for field in identity { headers.add(name: field.name.rawName, value: field.value) }
-        return headers
+        sink.add(name: "X-Forwarded-For", value: forwarded.for)
+        sink.add(name: "X-Forwarded-Proto", value: forwarded.proto)
+        if let host = forwarded.host { sink.add(name: "X-Forwarded-Host", value: host) }
+        for field in identity { sink.add(name: field.name.rawName, value: field.value) }
     }
 
     /// Whether a client's header of this lowercased name is not passed to the upstream: hop-by-hop, named by
@@ -368,3 +392,11 @@ private final class PlaceHolder: Sendable {
     init(_ place: UpstreamAdmission.Pass) { self.place = Mutex(place) }
     func release() { place.withLock { $0 = nil } }
 }
+
+/// Where `UpstreamForwarder.writeHead` writes the upstream's request head: NIO's header list (async-http-client
+/// and the WebSocket handshake send it) or the byte path's bytes (`RawFrontPath`).
+protocol UpstreamHeadSink {
+    mutating func add(name: String, value: String)
+}
+
+extension HTTPHeaders: UpstreamHeadSink {}

@@ -70,8 +70,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// The last `Cookie` header seen on this connection, the SHA-256 of its session cookie and the header as the
     /// upstream gets it (a browser sends the same one each time).
     private var lastCookie: (header: String, sessionHash: String?, kept: String?)?
-    /// The last identity sent on this connection, as header lines.
-    private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, lines: ByteBuffer)?
+    /// The last identity sent on this connection, as header fields.
+    private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, fields: [HTTPField])?
     /// The last check answered from memory on this connection: its status line and header lines before `Date`.
     private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, lines: ByteBuffer)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
@@ -461,38 +461,31 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         out.writeString(" ")
         out.writeString(settings.basePath)
         out.writeString(target.forwarded)
-        out.writeString(" HTTP/1.1\r\nHost: ")
-        out.writeString(settings.authority)
-        out.writeString("\r\n")
-        let named = UpstreamForwarder.connectionNamed(head.connection)
-        // The head's lines, copied as they came, less what stays with siwa; the cookie without siwa's.
-        for line in head.lines where !forwarder.staysWithSiwa(line.name, named: named) {
-            if line.name == "cookie" {
-                if let kept = keptCookies(head.cookie) { Self.writeField(&out, "Cookie", kept) }
-                continue
-            }
-            if let bytes = source.viewBytes(at: source.readerIndex + line.line.lowerBound, length: line.line.count) {
-                out.writeBytes(bytes)
-                out.writeString("\r\n")
-            }
-        }
+        out.writeString(" HTTP/1.1\r\n")
         // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
         let resolver = answers.resolver
+        let forwarded: UpstreamForwarder.ForwardedFields
         if peerTrusted, !head.forwarded.isEmpty {
             let fields = forwardedFields(head)
-            Self.writeField(&out, "X-Forwarded-For", resolver.forwardedFor(fields, peer: peer))
-            Self.writeField(&out, "X-Forwarded-Proto", resolver.scheme(fields, peer: peer))
-            Self.writeField(&out, "X-Forwarded-Host", resolver.host(fields, authority: head.host, peer: peer) ?? head.host)
+            forwarded = .init(
+                for: resolver.forwardedFor(fields, peer: peer), proto: resolver.scheme(fields, peer: peer),
+                host: resolver.host(fields, authority: head.host, peer: peer) ?? head.host
+            )
         } else {
             // From a client, or a trusted proxy that said nothing: what the resolver answers then.
-            Self.writeField(&out, "X-Forwarded-For", resolver.peerName(peer))
-            Self.writeField(&out, "X-Forwarded-Proto", "http")
-            Self.writeField(&out, "X-Forwarded-Host", head.host)
+            forwarded = .init(for: resolver.peerName(peer), proto: "http", host: head.host)
         }
-        if case .identified(let user, let groups, let assertion) = pass {
-            var lines = identityLines(user, groups: groups, assertion: assertion)
-            out.writeBuffer(&lines)
+        var identity: [HTTPField] = []
+        if case .identified(let user, let groups, let assertion) = pass { identity = identityFields(user, groups: groups, assertion: assertion) }
+        // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`).
+        let fields = head.lines.lazy.map { line -> (String, String, String) in
+            let name = source.getString(at: source.readerIndex + line.line.lowerBound, length: line.name.utf8.count) ?? line.name
+            let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
+            return (line.name, name, value)
         }
+        var sink = RawHeadSink(buffer: out)
+        forwarder.writeHead(to: &sink, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity)
+        out = sink.buffer
         if let length = head.contentLength {
             // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
             Self.writeField(&out, "Content-Length", String(length))
@@ -528,23 +521,20 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         out.writeString("\r\n")
     }
 
-    private static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
+    fileprivate static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
         out.writeString(name)
         out.writeString(": ")
         out.writeString(value)
         out.writeString("\r\n")
     }
 
-    /// The identity header lines of `user` in `groups` with `assertion`, made once per person, groups and assertion
-    /// on a connection.
-    private func identityLines(_ user: UserRecord, groups: [String], assertion: String) -> ByteBuffer {
-        if let last = lastIdentity, last.assertion == assertion, last.user == user, last.groups == groups { return last.lines }
-        var lines = ByteBuffer()
-        for field in UpstreamGate.identityFields(user, groups: groups, assertion: assertion) {
-            Self.writeField(&lines, field.name.rawName, field.value)
-        }
-        lastIdentity = (user, groups, assertion, lines)
-        return lines
+    /// The identity fields of `user` in `groups` with `assertion`, made once per person, groups and assertion on a
+    /// connection.
+    private func identityFields(_ user: UserRecord, groups: [String], assertion: String) -> [HTTPField] {
+        if let last = lastIdentity, last.assertion == assertion, last.user == user, last.groups == groups { return last.fields }
+        let fields = UpstreamGate.identityFields(user, groups: groups, assertion: assertion)
+        lastIdentity = (user, groups, assertion, fields)
+        return fields
     }
 
     /// The SHA-256 of the session cookie in `cookie` (the `Cookie` header).
@@ -951,5 +941,14 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         self.exchange = nil
         release(exchange)
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
+    }
+}
+
+/// The byte path's upstream request head, written as HTTP/1.1 lines (`UpstreamForwarder.writeHead`).
+private struct RawHeadSink: UpstreamHeadSink {
+    var buffer: ByteBuffer
+
+    mutating func add(name: String, value: String) {
+        RawFrontPath.writeField(&buffer, name, value)
     }
 }
