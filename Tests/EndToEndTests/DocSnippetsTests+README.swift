@@ -6,12 +6,20 @@ import Testing
 /// The README's commands as a newcomer types them, taken from its ```sh blocks and run by the built `siwa` (for
 /// `swift run siwa`): only what must be this test's own is changed, the ports (a free one for the app's 3000, and
 /// siwa's and the emulator's through `SIWA_PORT` and `SIWA_EMULATOR_PORT`, the command naming neither) and the store
-/// (`SIWA_DB`, or `--db` for the commands that take the store's path, as the provider page says).
+/// (`SIWA_DB`, which every command reads, as the provider page says). Each test reads its block's whole command list
+/// (`DocSnippets.commands(in:)`), so a command added to a block fails it until the test runs that command too.
 extension DocSnippetsTests {
-    @Test("the README's first command, swift run siwa serve: the URL it prints shows the Sign in with Apple button, and a person signed in through the emulator lands on the session page with their name, email and Apple user id")
+    @Test("the README's opening commands: swift run siwa serve prints a URL that shows the Sign in with Apple button, and a person signed in through the emulator lands on the session page with their name, email and Apple user id; ./scripts/test is the package's executable script that ends in swift test")
     func readmeLocalMode() async throws {
-        let arguments = try Self.siwaArguments(try DocSnippets.command(in: try Self.readmeOpening.text(), starting: "swift run siwa serve"))
-        #expect(arguments == ["serve"], "the README's first command now says more: \(arguments)")
+        let commands = try DocSnippets.commands(in: try Self.readmeOpening.text())
+        #expect(commands == [["swift", "run", "siwa", "serve"], ["./scripts/test"]], "the block's commands changed, and this test runs these two: \(commands)")
+        // ./scripts/test is what runs this test, so it is not run again here: it is there for `./` to run, and runs swift test.
+        let script = DocSnippets.packageDirectory.appendingPathComponent("scripts/test").path
+        #expect(FileManager.default.isExecutableFile(atPath: script), "\(script) is not an executable file")
+        let lastLine = try String(contentsOfFile: script, encoding: .utf8).split(separator: "\n").last { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+        #expect(lastLine?.hasPrefix("swift test") == true, "scripts/test no longer ends by running swift test: \(lastLine ?? "")")
+
+        let arguments = try Self.siwaArguments(try #require(commands.first))
         try await Self.withSiwaServe(arguments) { site, siwa in
             let printed = try await Self.printedURL(siwa)
             #expect(printed == site.url("/"))
@@ -36,8 +44,9 @@ extension DocSnippetsTests {
     func readmeUpstream() async throws {
         try await withEchoUpstream { app in
             let block = try DocSnippets.substituting(try Self.readmeUpstream.text(), ["http://127.0.0.1:3000": "http://127.0.0.1:\(app)"])
-            let arguments = try Self.siwaArguments(try DocSnippets.command(in: block, starting: "swift run siwa serve"))
-            try await Self.withSiwaServe(arguments) { site, siwa in
+            let commands = try DocSnippets.commands(in: block).map(Self.siwaArguments)
+            #expect(commands.map { $0.first } == ["serve"], "the block's commands changed, and this test runs one siwa serve: \(commands)")
+            try await Self.withSiwaServe(try #require(commands.first)) { site, siwa in
                 try await Visit.withClient { visit in
                     let health = try await visit.send(site.url("/health"))
                     #expect(health.status == 200, "\(health.text)\n\(siwa.logText)")
@@ -70,15 +79,18 @@ extension DocSnippetsTests {
         }
     }
 
-    @Test("the README's quick start as the OpenID provider: siwa oidc add-client prints the client_id and a client_secret; siwa oidc list-clients on the same store then lists the client with its redirect URI; the discovery URL of the comment is siwa's")
+    @Test("the README's quick start as the OpenID provider, every command of its block: siwa oidc add-client prints the client_id and a client_secret; siwa oidc list-clients on the same store then lists the client with its redirect URI; the discovery URL of the comment is siwa's")
     func readmeOIDC() async throws {
         try await Self.withDirectory("readme-oidc") { directory in
             let database = directory.appendingPathComponent("siwa.sqlite").path
             let block = try Self.readmeOIDC.text()
-            let arguments = try Self.siwaArguments(try DocSnippets.command(in: block, starting: "siwa oidc add-client"))
+            let commands = try DocSnippets.commands(in: block).map(Self.siwaArguments)
+            #expect(commands.map { $0.prefix(2).joined(separator: " ") } == ["oidc add-client"], "the block's commands changed, and this test runs one add-client: \(commands)")
+            let arguments = try #require(commands.first)
             let redirect = try #require(arguments.firstIndex(of: "--redirect-uri").map { arguments[$0 + 1] }, "\(arguments)")
 
-            let added = try await ChildProcess.run(ChildProcess.siwaExecutable, arguments: arguments + ["--db", database], environment: [:], timeLimit: .seconds(30))
+            // As written, the store named by SIWA_DB (as the provider page says the commands read it).
+            let added = try await ChildProcess.run(ChildProcess.siwaExecutable, arguments: arguments, environment: ["SIWA_DB": database], timeLimit: .seconds(30))
             #expect(added.status == 0, "\(added.stderr)")
             let printed = added.stdout.split(separator: "\n").map(String.init)
             #expect(printed.first == "client_id: grafana", "\(added.stdout)")
@@ -107,10 +119,14 @@ extension DocSnippetsTests {
     }
 
     /// Runs the built `siwa` with `arguments` (`serve …`) in a process of its own, on free ports and a throwaway store
-    /// given through the environment, until it answers `/healthz` and its emulator does; `body` gets the site as
-    /// `LocalSite` describes it and the process. Stopped by SIGTERM at the end; started again on new ports when one
-    /// was taken meanwhile.
-    static func withSiwaServe(_ arguments: [String], _ body: (LocalSite, SiwaProcess) async throws -> Void) async throws {
+    /// given through the environment, until `ready` says it answers (by default `/healthz` on its port; over the socket
+    /// for `--socket`) and its emulator does; `body` gets the site as `LocalSite` describes it and the process.
+    /// Stopped by SIGTERM at the end; started again on new ports when one was taken meanwhile.
+    static func withSiwaServe(
+        _ arguments: [String],
+        ready: (LocalSite) async -> Bool = { (try? await HTTPProbe.status($0.url("/healthz"))) == 200 },
+        _ body: (LocalSite, SiwaProcess) async throws -> Void
+    ) async throws {
         try await LocalSite.startingAgain(tries: 5) { started in
             let ports = try await FreePorts.reserve(2)
             try await Self.withDirectory("readme") { directory in
@@ -121,7 +137,7 @@ extension DocSnippetsTests {
                 try await ChildProcess.withRunning(
                     ChildProcess.siwaExecutable, arguments: arguments, environment: environment, output: log,
                     ready: {
-                        guard (try? await HTTPProbe.status(site.url("/healthz"))) == 200 else { return false }
+                        guard await ready(site) else { return false }
                         return (try? await HTTPProbe.status(site.emulatorOrigin + "/healthz")) == 200
                     }
                 ) { pid in

@@ -17,8 +17,8 @@ import Darwin
 /// quick-start nginx block, Traefik's and Caddy's forward-auth in front of the echo upstream, mod_auth_openidc's
 /// blocks in Apache, Authlib's app in Python, Grafana's settings against siwa's endpoints, the access rules example
 /// with `siwa rules test`, the systemd unit the operations page points to, and the PyJWT and jwt-kit checks of the
-/// assertion (`DocSnippetsTests+Assertion.swift`); and the README's commands and the provider page's registration,
-/// run by the built `siwa` (`DocSnippetsTests+README.swift`, `+Provider.swift`). A person signs in headlessly
+/// assertion (`DocSnippetsTests+Assertion.swift`); and the README's commands, docs/front.md's and the provider page's
+/// registration, run by the built `siwa` (`DocSnippetsTests+README.swift`, `+Front.swift`, `+Provider.swift`). A person signs in headlessly
 /// through the emulator.
 @Suite("The documentation's configuration blocks, run as written")
 struct DocSnippetsTests {
@@ -60,8 +60,8 @@ struct DocSnippetsTests {
     /// (`programLanguages`).
     static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit]
 
-    /// The README's opening commands; the first is run by `readmeLocalMode` (the second, `./scripts/test`, is what
-    /// runs these tests).
+    /// The README's opening commands; checked by `readmeLocalMode`, which runs the first (the second, `./scripts/test`,
+    /// is what runs these tests).
     static let readmeOpening = Shown(page: "README.md", language: "sh", after: "# siwa")
     /// Run by `readmeUpstream`.
     static let readmeUpstream = Shown(page: "README.md", language: "sh", after: "**In front of an app**")
@@ -76,12 +76,20 @@ struct DocSnippetsTests {
     static let apacheRegistration = Shown(page: "docs/provider-apache.md", language: "sh", after: "## Register the client")
     /// Run by `accessRulesExample`, which compares the output it shows.
     static let rulesTest = Shown(page: "docs/access.md", language: "sh", after: "`siwa rules test` tells which rule decides")
+    /// Run by `frontSocket`.
+    static let frontSocket = Shown(page: "docs/front.md", language: "sh", after: "**nginx on the same machine: a Unix socket**")
+    /// Run by `frontUpstream`.
+    static let frontUpstream = Shown(page: "docs/front.md", language: "sh", after: "### The built-in proxy (`--upstream`)")
 
-    /// The command blocks a test runs: every block of the README, and the registrations of the clients' pages.
-    static let commands = [readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest]
+    /// The command blocks a test runs: every block of the README and of docs/front.md, and the registrations of the
+    /// clients' pages.
+    static let commands = [
+        readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest, frontSocket, frontUpstream,
+    ]
 
-    /// The pages every block of which, commands too, a test runs: the README, and the OpenID provider's pages.
-    static let whollyRun: Set<String> = ["README.md", "docs/provider.md", "docs/provider-apache.md", "docs/provider-authlib.md", "docs/provider-apps.md"]
+    /// The pages every block of which, commands too, a test runs: the README, the page of siwa in front of a site, and
+    /// the OpenID provider's pages.
+    static let whollyRun: Set<String> = ["README.md", "docs/front.md", "docs/provider.md", "docs/provider-apache.md", "docs/provider-authlib.md", "docs/provider-apps.md"]
 
     /// The languages of a program a reader copies into their own (Authlib's app, the assertion's verification).
     static let programLanguages: Set<String> = ["python", "py", "swift"]
@@ -93,7 +101,7 @@ struct DocSnippetsTests {
     /// not; Ada an admin, so the groups header has something to carry.
     static let frontSettings: [String: String?] = ["allowed_emails": "ada@example.com,lilei@example.cn", "groups": #"{"admins": ["ada@example.com"]}"#]
 
-    @Test("every fenced block of README.md and docs/ names its language; every configuration block and every program among them, and every block of the README and the OpenID provider's pages, is one a test runs as written")
+    @Test("every fenced block of README.md and docs/ names its language; every configuration block and every program among them, and every block of the README, docs/front.md and the OpenID provider's pages, is one a test runs as written")
     func everyConfigurationBlockIsRun() throws {
         let run = try Self.shown.map { try $0.fenced() }
         let commands = try Self.commands.map { try $0.fenced() }
