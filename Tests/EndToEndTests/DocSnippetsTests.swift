@@ -17,9 +17,9 @@ import Darwin
 /// quick-start nginx block, Traefik's and Caddy's forward-auth in front of the echo upstream, mod_auth_openidc's
 /// blocks in Apache, Authlib's app in Python, Grafana's settings against siwa's endpoints, the access rules example
 /// with `siwa rules test`, the systemd unit the operations page points to, and the PyJWT and jwt-kit checks of the
-/// assertion (`DocSnippetsTests+Assertion.swift`); and the README's commands, docs/front.md's and the provider page's
-/// registration, run by the built `siwa` (`DocSnippetsTests+README.swift`, `+Front.swift`, `+Provider.swift`). A person signs in headlessly
-/// through the emulator.
+/// assertion (`DocSnippetsTests+Assertion.swift`); and the README's commands, docs/front.md's, the provider page's
+/// registration, and docs/access.md's and docs/getting-started.md's, run by the built `siwa` (`DocSnippetsTests+README.swift`,
+/// `+Front.swift`, `+Provider.swift`, `+Pages.swift`). A person signs in headlessly through the emulator.
 @Suite("The documentation's configuration blocks, run as written")
 struct DocSnippetsTests {
     /// A block a page shows, where a reader finds it: the `nth` block in `language` after the text `after`.
@@ -80,16 +80,27 @@ struct DocSnippetsTests {
     static let frontSocket = Shown(page: "docs/front.md", language: "sh", after: "**nginx on the same machine: a Unix socket**")
     /// Run by `frontUpstream`.
     static let frontUpstream = Shown(page: "docs/front.md", language: "sh", after: "### The built-in proxy (`--upstream`)")
+    /// Run by `accessGroupsCommands`.
+    static let groupsCommands = Shown(page: "docs/access.md", language: "sh", after: "Groups come from two places, joined:")
+    /// Run by `gettingStartedLocalMode`, which compares the lines it shows.
+    static let localModeSession = Shown(page: "docs/getting-started.md", language: "console", after: "## Local mode, step by step")
+    /// Run by `gettingStartedAppleMode`.
+    static let appleMode = Shown(page: "docs/getting-started.md", language: "sh", after: "## Apple mode")
 
-    /// The command blocks a test runs: every block of the README and of docs/front.md, and the registrations of the
-    /// clients' pages.
+    /// The command blocks a test runs (```sh, and the ```console session of getting started, its commands after `$ `):
+    /// every block of the README, docs/front.md, docs/access.md and docs/getting-started.md, and the registrations of
+    /// the clients' pages.
     static let commands = [
         readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest, frontSocket, frontUpstream,
+        groupsCommands, localModeSession, appleMode,
     ]
 
-    /// The pages every block of which, commands too, a test runs: the README, the page of siwa in front of a site, and
-    /// the OpenID provider's pages.
-    static let whollyRun: Set<String> = ["README.md", "docs/front.md", "docs/provider.md", "docs/provider-apache.md", "docs/provider-authlib.md", "docs/provider-apps.md"]
+    /// The pages every block of which, commands too, a test runs: the README, getting started, the page of siwa in front
+    /// of a site, who may enter which app, and the OpenID provider's pages.
+    static let whollyRun: Set<String> = [
+        "README.md", "docs/getting-started.md", "docs/front.md", "docs/access.md", "docs/provider.md", "docs/provider-apache.md", "docs/provider-authlib.md",
+        "docs/provider-apps.md",
+    ]
 
     /// The languages of a program a reader copies into their own (Authlib's app, the assertion's verification).
     static let programLanguages: Set<String> = ["python", "py", "swift"]
@@ -101,12 +112,12 @@ struct DocSnippetsTests {
     /// not; Ada an admin, so the groups header has something to carry.
     static let frontSettings: [String: String?] = ["allowed_emails": "ada@example.com,lilei@example.cn", "groups": #"{"admins": ["ada@example.com"]}"#]
 
-    @Test("every fenced block of README.md and docs/ names its language; every configuration block and every program among them, and every block of the README, docs/front.md and the OpenID provider's pages, is one a test runs as written")
+    @Test("every fenced block of README.md and docs/ names its language; every configuration block and every program among them, and every block of the README, docs/getting-started.md, docs/front.md, docs/access.md and the OpenID provider's pages, is one a test runs as written")
     func everyConfigurationBlockIsRun() throws {
         let run = try Self.shown.map { try $0.fenced() }
         let commands = try Self.commands.map { try $0.fenced() }
         #expect(Set((run + commands).map(\.description)).count == run.count + commands.count, "two entries name the same block: \(run + commands)")
-        #expect(commands.allSatisfy { $0.language == "sh" }, "\(commands)")
+        #expect(commands.allSatisfy { $0.language == "sh" || $0.language == "console" }, "\(commands)")
         var configuration: [DocSnippets.Fenced] = []
         for page in try DocSnippets.pages() {
             for block in try DocSnippets.fencedBlocks(in: page) {
@@ -271,9 +282,11 @@ struct DocSnippetsTests {
         return String(decoding: try JSONSerialization.data(withJSONObject: clients), as: UTF8.self)
     }
 
-    /// The arguments `siwa` gets from a page's command: its words after `swift run siwa` or `siwa`.
+    /// The arguments `siwa` gets from a page's command: its words after `swift run siwa` (`swift run -c release siwa`:
+    /// the built binary stands for either) or `siwa`.
     static func siwaArguments(_ words: [String]) throws -> [String] {
         if words.starts(with: ["swift", "run", "siwa"]) { return Array(words.dropFirst(3)) }
+        if words.starts(with: ["swift", "run", "-c", "release", "siwa"]) { return Array(words.dropFirst(5)) }
         try #require(words.first == "siwa", "not a siwa command: \(words)")
         return Array(words.dropFirst())
     }
@@ -496,13 +509,12 @@ struct DocSnippetsTests {
     func accessRulesExample() async throws {
         try await Self.withDirectory("rules-doc") { directory in
             try Self.accessRules.text().write(to: directory.appendingPathComponent("siwa.json"), atomically: true, encoding: .utf8)
-            let session = try Self.rulesTest.text().split(separator: "\n").map(String.init)
-            let prompt = try #require(session.firstIndex { $0.hasPrefix("$ siwa ") })
-            let command = session[prompt]
-            let expected = Array(session[(prompt + 1)...])
+            let session = DocSnippets.session(in: try Self.rulesTest.text())
+            #expect(session.count == 1, "the block's commands changed, and this test runs one: \(session.map(\.command))")
+            let (command, expected) = try #require(session.first)
             // Run in the directory holding siwa.json, as the page's reader does (its store is made there too).
             let run = try await ChildProcess.run(
-                URL(fileURLWithPath: "/usr/bin/env"), arguments: ["-C", directory.path, ChildProcess.siwaExecutable.path] + command.dropFirst("$ siwa ".count).split(separator: " ").map(String.init),
+                URL(fileURLWithPath: "/usr/bin/env"), arguments: ["-C", directory.path, ChildProcess.siwaExecutable.path] + Self.siwaArguments(try DocSnippets.words(of: command)),
                 environment: [:], timeLimit: .seconds(30)
             )
             #expect(run.status == 0, "\(run.stderr)")

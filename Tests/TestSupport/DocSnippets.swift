@@ -127,6 +127,38 @@ extension DocSnippets {
         block.replacingOccurrences(of: "\\\n", with: " ").split(separator: "\n").map(String.init)
     }
 
+    /// The command lines of `block` (a ```sh block's text) as sh reads them, lines ending in `\` joined to the next,
+    /// blank and comment-only lines left out: for a command `words(of:)` cannot read (one with `$(…)` or `>>`), which
+    /// a test then hands to sh itself.
+    public static func commandLines(in block: String) -> [String] {
+        lines(of: block).filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty && !$0.trimmingCharacters(in: .whitespaces).hasPrefix("#") }
+    }
+
+    /// A command's leading `NAME=value` words, which sh puts in the command's environment, and the words after them.
+    public static func environmentAndCommand(_ words: [String]) -> (environment: [String: String], command: [String]) {
+        var environment: [String: String] = [:]
+        var rest = words[...]
+        while let word = rest.first, let match = word.wholeMatch(of: /([A-Za-z_][A-Za-z0-9_]*)=(.*)/) {
+            environment[String(match.output.1)] = String(match.output.2)
+            rest = rest.dropFirst()
+        }
+        return (environment, Array(rest))
+    }
+
+    /// The session a block shows (a ```console block, or a ```sh one written with prompts): each `$ ` line's command,
+    /// with the lines it prints under it.
+    public static func session(in block: String) -> [(command: String, output: [String])] {
+        var session: [(command: String, output: [String])] = []
+        for line in block.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if line.hasPrefix("$ ") {
+                session.append((String(line.dropFirst(2)), []))
+            } else if !session.isEmpty, !line.isEmpty {
+                session[session.count - 1].output.append(line)
+            }
+        }
+        return session
+    }
+
     /// A command line split into words as sh splits it: blanks between words, `'…'` and `"…"` quoting. What sh would
     /// expand or unescape (`$`, a backquote, a backslash outside single quotes) is an error rather than a guess, so a
     /// test never runs other words than the reader's shell would.
