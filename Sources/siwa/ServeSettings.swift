@@ -111,7 +111,7 @@ extension ServePlan {
                 apple.authorizeBaseURL = base
             }
             let keyPath = database.contains("://") ? "./siwa.sqlite.key" : database + ".key"
-            let dataKeys = !values.list("data_key").isEmpty ? values.list("data_key")
+            let dataKeys = !values.list("data_key").isEmpty ? try Self.checked(dataKeys: values.list("data_key"))
                 : creatingLocalKey ? [try LocalDataKey.loadOrCreate(path: keyPath)] : [TokenCipher.generateKey()]
             settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
             settings.rateLimitPerMinute = rateLimit
@@ -149,7 +149,7 @@ extension ServePlan {
         if apple.isApple, apple.returnURLs[0].scheme != "https" {
             throw ConfigurationError(field: "return_url", "must be https in Apple mode")
         }
-        let dataKeys = values.list("data_key")
+        let dataKeys = try Self.checked(dataKeys: values.list("data_key"))
         guard !dataKeys.isEmpty else {
             throw ConfigurationError(field: "data_key", "is required in Apple mode: refresh tokens are encrypted at rest with it. Create one with `openssl rand -base64 32`; to rotate, list the new key first, comma-separated, then the old ones")
         }
@@ -227,6 +227,18 @@ extension ServePlan {
     }
 
     /// The session cookie is set by Apple's return: `cookie_domain` must cover the return URL's host.
+    /// `keys` when each is a data key (32 random bytes in base64): a bad one is a configuration error, named, before
+    /// anything starts (it used to surface from the store's cipher as a plain error, exit 1).
+    static func checked(dataKeys keys: [String]) throws -> [String] {
+        guard !keys.isEmpty else { return keys }
+        do {
+            _ = try TokenCipher(base64Keys: keys)
+        } catch {
+            throw ConfigurationError(field: "data_key", "each key must be 32 random bytes in base64 (create one with `openssl rand -base64 32`)")
+        }
+        return keys
+    }
+
     static func check(cookieDomain: String?, covers returnURL: URL) throws {
         guard let cookieDomain, let host = returnURL.host, !ServerSettings.cookieDomain(cookieDomain, covers: host) else { return }
         throw ConfigurationError(field: "cookie_domain", "\(cookieDomain) does not cover \(host), the host of the return URL, where the session cookie is set")

@@ -164,7 +164,7 @@ struct ConfigurationLayersTests {
         #expect(routes.map { $0.method?.rawValue } == ["GET", "POST"])
     }
 
-    @Test("cookie_domain, check_cache_seconds and public_url in local mode: bad values stop serve naming the key; good ones reach the settings")
+    @Test("cookie_domain, check_cache_seconds, public_url and data_key in local mode: bad values stop serve naming the key; good ones reach the settings")
     func frontKeys() async throws {
         let refused: [([String], String)] = [
             (["--cookie-domain", "example"], "cookie_domain"),
@@ -179,6 +179,9 @@ struct ConfigurationLayersTests {
             (["--trusted-proxies", "10.0.0.0/33"], "trusted_proxies"),
             (["--allowed-redirect-domains", "*.example.com"], "allowed_redirect_domains"),
             (["--allowed-redirect-domains", "app.example.com:8443"], "allowed_redirect_domains"),
+            // 16 bytes, and not base64 at all: a configuration error naming the key (exit 78), not the store's.
+            (["--data-key", "c2l4dGVlbiBieXRlcyBrZXk="], "data_key"),
+            (["--data-key", "not a key"], "data_key"),
         ]
         for (arguments, field) in refused {
             let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
