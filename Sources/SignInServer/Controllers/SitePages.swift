@@ -31,7 +31,7 @@ struct SitePages: Sendable {
     /// The page at `target` for a `GET` with `cookie` (its one `Cookie` field) and `acceptLanguage` (its one
     /// `Accept-Language` field), when memory decides who asks: nobody (no session cookie), or a session this instance
     /// holds. Nil when the handlers answer: another target, a session cookie memory does not know (the store
-    /// decides), the session page without a session (the sign-in redirect).
+    /// decides), the session page without a session (the handlers' "not signed in" page).
     func fromMemory(target: String, cookie: String?, acceptLanguage: String?, now: Date) -> RenderedPage? {
         guard let page = Self.page(target) else { return nil }
         var fields = HTTPFields()

@@ -11,8 +11,8 @@ import NIOCore
 /// come, reading only its head and framing. Nothing is converted to header types and back, which is what a request
 /// through the codecs spent most of its time on.
 ///
-/// What reaches the upstream and the client is what the codec path sends (`UpstreamForwarder.staysWithSiwa`,
-/// `keptCookies`, `dropsFromClient` are the same rules): siwa's `Host`, the client's headers less the hop-by-hop,
+/// What reaches the upstream and the client is what the codec path sends (the head is written by
+/// `UpstreamForwarder.writeHead`, the answer filtered by `dropsFromClient`, for both): siwa's `Host`, the client's headers less the hop-by-hop,
 /// forgeable and `Connection`-named ones and siwa's cookies, `X-Forwarded-*`, the identity and assertion; back, the
 /// upstream's status and headers less the hop-by-hop ones and a `Set-Cookie` of siwa's, with siwa's `Date` and
 /// `Server`, the body as sent (a chunked one relayed chunk by chunk, one that ends with the connection re-chunked).
@@ -67,9 +67,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
     private var closeWhenIdle = false
-    /// The last `Cookie` header seen on this connection, the SHA-256 of its session cookie and the header as the
-    /// upstream gets it (a browser sends the same one each time).
-    private var lastCookie: (header: String, sessionHash: String?, kept: String?)?
+    /// The last `Cookie` header seen on this connection and the SHA-256 of its session cookie (a browser sends the
+    /// same one each time).
+    private var lastCookie: (header: String, sessionHash: String?)?
     /// The last identity sent on this connection, as header fields.
     private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, fields: [HTTPField])?
     /// The last check answered from memory on this connection: its status line and header lines before `Date`.
@@ -542,18 +542,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         cookie.flatMap { read($0).sessionHash }
     }
 
-    /// `cookie` (the `Cookie` header) without siwa's cookies, as the upstream gets it; nil when nothing is left.
-    private func keptCookies(_ cookie: String?) -> String? {
-        cookie.flatMap { read($0).kept }
-    }
-
     /// What the `Cookie` header says, read once per header on a connection.
-    private func read(_ cookie: String) -> (header: String, sessionHash: String?, kept: String?) {
+    private func read(_ cookie: String) -> (header: String, sessionHash: String?) {
         if let last = lastCookie, last.header == cookie { return last }
         var fields = HTTPFields()
         fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8)))
         let hash = fields.cookieValue(answers.sessionCookie).flatMap(FastPathAnswers.sessionHash)
-        let read = (cookie, hash, upstream?.gate.forwarder.keptCookies(cookie))
+        let read = (cookie, hash)
         lastCookie = read
         return read
     }
