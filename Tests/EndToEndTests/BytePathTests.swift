@@ -61,12 +61,7 @@ struct BytePathTests {
             #expect(byBytes.head.hasPrefix("HTTP/1.1 200 OK\r\n"))
 
             // Signed out: the byte path does not pass the next request (it asks the store, which knows).
-            let signOut = try await visit.send(site.url("/auth/sign-out"), cookies: ["siwa_session": session])
-            let token = try #require(signOut.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/)?.1)
-            let done = try await visit.send(
-                site.url("/auth/sign-out"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")],
-                cookies: ["siwa_session": session], body: "csrf_token=\(token)"
-            )
+            let done = try await visit.signOut(site, cookies: ["siwa_session": session])
             #expect(done.status == 303 || done.status == 302)
             let after = try await RawSocket.send(port: site.port, path: "/reports/2026", lines: ["Accept: application/json", "Cookie: siwa_session=\(session)"])
             #expect(after.status == 401)

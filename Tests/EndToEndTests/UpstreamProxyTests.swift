@@ -106,11 +106,7 @@ struct UpstreamProxyTests {
             #expect(second.value("set-cookie") == "upstream=1")
 
             // Signed out: the next request is the handlers' again, and refused.
-            let signOut = try await visit.send(site.url("/auth/sign-out"), cookies: cookies)
-            let token = try #require(signOut.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/)?.1)
-            let done = try await visit.send(
-                site.url("/auth/sign-out"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")], cookies: cookies, body: "csrf_token=\(token)"
-            )
+            let done = try await visit.signOut(site, cookies: cookies)
             #expect(done.status == 303 || done.status == 302)
             #expect(try await visit.send(site.url("/reports/2026"), headers: [("Accept", "application/json")], cookies: cookies).status == 401)
             #expect(try await Self.fastPathCount(site, visit) == 1)
@@ -777,6 +773,18 @@ struct Visit {
             throw EndToEndError("the return did not set a session: \(returned.status) \(returned.text)")
         }
         return (session, returned.location)
+    }
+
+    /// Signs out at siwa as a person does, with `cookies`: the confirmation page, then its form with the CSRF token.
+    /// The form's answer (a redirect once the session has ended).
+    func signOut(_ site: LocalSite, cookies: [String: String]) async throws -> Answer {
+        let confirm = try await send(site.url("/auth/sign-out"), cookies: cookies)
+        guard let token = confirm.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/)?.1 else {
+            throw EndToEndError("no sign-out form: \(confirm.status) \(confirm.text)")
+        }
+        return try await send(
+            site.url("/auth/sign-out"), method: .POST, headers: [("Content-Type", "application/x-www-form-urlencoded")], cookies: cookies, body: "csrf_token=\(token)"
+        )
     }
 
     /// `text` as a form or query value.

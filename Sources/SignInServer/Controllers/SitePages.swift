@@ -28,21 +28,20 @@ struct SitePages: Sendable {
         }
     }
 
-    /// The page at `target` for a `GET` with `cookie` (its one `Cookie` field) and `acceptLanguage` (its one
-    /// `Accept-Language` field), when memory decides who asks: nobody (no session cookie), or a session this instance
-    /// holds. Nil when the handlers answer: another target, a session cookie memory does not know (the store
-    /// decides), the session page without a session (the handlers' "not signed in" page).
-    func fromMemory(target: String, cookie: String?, acceptLanguage: String?, now: Date) -> RenderedPage? {
+    /// The page at `target` for a `GET` whose session cookie hashes to `sessionHash` (nil without one, or with an
+    /// empty one: `FastPathAnswers.sessionHash`, as `SessionMiddleware` reads it) with `cookie` (its one `Cookie`
+    /// field) and `acceptLanguage` (its one `Accept-Language` field), when memory decides who asks: nobody, or a
+    /// session this instance holds. Nil when the handlers answer: another target, a session cookie memory does not
+    /// know (the store decides), the session page without a session (the handlers' "not signed in" page).
+    func fromMemory(target: String, sessionHash: String?, cookie: String?, acceptLanguage: String?, now: Date) -> RenderedPage? {
         guard let page = Self.page(target) else { return nil }
-        var fields = HTTPFields()
-        if let cookie { fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8))) }
-        // Read as `SessionMiddleware` reads it.
-        let sessionCookie = fields.cookieValue(cookies.sessionName)
-        let found = sessionCookie.flatMap { store.cachedSession(idHash: SignInFlow.hash($0), now: now) }
-        if sessionCookie != nil, found == nil { return nil }
+        let found = sessionHash.flatMap { store.cachedSession(idHash: $0, now: now) }
+        if sessionHash != nil, found == nil { return nil }
         let language = PageLanguage.negotiate(acceptLanguage)
         switch page {
         case .signIn:
+            var fields = HTTPFields()
+            if let cookie { fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8))) }
             return signIn.signInPage(language: language, signedIn: found != nil, returnTo: nil, csrfCookie: fields.cookieValue(cookies.csrfName))
         case .session:
             guard let (session, user) = found else { return nil }

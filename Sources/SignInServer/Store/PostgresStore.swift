@@ -50,7 +50,7 @@ public final class PostgresStore: SignInStore {
             try await connection.query("SELECT pg_advisory_lock(727472)", logger: self.logger)
             do {
                 try await connection.query("CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)", logger: self.logger)
-                for (version, statements) in [("v1", PostgresSchema.v1), ("v2", PostgresSchema.v2), ("v3", PostgresSchema.v3), ("v4", PostgresSchema.v4), ("v5", PostgresSchema.v5), ("v6", PostgresSchema.v6)] {
+                for (version, statements) in PostgresSchema.migrations {
                     guard try await connection.query("SELECT 1 FROM schema_migrations WHERE version = \(version)", logger: self.logger).collect().isEmpty else { continue }
                     for statement in statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
@@ -421,6 +421,8 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
+    /// Every migration, in the order they apply.
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6)]
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
     /// Issue 28: the sessions' details and last use.

@@ -78,23 +78,8 @@ public final class SQLiteStore: SignInStore {
 
     public func migrate() async throws {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(sql: SQLiteSchema.v1)
-        }
-        migrator.registerMigration("v2") { db in
-            try db.execute(sql: SQLiteSchema.v2)
-        }
-        migrator.registerMigration("v3") { db in
-            try db.execute(sql: SQLiteSchema.v3)
-        }
-        migrator.registerMigration("v4") { db in
-            try db.execute(sql: SQLiteSchema.v4)
-        }
-        migrator.registerMigration("v5") { db in
-            try db.execute(sql: SQLiteSchema.v5)
-        }
-        migrator.registerMigration("v6") { db in
-            try db.execute(sql: SQLiteSchema.v6)
+        for (version, sql) in SQLiteSchema.migrations {
+            migrator.registerMigration(version) { db in try db.execute(sql: sql) }
         }
         // Not `migrator.migrate(pool)`: that blocks the calling thread until every reader is done, and on Swift's
         // cooperative pool (two threads on two cores) two such waits at once left no thread for the readers'
@@ -397,6 +382,8 @@ public final class SQLiteStore: SignInStore {
 
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
+    /// Every migration, in the order they apply.
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6)]
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
     /// Issue 28: the sessions' details and last use.

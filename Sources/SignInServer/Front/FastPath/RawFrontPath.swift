@@ -393,8 +393,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         }
         var out = allocator.buffer(capacity: lines.readableBytes + 80)
         out.writeImmutableBuffer(lines)
-        Self.writeField(&out, "Date", answers.dates.now)
-        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        writeStamp(&out)
         Self.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
         return out
     }
@@ -410,15 +409,15 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             guard language == nil else { return nil }
             language = buffer.getString(at: buffer.readerIndex + line.value.lowerBound, length: line.value.count)
         }
-        guard let page = pages.fromMemory(target: head.target, cookie: head.cookie, acceptLanguage: language, now: Date()) else { return nil }
+        guard let page = pages.fromMemory(target: head.target, sessionHash: sessionHash(head.cookie), cookie: head.cookie, acceptLanguage: language, now: Date())
+        else { return nil }
         answers.metrics.fastPages.increment()
         var fields = page.headers
         fields[.contentLength] = String(page.body.readableBytes)
         answers.security.secure(&fields)
         var out = allocator.buffer(capacity: page.body.readableBytes + 1024)
         Self.writeStatusAndFields(&out, page.status, fields)
-        Self.writeField(&out, "Date", answers.dates.now)
-        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        writeStamp(&out)
         Self.endHead(&out, closing: closing)
         out.writeImmutableBuffer(page.body)
         return out
@@ -519,6 +518,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         if closing { out.writeString("Connection: close\r\n") }
         if keptHTTP10 { out.writeString("Connection: keep-alive\r\n") }
         out.writeString("\r\n")
+    }
+
+    /// siwa's `Date` and `Server`, as Hummingbird writes them on the handlers' answers.
+    private func writeStamp(_ out: inout ByteBuffer) {
+        Self.writeField(&out, "Date", answers.dates.now)
+        Self.writeField(&out, "Server", FastPathAnswers.serverName)
     }
 
     fileprivate static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
@@ -785,8 +790,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             out.writeBytes(bytes)
             out.writeString("\r\n")
         }
-        Self.writeField(&out, "Date", answers.dates.now)
-        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        writeStamp(&out)
         let body: Body
         switch head.framing {
         case .none:
