@@ -124,7 +124,9 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
         store: components.store, renderer: renderer, access: settings.front.access, adminGroups: settings.adminGroups, audit: components.audit,
         configuredClients: settings.provider.clients, logger: logger
     ).addRoutes(to: sessions)
-    let forwardAuth = ForwardAuthController(renderer: renderer, front: settings.front, proxy: proxy, assertions: components.assertions, audit: components.audit)
+    let forwardAuth = ForwardAuthController(
+        policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), proxy: proxy, assertions: components.assertions
+    )
     forwardAuth.addRoutes(to: sessions)
     forwardAuth.addKeySetRoute(to: router)
     // The OpenID Provider (issue 18).
@@ -156,13 +158,19 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     settings.front.access.install(skipRoutes: client.settings.skipAuthRoutes)
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: settings.proxies),
-        ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission
+        ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission,
+        failures: DoorFailures(settings: client.settings, metrics: components.metrics)
     )
     return UpstreamGate(
-        forwarder: forwarder, front: settings.front, sessions: SessionMiddleware(store: components.store, cookies: cookies), renderer: renderer,
-        security: SecurityHeadersMiddleware(settings: settings), assertions: components.assertions, audit: components.audit,
+        forwarder: forwarder, sessions: SessionMiddleware(store: components.store, cookies: cookies),
+        policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), assertions: components.assertions,
         resolver: ClientAddressResolver(trustedProxies: settings.proxies)
     )
+}
+
+/// The door's one policy (`DoorPolicy`), for the checks and the built-in proxy alike.
+func buildDoorPolicy(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> DoorPolicy {
+    DoorPolicy(front: settings.front, renderer: renderer, security: SecurityHeadersMiddleware(settings: settings), audit: components.audit)
 }
 
 /// Both values, when both are there.

@@ -263,7 +263,7 @@ extension ServePlan {
     static func upstream(_ values: LayeredValues) throws -> UpstreamSettings? {
         let timeout = try positiveMilliseconds(values, "upstream_timeout_ms", default: 30_000)
         let idle = try positiveMilliseconds(values, "upstream_idle_timeout_ms", default: 300_000)
-        let maxConnections = try values.int("upstream_max_connections", default: 512)
+        let maxConnections = try values.int("upstream_max_connections", default: UpstreamSettings.defaultMaxConnections)
         guard maxConnections > 0 else { throw ConfigurationError(field: "upstream_max_connections", "must be at least 1; got \(maxConnections)") }
         let entries = values.list("skip_auth_routes")
         let stripped = values.list("strip_request_headers")

@@ -407,22 +407,30 @@ struct ScriptedUpstream {
         "/gzip-chunked": ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\nGZ01\r\n0\r\n\r\n", false),
     ]
 
-    static func run<T>(_ body: (ScriptedUpstream) async throws -> T) async throws -> T {
-        try await LoopbackServer.run({ pipeline in
+    /// Runs the upstream with `answers` and, `extra`, more of them, each keyed by its path or by `METHOD path` (which
+    /// comes first).
+    static func run<T>(extra: [String: (bytes: String, close: Bool)] = [:], _ body: (ScriptedUpstream) async throws -> T) async throws -> T {
+        let all = answers.merging(extra) { $1 }
+        return try await LoopbackServer.run({ pipeline in
             // Only the request decoder: the answers are written as bytes, past no encoder.
             try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
-            try pipeline.addHandler(Handler())
+            try pipeline.addHandler(Handler(answers: all))
         }) { port, connections in try await body(ScriptedUpstream(port: port, connections: connections)) }
     }
 
     private final class Handler: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = ByteBuffer
+        let answers: [String: (bytes: String, close: Bool)]
+
+        init(answers: [String: (bytes: String, close: Bool)]) {
+            self.answers = answers
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .head(let head) = unwrapInboundIn(data) else { return }
             let path = String(head.uri.prefix { $0 != "?" })
-            let answer = ScriptedUpstream.answers[path] ?? ("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false)
+            let answer = answers["\(head.method.rawValue) \(path)"] ?? answers[path] ?? ("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false)
             context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer.bytes)), promise: nil)
             if path == "/reset-midway" {
                 // A reset, not a close: the body's end cannot be told from it.

@@ -12,16 +12,14 @@ import Synchronization
 /// the original request in `X-Forwarded-*` (believed from `trusted_proxies` only) and want a browser sent to
 /// the sign-in. Neither writes to the store.
 struct ForwardAuthController: Sendable {
-    let renderer: PageRenderer
-    let front: FrontSettings
+    let policy: DoorPolicy
     let proxy: ClientAddressResolver
     let assertions: IdentityAssertions
-    let audit: AuditTrail
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
-        sessions.get("/auth/check", use: check)
-        sessions.get("/auth/forward", use: forward)
+        sessions.get(RouterPath(DoorRoutes.Check.check.path), use: check)
+        sessions.get(RouterPath(DoorRoutes.Check.forward.path), use: forward)
     }
 
     /// `GET /.well-known/siwa/jwks.json`: the public keys of `X-Siwa-Assertion`.
@@ -39,43 +37,30 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
-        switch decision(request, context: context) {
-        case .pass: return Self.empty(.accepted)
-        case .allow(let user, let groups): return await allowed(user, groups: groups, status: .accepted, request: request, context: context)
-        case .deny: return Self.empty(.forbidden)
-        case .signIn: return Self.empty(.unauthorized)
-        case .unavailable: return Self.empty(.serviceUnavailable)
-        }
+        let decision = await decision(request, context: context)
+        if let refusal = policy.refusal(decision, at: .check, request: request, method: request.method.rawValue, original: nil) { return refusal }
+        guard case .allow(let user, let groups) = decision else { return DoorPolicy.empty(.accepted) }
+        return await allowed(user, groups: groups, status: .accepted, request: request, context: context)
     }
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
-        switch decision(request, context: context) {
-        case .pass: return Self.empty(.ok)
-        case .allow(let user, let groups): return await allowed(user, groups: groups, status: .ok, request: request, context: context)
-        case .deny(let user, _):
-            // Shown on the app's host: siwa's stylesheets are linked at public_url.
-            return renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage, assetOrigin: front.publicOrigin)
-        case .unavailable: return renderer.render(.storeUnavailable(retryURL: original(request, context: context) ?? "/"), language: request.pageLanguage)
-        case .signIn:
-            let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue
-            guard request.isPageNavigation(method: method) else { return Self.empty(.unauthorized) }
-            return front.signInRedirect(returningTo: original(request, context: context))
+        let decision = await decision(request, context: context)
+        let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue
+        if let refusal = policy.refusal(decision, at: .forward, request: request, method: method, original: original(request, context: context)) {
+            return refusal
         }
+        guard case .allow(let user, let groups) = decision else { return DoorPolicy.empty(.ok) }
+        return await allowed(user, groups: groups, status: .ok, request: request, context: context)
     }
 
-    /// The decision for the request the proxy asks about (`ClientAddressResolver.checkedRequest`), narrowed by the
-    /// check's own query (`CheckNarrowing`); logged when a rule had to refuse for want of the original request.
-    private func decision(_ request: Request, context: ServerContext) -> AccessDecision {
+    /// The door policy's decision on the request the proxy asks about (`ClientAddressResolver.checkedRequest`),
+    /// narrowed by the check's own query (`CheckNarrowing`), with the session `SessionMiddleware` looked up.
+    private func decision(_ request: Request, context: ServerContext) async -> AccessDecision {
         let checked = proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress))
         let narrowing = request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
-        let decision = AccessDecision(context.visitor, request: checked, access: front.access, narrowing: narrowing)
-        if case .deny(let user, let judgement) = decision {
-            if let reason = judgement.reason {
-                context.logger.warning("access rule could not be applied", metadata: ["rule": "\(judgement.rule)", "reason": "\(reason)"])
-            }
-            audit.record(.denied(user, checked, judgement, ip: proxy.clientAddress(request, context: context)))
+        return await policy.decide(checked, narrowing: narrowing, clientAddress: proxy.clientAddress(request, context: context), logger: context.logger) {
+            context.visitor
         }
-        return decision
     }
 
     /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
@@ -85,16 +70,7 @@ struct ForwardAuthController: Sendable {
         if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
             token = await assertions.assertion(for: user, groups: groups, audience: audience)
         }
-        return Response(status: status, headers: Self.allowedFields(user, groups: groups, assertion: token))
-    }
-
-    /// The header fields of a request let through: `no-store`, the identity headers, and the assertion when there
-    /// is one. The byte path (`RawFrontPath`) answers with the same fields.
-    static func allowedFields(_ user: UserRecord, groups: [String], assertion: String?) -> HTTPFields {
-        var fields: HTTPFields = [.cacheControl: "no-store"]
-        fields.append(contentsOf: IdentityHeaders.fields(for: user, groups: groups))
-        if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
-        return fields
+        return Response(status: status, headers: IdentityHeaders.checkFields(user, groups: groups, assertion: token))
     }
 
     /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.
@@ -106,38 +82,8 @@ struct ForwardAuthController: Sendable {
         return scheme + "://" + host + uri
     }
 
-    static func empty(_ status: HTTPResponse.Status) -> Response {
-        Response(status: status, headers: [.cacheControl: "no-store"])
-    }
 }
 
-/// The front's settings: where siwa is reached, where it may send the browser, and who may pass.
-public struct FrontSettings: Sendable {
-    /// `scheme://host[:port]` of siwa as browsers reach it, without a trailing slash (`public_url`).
-    public var publicOrigin: String
-    /// `allowed_redirect_domains`.
-    public var redirects: RedirectPolicy
-    /// The access rules, the global policy and the groups in force (`AccessControl`), shared by every copy of these
-    /// settings: SIGHUP and a change of the configuration file replace what it holds for all of them.
-    public var access: AccessControl
-
-    /// The global policy (`allowed_emails`, `allowed_email_domains`, `allowed_subs`, `allowed_groups`) in force.
-    /// Assigning gives these settings access control of their own, with no rules.
-    public var policy: AccessPolicy {
-        get { access.configuration.global }
-        set { access = AccessControl(AccessConfiguration(global: newValue)) }
-    }
-
-    public init(publicOrigin: String, redirects: RedirectPolicy = RedirectPolicy(domains: []), policy: AccessPolicy = AccessPolicy()) {
-        self.init(publicOrigin: publicOrigin, redirects: redirects, access: AccessControl(AccessConfiguration(global: policy)))
-    }
-
-    public init(publicOrigin: String, redirects: RedirectPolicy = RedirectPolicy(domains: []), access: AccessControl) {
-        self.publicOrigin = publicOrigin.hasSuffix("/") ? String(publicOrigin.dropLast()) : publicOrigin
-        self.redirects = redirects
-        self.access = access
-    }
-}
 
 extension HTTPField.Name {
     /// `X-Forwarded-Method`, `X-Forwarded-Uri`: the original request, from Traefik and Caddy.

@@ -31,7 +31,7 @@ struct SignInCompletion: Sendable {
         // A browser that signs in again gets a new session id, and the session it held ends now rather than when it
         // expires: whoever learnt the old id (a shared machine, a fixated cookie) holds nothing. Named by the binding
         // cookie (Apple's cross-site return), or by the session cookie itself (the pop-up's same-site return).
-        let held = Set([binding.replaces, request.cookieValue(cookies.sessionName).flatMap(FastPathAnswers.sessionHash)].compactMap { $0 })
+        let held = Set([binding.replaces, request.cookieValue(cookies.sessionName).flatMap(SessionCookie.hash)].compactMap { $0 })
         for oldHash in held where oldHash != SignInFlow.hash(completed.sessionID) {
             do {
                 _ = try await flow.store.deleteSession(idHash: oldHash)

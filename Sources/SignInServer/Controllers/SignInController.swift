@@ -61,7 +61,7 @@ struct SignInController: Sendable {
 
     /// `sessions` guards the sign-in page, which says when the person is already signed in.
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
-        sessions.get("/", use: signInPage)
+        for path in DoorRoutes.Page.signIn.paths { sessions.get(RouterPath(path), use: signInPage) }
         router.get("/button.css") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"], body: .init(byteBuffer: ByteBuffer(string: settings.button.css)))
         }
@@ -133,7 +133,7 @@ struct SignInController: Sendable {
         var response = Response.redirect(to: started.authorizeURL.absoluteString, type: .found)
         // The session this browser holds, if any, ends when the sign-in completes (`SignInCompletion`): Apple's
         // cross-site return does not carry the session cookie (SameSite=Lax), so the binding cookie names it.
-        let replaced = request.cookieValue(cookies.sessionName).flatMap(FastPathAnswers.sessionHash)
+        let replaced = request.cookieValue(cookies.sessionName).flatMap(SessionCookie.hash)
         response.setCookie(cookies.binding(CookiePolicy.bindingValue(started.bindingToken, replacing: replaced)))
         response.headers[.cacheControl] = "no-store"
         return response

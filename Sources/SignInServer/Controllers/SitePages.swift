@@ -9,32 +9,19 @@ import NIOCore
 /// `SessionMiddleware` reads, and the headers the middleware and Hummingbird add. Everything else is the handlers':
 /// a target with a query, a session cookie not in memory, two `Accept-Language` fields, HTTP/1.0, `HEAD`, and siwa
 /// in front of an upstream, where `/` is the upstream's (`pages` is nil then).
-struct SitePages: Sendable {
+struct SitePages: PagesFromMemory {
     let signIn: SignInController
     let session: SessionController
     let store: any UsersAndSessions
     let cookies: CookiePolicy
 
-    enum Page {
-        case signIn, session
-    }
-
-    /// The page a target names exactly, as the router routes it; nil for any other target (a query too).
-    static func page(_ target: String) -> Page? {
-        switch target {
-        case "/": .signIn
-        case "/session", "/auth/session": .session
-        default: nil
-        }
-    }
-
     /// The page at `target` for a `GET` whose session cookie hashes to `sessionHash` (nil without one, or with an
-    /// empty one: `FastPathAnswers.sessionHash`, as `SessionMiddleware` reads it) with `cookie` (its one `Cookie`
+    /// empty one: `SessionCookie.hash`, as `SessionMiddleware` reads it) with `cookie` (its one `Cookie`
     /// field) and `acceptLanguage` (its one `Accept-Language` field), when memory decides who asks: nobody, or a
     /// session this instance holds. Nil when the handlers answer: another target, a session cookie memory does not
     /// know (the store decides), the session page without a session (the handlers' "not signed in" page).
     func fromMemory(target: String, sessionHash: String?, cookie: String?, acceptLanguage: String?, now: Date) -> RenderedPage? {
-        guard let page = Self.page(target) else { return nil }
+        guard let page = DoorRoutes.Page(target: target) else { return nil }
         let found = sessionHash.flatMap { store.cachedSession(idHash: $0, now: now) }
         if sessionHash != nil, found == nil { return nil }
         let language = PageLanguage.negotiate(acceptLanguage)

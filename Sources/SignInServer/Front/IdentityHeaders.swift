@@ -39,3 +39,14 @@ public enum IdentityHeaders {
         return encoded
     }
 }
+
+extension IdentityHeaders {
+    /// The header fields of a check's answer that lets a request through (`/auth/check`, `/auth/forward`, by the
+    /// handlers and the byte path alike): `no-store`, the identity headers, and the assertion when there is one.
+    static func checkFields(_ user: UserRecord, groups: [String], assertion: String?) -> HTTPFields {
+        var fields: HTTPFields = [.cacheControl: "no-store"]
+        fields.append(contentsOf: IdentityHeaders.fields(for: user, groups: groups))
+        if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
+        return fields
+    }
+}

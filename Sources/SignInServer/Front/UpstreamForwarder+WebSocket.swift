@@ -19,14 +19,12 @@ struct UpstreamWebSocket: Sendable {
 
     /// Adds to `headers` (the client's `101`) what of the upstream's `101` the client must see:
     /// `Sec-WebSocket-Accept`, the subprotocol and extensions it chose, and any other end-to-end header, as any
-    /// answer of the upstream is passed on (`UpstreamForwarder.forClient`: never the hop-by-hop ones, which NIO
-    /// writes itself, nor a `Set-Cookie` of siwa's cookies).
+    /// answer of the upstream is passed on (`AnswerFilter`: never the hop-by-hop ones, which NIO writes
+    /// itself, nor a `Set-Cookie` of siwa's cookies).
     func addHandshakeHeaders(to headers: inout HTTPHeaders) {
-        var upstream = answer.headers
-        UpstreamForwarder.forClient(&upstream)
-        for (name, value) in upstream where name.lowercased() != "content-length" {
-            headers.add(name: name, value: value)
-        }
+        var filter = AnswerFilter(connection: answer.headers["connection"], switching: true)
+        for (name, value) in answer.headers where filter.keeps(name.lowercased(), value: { value }) { headers.add(name: name, value: value) }
+        filter.finish(to: &headers)
     }
 }
 

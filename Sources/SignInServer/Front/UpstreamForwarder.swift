@@ -23,6 +23,8 @@ struct UpstreamForwarder: Sendable {
     let webSocketTLS: NIOSSLContext?
     /// `upstream_max_connections` (`UpstreamClient.admission`).
     let admission: UpstreamAdmission
+    /// What a failure becomes (`DoorFailures`).
+    let failures: DoorFailures
 
     /// Why no answer came from the upstream.
     enum Failure: Error {
@@ -70,21 +72,40 @@ struct UpstreamForwarder: Sendable {
                 throw .unreachable(error)
             }
         }
-        // Interim and switching answers are handled once, here: async-http-client reads 100 and 103 itself; a 101
-        // the client did not get through the WebSocket relay, or any other 1xx, is a broken upstream.
-        if answer.status.code < 200 {
+        // The status rule every carrier follows (`AnswerFilter.rule`); async-http-client has read 100 and 103 itself.
+        switch AnswerFilter.rule(status: Int(answer.status.code), method: request.method.rawValue, askedToSwitch: false) {
+        case .final:
+            break
+        case .broken(let reason):
             await upload?.stop()
-            throw .broken("the upstream answered \(answer.status.code) to a \(request.method) that asked for no protocol switch")
+            throw .broken(reason)
+        case .interim, .switched:
+            await upload?.stop()
+            throw .broken("the upstream answered \(answer.status.code) where its answer was due")
         }
         let body = answer.body
         let uploading = upload
         let holder = PlaceHolder(place)
+        let failures = failures
+        let logger = context.logger
         return Response(
             status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
             headers: Self.responseHeaders(answer.headers),
             body: ResponseBody { writer in
                 defer { holder.release() }
-                for try await buffer in body { try await writer.write(buffer) }
+                var parts = body.makeAsyncIterator()
+                while true {
+                    let part: ByteBuffer?
+                    do {
+                        part = try await parts.next()
+                    } catch {
+                        // The head has gone: the client's connection ends with what came (as on the byte path).
+                        failures.brokeOff("\(error)", logger: logger)
+                        throw error
+                    }
+                    guard let part else { break }
+                    try await writer.write(part)
+                }
                 // The exchange with the upstream is over: its place goes to the next in line. Hummingbird reads what
                 // is left of the request body once this answer is written, with the iterator async-http-client may
                 // still be reading it with (an upstream that answered before the upload's end): two readers of one
@@ -147,7 +168,7 @@ struct UpstreamForwarder: Sendable {
     /// lowercased name, name as sent, value, in order) less those that stay with siwa (`staysWithSiwa`, with the
     /// names its `Connection` values list), its cookie without siwa's; where the request came from; then siwa's
     /// identity fields.
-    func writeHead<Sink: UpstreamHeadSink>(
+    func writeHead<Sink: HeaderSink>(
         to sink: inout Sink, clientFields: some Sequence<(String, String, String)>, connection: [String], forwarded: ForwardedFields, identity: [HTTPField]
     ) {
         let named = Self.connectionNamed(connection)
@@ -194,87 +215,66 @@ struct UpstreamForwarder: Sendable {
         return kept.isEmpty ? nil : kept.joined(separator: "; ")
     }
 
-    /// The upstream's headers as the client gets them (`forClient`); everything else as sent. A transfer coding other
-    /// than `chunked` (`Transfer-Encoding: gzip, chunked`) cannot be said again on this path (NIO's encoder frames the
-    /// answer as `chunked` alone) while the bytes are still in it: it is said as the last content coding instead, which
-    /// a client undoes the same way.
+    /// The upstream's header fields as the client gets them (`AnswerFilter`, the one filter of every carrier).
     static func responseHeaders(_ headers: HTTPHeaders) -> HTTPFields {
-        var headers = headers
-        let codings = RawHTTP.transferCodings(headers["transfer-encoding"]).codings
-        if !codings.isEmpty { headers.add(name: "Content-Encoding", value: codings.joined(separator: ", ")) }
-        forClient(&headers)
+        var filter = AnswerFilter(connection: headers["connection"])
         var fields = HTTPFields()
-        fields.reserveCapacity(headers.count)
-        for (name, value) in headers {
-            guard let fieldName = HTTPField.Name(name) else { continue }
-            fields.append(HTTPField(name: fieldName, value: value))
-        }
+        fields.reserveCapacity(headers.count + 1)
+        for (name, value) in headers where filter.keeps(name.lowercased(), value: { value }) { fields.add(name: name, value: value) }
+        filter.finish(to: &fields)
         return fields
     }
 
-    /// The upstream's answer as the client's hop gets it (the fast path hands it on in this form): without the
-    /// hop-by-hop headers and every header `Connection` names, and without a `Set-Cookie` of one of siwa's cookie
-    /// names (behind siwa the upstream shares siwa's host, and must not set or clear siwa's session).
-    static func forClient(_ headers: inout HTTPHeaders) {
-        var named: Set<String> = []
-        for (name, value) in headers where name.utf8.count == 10 && name.lowercased() == "connection" {
-            named.formUnion(connectionNamed([value]))
-        }
-        func dropped(_ name: String, _ value: String) -> Bool {
-            dropsFromClient(name.lowercased(), named: named) { value }
-        }
-        guard headers.contains(where: { dropped($0.name, $0.value) }) else { return }
-        var kept = HTTPHeaders()
-        kept.reserveCapacity(headers.count)
-        for (name, value) in headers where !dropped(name, value) { kept.add(name: name, value: value) }
-        headers = kept
-    }
+    /// Whether a client's field of this lowercased name is hop-by-hop (RFC 9110 7.6.1).
+    static var hopByHop: Set<String> { AnswerFilter.hopByHop }
 
-    /// Whether the upstream's header of this lowercased name stops at siwa: hop-by-hop, named by the upstream's
-    /// `Connection` (`named`), or a `Set-Cookie` of one of siwa's cookie names (its `value` is only read then).
-    static func dropsFromClient(_ lowered: String, named: Set<String>, value: () -> String) -> Bool {
-        if lowered == "set-cookie" { return CookiePolicy.allNames.contains(String(Substring(value()).prefix { $0 != "=" }.trimmingBlanks)) }
-        return hopByHop.contains(lowered) || named.contains(lowered)
-    }
-
-    /// RFC 9110 7.6.1: the headers of one connection, never forwarded.
-    static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
-
-    /// The lowercased header names that `Connection` values list (`close` and `keep-alive`, the options nearly every
-    /// `Connection` carries, name no header and are skipped without building a set).
-    static func connectionNamed(_ values: [String]) -> Set<String> {
-        var names = Set<String>()
-        for value in values {
-            for token in value.split(separator: ",") {
-                let name = token.trimmingBlanks
-                if name.isEmpty || RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { continue }
-                names.insert(name.lowercased())
-            }
-        }
-        return names
-    }
+    /// The lowercased field names that `Connection` values list.
+    static func connectionNamed(_ values: [String]) -> Set<String> { AnswerFilter.connectionNamed(values) }
 
     /// Whether a client's header of this (lowercased) name could pass for what siwa or a proxy says, or make the
     /// upstream read the request as another: identity (siwa's, and the names other fronts pass identity under),
-    /// assertion, where the request came from, the method or URL overrides frameworks honour; or one of `also`
-    /// (`strip_request_headers`, lowercased). `X_Auth_Request_User` counts as `X-Auth-Request-User`: CGI, WSGI and PHP
-    /// read both spellings as one variable. The one list of what a client may not say to the upstream.
+    /// assertion, where the request came from (`X-Forwarded-*`, `Forwarded`, and every field frameworks and CDNs read
+    /// as the client's address, `clientAddressClaims`), the method or URL overrides frameworks honour; or one of
+    /// `also` (`strip_request_headers`, lowercased). `X_Auth_Request_User` counts as `X-Auth-Request-User`: CGI, WSGI
+    /// and PHP read both spellings as one variable. The one list of what a client may not say to the upstream.
     static func forgeable(_ name: String, also: Set<String> = []) -> Bool {
         let dashed = name.utf8.contains(UInt8(ascii: "_")) ? name.replacingOccurrences(of: "_", with: "-") : name
         if !also.isEmpty, also.contains(dashed) { return true }
-        guard let first = dashed.utf8.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f") || first == UInt8(ascii: "r")
-            || first == UInt8(ascii: "t")
-        else { return false }
-        return dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || dashed.hasPrefix("x-forwarded-") || dashed == "forwarded"
-            || identityAndOverrides.contains(dashed)
+        if let first = dashed.utf8.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f"),
+            dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || dashed.hasPrefix("x-forwarded-") || dashed == "forwarded"
+        {
+            return true
+        }
+        return neverPassed.contains(dashed)
     }
 
     /// The headers of other fronts' identity, and of method and URL overrides, that no client may send upstream.
     static let identityAndOverrides: Set<String> = [
         "remote-user", "remote-email", "remote-groups", "remote-name", "x-remote-user", "x-remote-email", "x-remote-groups",
         "x-http-method-override", "x-method-override", "x-http-method", "x-original-url", "x-original-uri", "x-rewrite-url",
-        "x-real-ip", "true-client-ip",
     ]
+
+    /// The fields common frameworks, libraries, proxies and CDNs read as the client's address (rate limits, audit,
+    /// allow-lists), besides `X-Forwarded-*` and `Forwarded`: a client's own claim is never passed on, siwa's
+    /// `X-Forwarded-For` says where the request came from. The sources of each name are in docs/front.md ("The
+    /// client's address"). Exact names, not prefixes: `X-Azure-Ref` is not an address.
+    static let clientAddressClaims: Set<String> = [
+        // Proxies' and frameworks' own (request-ip, django-ipware, Rails, CodeIgniter, hutool, WebLogic, akka-http).
+        "x-real-ip", "true-client-ip", "x-client-ip", "client-ip", "x-cluster-client-ip", "x-forwarded", "forwarded-for",
+        "x-original-forwarded-for", "x-original-for", "proxy-client-ip", "wl-proxy-client-ip", "remote-addr", "remote-address",
+        "x-remote-ip", "x-remote-addr", "x-originating-ip", "x-proxyuser-ip", "x-coming-from", "via",
+        // CGI variable names sent as header names (Java's IP_HEADER_CANDIDATES, hutool, remix-utils).
+        "http-client-ip", "http-x-forwarded-for", "http-x-forwarded", "http-x-cluster-client-ip", "http-forwarded-for", "http-forwarded",
+        "http-via",
+        // CDNs' and platforms' (genuine only when that vendor is in front of siwa).
+        "cf-connecting-ip", "cf-connecting-ipv6", "cf-pseudo-ipv4", "fastly-client-ip", "fly-client-ip", "x-appengine-user-ip",
+        "x-appengine-remote-addr", "x-azure-clientip", "x-azure-socketip", "cloudfront-viewer-address", "do-connecting-ip",
+        "x-envoy-external-address", "x-vercel-forwarded-for", "x-vercel-proxied-for", "x-nf-client-connection-ip", "incap-client-ip",
+        "x-sucuri-clientip", "x-0-client-ip", "oxygen-buyer-ip", "ali-cdn-real-ip",
+    ]
+
+    /// Every exact name a client may not send upstream (`forgeable` reads it once per field).
+    private static let neverPassed = identityAndOverrides.union(clientAddressClaims)
 }
 
 /// The request body on its way to the upstream: one read at a time through `end`, which says when the upload is over
@@ -393,10 +393,12 @@ private final class PlaceHolder: Sendable {
     func release() { place.withLock { $0 = nil } }
 }
 
-/// Where `UpstreamForwarder.writeHead` writes the upstream's request head: NIO's header list (async-http-client
-/// and the WebSocket handshake send it) or the byte path's bytes (`RawFrontPath`).
-protocol UpstreamHeadSink {
-    mutating func add(name: String, value: String)
-}
+extension HTTPHeaders: HeaderSink {}
 
-extension HTTPHeaders: UpstreamHeadSink {}
+extension HTTPFields: HeaderSink {
+    /// Adds the field when its name is a valid one (an upstream's names were read by NIO's parser).
+    mutating func add(name: String, value: String) {
+        guard let fieldName = HTTPField.Name(name) else { return }
+        append(HTTPField(name: fieldName, value: value))
+    }
+}

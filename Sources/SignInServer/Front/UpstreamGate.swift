@@ -11,49 +11,36 @@ import Logging
 /// they are; siwa's own carry its security headers.
 struct UpstreamGate: Sendable {
     let forwarder: UpstreamForwarder
-    let front: FrontSettings
     let sessions: SessionMiddleware
-    let renderer: PageRenderer
-    let security: SecurityHeadersMiddleware<ServerContext>
+    let policy: DoorPolicy
     let assertions: IdentityAssertions
-    let audit: AuditTrail
     let resolver: ClientAddressResolver
+    var front: FrontSettings { policy.front }
+    /// What a failure becomes: page, log line and count (`DoorFailures`), for every carrier.
+    var failures: DoorFailures { forwarder.failures }
 
-    /// The answer to `request`, whose target the front read as `target` (`SiwaPaths.route`): decided on it, and
-    /// forwarded with it.
+    /// Why the upstream did not switch protocols for the WebSocket handshake being answered (set by the WebSocket
+    /// carrier around the responder's answer to it).
+    @TaskLocal static var switchFailure: UpstreamForwarder.Failure?
+
+    /// The answer to `request`, whose target the front read as `target` (`SiwaPaths.route`): decided on it by the
+    /// door's policy, and forwarded with it, or answered as the policy says.
     func respond(to request: Request, target: RequestTarget, context: ServerContext) async throws -> Response {
-        switch await decision(request, target: target, context: context) {
-        case .pass:
-            return await forward(request, target: target, context: context, identity: [])
-        case .allow(let user, let groups):
-            return await forward(request, target: target, context: context, identity: await identity(of: user, groups: groups))
-        case .deny(let user, _):
-            if request.acceptsJSON {
-                return own(Response.problem(.forbidden, "denied", "Not allowed", "This site's access rules do not let this request through."))
-            }
-            return own(renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: request.pageLanguage))
-        case .signIn:
-            if request.isPageNavigation(method: request.method.rawValue) {
-                return own(front.signInRedirect(returningTo: front.publicOrigin + target.forwarded))
-            }
-            return page(.signedOut, request)
-        case .unavailable(let retryURL):
-            return page(.storeUnavailable(retryURL: retryURL), request)
+        let decision = await decision(request, target: target, context: context)
+        if let refusal = policy.refusal(decision, at: .upstream, request: request, method: request.method.rawValue, original: front.publicOrigin + target.forwarded) {
+            return refusal
         }
+        guard case .allow(let user, let groups) = decision else { return await forward(request, target: target, context: context, identity: []) }
+        return await forward(request, target: target, context: context, identity: await identity(of: user, groups: groups))
     }
 
-    /// The rules' decision on `request` for `target`, the host it was sent to and its method: the session is looked
+    /// The policy's decision on `request` for `target`, the host it was sent to and its method: the session is looked
     /// up only when the rule that applies needs a person.
     func decision(_ request: Request, target: RequestTarget, context: ServerContext) async -> AccessDecision {
         let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
-        var decision = AccessDecision(.notLooked, request: asked, access: front.access)
-        if case .signIn = decision {
-            decision = AccessDecision(await sessions.visitor(request, logger: context.logger), request: asked, access: front.access)
+        return await policy.decide(asked, clientAddress: resolver.clientAddress(request, context: context), logger: context.logger) {
+            await sessions.visitor(request, logger: context.logger)
         }
-        if case .deny(let user, let judgement) = decision {
-            audit.record(.denied(user, asked, judgement, ip: resolver.clientAddress(request, context: context)))
-        }
-        return decision
     }
 
     /// The identity headers of `user` (in `groups`) and, when a key can sign, the assertion addressed to the
@@ -70,9 +57,10 @@ struct UpstreamGate: Sendable {
     }
 
     /// The upstream's side of the WebSocket `request` asks for, opened with the same identity as a plain request
-    /// would carry; nil (nothing sent to the upstream) when the request would not be forwarded, or when the upstream
-    /// did not switch protocols (logged). `respond` then answers the same request: 401, 403, or 502.
-    func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext) async -> UpstreamWebSocket? {
+    /// would carry: nil (nothing sent to the upstream) when the request would not be forwarded (`respond` then
+    /// answers the same request: 401 or 403), the failure when the upstream did not switch protocols (answered by
+    /// `failed`, as any carrier's).
+    func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext) async -> Result<UpstreamWebSocket, UpstreamForwarder.Failure>? {
         let identity: [HTTPField]
         switch await decision(request, target: target, context: context) {
         case .pass: identity = []
@@ -80,15 +68,9 @@ struct UpstreamGate: Sendable {
         case .deny, .signIn, .unavailable: return nil
         }
         do {
-            return try await forwarder.openWebSocket(request, target: target, context: context, identity: identity)
+            return .success(try await forwarder.openWebSocket(request, target: target, context: context, identity: identity))
         } catch {
-            switch error {
-            case .timedOut: context.logger.error("upstream did not open the WebSocket in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
-            case .unreachable(let cause): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(cause)"])
-            case .broken(let reason): context.logger.error("upstream WebSocket not opened", metadata: ["error": "\(reason)"])
-            case .busy: context.logger.warning("upstream WebSocket not opened: upstream_max_connections in use")
-            }
-            return nil
+            return .failure(error)
         }
     }
 
@@ -97,7 +79,7 @@ struct UpstreamGate: Sendable {
         // A WebSocket upgrade that may pass reaches here only when the upstream did not switch protocols for it
         // (`openWebSocket`): passed on as a plain request it would lose its Upgrade header and mean something else.
         if request.isWebSocketUpgrade {
-            return page(.badGateway(retryURL: request.head.path ?? "/"), request)
+            return failed(Self.switchFailure ?? .broken("the upstream did not switch protocols for a WebSocket"), request, logger: context.logger)
         }
         do {
             return try await forwarder.forward(request, target: target, context: context, identity: identity)
@@ -109,35 +91,11 @@ struct UpstreamGate: Sendable {
     /// siwa's 400 page for a request the front does not pass on (`reason`, logged): nothing reaches the upstream.
     func refuse(_ request: Request, because reason: String, logger: Logger) -> Response {
         logger.notice("request refused at the door", metadata: ["reason": "\(reason)", "method": "\(request.method)"])
-        return page(.badTarget, request)
+        return policy.page(.badTarget, request)
     }
 
-    /// siwa's 504 or 502 page when the upstream gave no answer to `request` (logged).
+    /// siwa's page when the upstream gave no answer to `request` (`DoorFailures`: logged and counted).
     func failed(_ failure: UpstreamForwarder.Failure, _ request: Request, logger: Logger) -> Response {
-        switch failure {
-        case .broken(let reason):
-            logger.error("upstream answered what siwa does not pass on", metadata: ["reason": "\(reason)"])
-            return page(.badUpstream(retryURL: request.head.path ?? "/"), request)
-        case .busy:
-            logger.warning("upstream_max_connections in use: a request waited in vain", metadata: ["limit": "\(forwarder.settings.maxConnections)"])
-            return page(.busy(retryURL: request.head.path ?? "/"), request)
-        case .timedOut:
-            logger.error("upstream did not answer in time", metadata: ["timeout_ms": "\(forwarder.settings.timeoutMS)"])
-            return page(.gatewayTimeout(retryURL: request.head.path ?? "/"), request)
-        case .unreachable(let cause):
-            logger.error("upstream unreachable", metadata: ["error": "\(cause)"])
-            return page(.badGateway(retryURL: request.head.path ?? "/"), request)
-        }
-    }
-
-    /// `page` as a page, or as problem details for a client that asked for JSON.
-    private func page(_ page: ErrorPage, _ request: Request) -> Response {
-        own(request.acceptsJSON ? renderer.problem(page) : renderer.render(page, language: request.pageLanguage))
-    }
-
-    private func own(_ response: Response) -> Response {
-        var response = response
-        security.secure(&response)
-        return response
+        policy.page(failures.page(for: failure, retryURL: request.head.path ?? "/", logger: logger), request)
     }
 }

@@ -89,7 +89,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
         switch outcome {
         case .http(let http):
             if let refused = value.handoff.attempt {
-                await answer(refused, on: http, logger: logger)
+                await answer(refused, failure: value.handoff.failure, on: http, logger: logger)
             } else {
                 await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned, fastPath: fastPath, limits: limits)
                     .handleHTTP(asyncChannel: http, logger: logger)
@@ -108,11 +108,16 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     /// Answers a refused upgrade request (`request`, nil when it could not be read) with the responder (401, 403,
     /// 502, or siwa's own answer on its own paths), then ends the connection. NIO consumed the request while it
     /// tried the upgrade, so it is answered from what the upgrader kept of it, with no body.
-    private func answer(_ request: HTTPRequest?, on http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger) async {
+    private func answer(
+        _ request: HTTPRequest?, failure: UpstreamForwarder.Failure?, on http: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, logger: Logger
+    ) async {
         do {
             try await http.executeThenClose { _, outbound in
                 guard let request else { return }
-                try await responder(Request(head: request, body: RequestBody(buffer: ByteBuffer())), ResponseWriter(outbound: outbound), http.channel)
+                // The responder answers it; when the upstream did not switch, with that failure's page (`UpstreamGate.forward`).
+                try await UpstreamGate.$switchFailure.withValue(failure) {
+                    try await responder(Request(head: request, body: RequestBody(buffer: ByteBuffer())), ResponseWriter(outbound: outbound), http.channel)
+                }
             }
         } catch {
             logger.debug("refused WebSocket upgrade not answered", metadata: ["error": "\(error)"])
@@ -207,6 +212,7 @@ final class UpgradeHandoff: Sendable {
         var attempted = false
         var request: HTTPRequest?
         var upstream: UpstreamWebSocket?
+        var failure: UpstreamForwarder.Failure?
     }
 
     private let state = Mutex(State())
@@ -220,6 +226,15 @@ final class UpgradeHandoff: Sendable {
 
     func opened(_ upstream: UpstreamWebSocket) {
         state.withLock { $0.upstream = upstream }
+    }
+
+    /// The upstream did not switch protocols: why.
+    func failed(_ failure: UpstreamForwarder.Failure) {
+        state.withLock { $0.failure = failure }
+    }
+
+    var failure: UpstreamForwarder.Failure? {
+        state.withLock { $0.failure }
     }
 
     /// The upgrade request, when the first request was one: `.some(nil)` when it could not be read.
@@ -265,7 +280,14 @@ private struct ClientUpgrader: NIOTypedHTTPServerProtocolUpgrader {
             // now, before NIO's decoder does and hands it the bytes that follow (a refused upgrade is answered, and
             // the connection then ends, without it).
             try await channel.pipeline.handler(type: DoorRequestHeads.self).flatMap { channel.pipeline.removeHandler($0) }.get()
-            guard let upstream = await gate.openWebSocket(request, target: target, context: context) else { throw NotPassed() }
+            let upstream: UpstreamWebSocket
+            switch await gate.openWebSocket(request, target: target, context: context) {
+            case nil: throw NotPassed()
+            case .failure(let failure)?:
+                handoff.failed(failure)
+                throw NotPassed()
+            case .success(let opened)?: upstream = opened
+            }
             handoff.opened(upstream)
             var headers = initialResponseHeaders
             upstream.addHandshakeHeaders(to: &headers)

@@ -1,3 +1,5 @@
+import SignInServer
+
 /// One configuration key of `siwa serve` and `siwa doctor`: a file key, `SIWA_<KEY>` in the environment (and in
 /// `.env`), and the flag `--<key-with-dashes>`. docs/configuration.md is made from these
 /// (`siwa config reference`, tested to be its output).
@@ -73,7 +75,7 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("skip_auth_routes", list: true, default: "none", help: "routes passed to the upstream without a sign-in and without identity headers: `METHOD=regex`, `*=regex` or a bare regex, searched in the normalized path (see \"What the door refuses\" in [In front of a site](front.md); anchor it: `GET=^/health$`); in the config file a JSON array, which is how a regex with a comma is written"),
         SettingKey("strip_request_headers", list: true, default: "none", help: "more client headers never passed to the upstream, besides siwa's own list (see \"What the door refuses\"); `_` and `-` are one"),
         SettingKey("upstream_idle_timeout_ms", default: "300000", help: "an upstream answer's body, or a WebSocket, silent this long (no byte either way) is ended"),
-        SettingKey("upstream_max_connections", default: "512", help: "at most this many requests and WebSockets at the upstream at once; as many more wait in line, for at most `upstream_timeout_ms`; past that, the 503 page"),
+        SettingKey("upstream_max_connections", default: String(UpstreamSettings.defaultMaxConnections), help: "at most this many requests and WebSockets at the upstream at once; as many more wait in line, for at most `upstream_timeout_ms`; past that, the 503 page"),
         SettingKey("client_header_timeout_ms", default: "10000", help: "a request head must arrive whole within this of its first byte, or the client gets 408 and the connection ends"),
         SettingKey("client_idle_timeout_ms", default: "75000", help: "a kept-alive client connection with no request in progress ends after this"),
         SettingKey("cookie_domain", default: "none", help: "a parent domain of siwa's host (`.example.com`): the session cookie is set for it (`__Secure-siwa_session`, `Domain=example.com`), so sites on sibling hosts behind one siwa see one session; must cover the host of `public_url` and of the return URL"),

@@ -26,7 +26,7 @@ struct FastPathAnswers: Sendable {
     /// With `--upstream`: the door to it.
     let upstream: Upstream?
     /// siwa's sign-in and session pages for a visitor memory decides (not in front of an upstream).
-    let pages: SitePages?
+    let pages: (any PagesFromMemory)?
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.
     static let serverName = "siwa"
@@ -36,7 +36,7 @@ struct FastPathAnswers: Sendable {
 
     init(
         store: any UsersAndSessions, sessionCookie: String, front: FrontSettings, resolver: ClientAddressResolver, assertions: IdentityAssertions,
-        security: SecurityHeadersMiddleware<ServerContext>, dates: HTTPDateCache, metrics: ServerMetrics, upstream: Upstream?, pages: SitePages? = nil,
+        security: SecurityHeadersMiddleware<ServerContext>, dates: HTTPDateCache, metrics: ServerMetrics, upstream: Upstream?, pages: (any PagesFromMemory)? = nil,
         logger: Logger
     ) {
         self.store = store
@@ -86,16 +86,20 @@ struct FastPathAnswers: Sendable {
     func upstreamPass(method: HTTPRequest.Method, host: String, target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
         guard let upstream else { return nil }
         let request = AccessRequest(host: host, method: method.rawValue, path: target.path)
-        let anyone = front.access.judge(request, subject: nil, email: nil)
-        switch anyone.verdict {
-        case .public: return .anonymous
-        case .deny, .allow: return nil
-        case .signIn: break
+        // The gate's decision (`AccessDecision`), with the session as memory holds it: the session is only asked for
+        // when the rule needs a person, as the gate asks.
+        var decision = AccessDecision(.notLooked, request: request, access: front.access)
+        if case .signIn = decision, let idHash = sessionHash() { decision = AccessDecision(visitor(idHash: idHash, now: now), request: request, access: front.access) }
+        switch decision {
+        case .pass:
+            return .anonymous
+        case .allow(let user, let groups):
+            guard let assertion = assertions.recentAssertion(for: user, groups: groups, audience: upstream.rawPool.settings.origin, now: now) else { return nil }
+            return .identified(user, groups: groups, assertion: assertion)
+        case .deny, .signIn, .unavailable:
+            // The handlers answer: a refusal is rendered and audited there, a session not in memory is looked up.
+            return nil
         }
-        guard let idHash = sessionHash(), let (user, groups) = allowedUser(idHash: idHash, request: request, now: now),
-            let assertion = assertions.recentAssertion(for: user, groups: groups, audience: upstream.rawPool.settings.origin, now: now)
-        else { return nil }
-        return .identified(user, groups: groups, assertion: assertion)
     }
 
     /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person and their groups, and
@@ -113,13 +117,11 @@ struct FastPathAnswers: Sendable {
     /// handlers answer (no session in memory, a person turned away, a public or deny rule, no recent assertion).
     /// The byte path's way in (`RawFrontPath`), which writes the answer's lines itself.
     func checkPass(path: String, request: AccessRequest, narrowing: [AccessPolicy], audience: String?, idHash: String?, now: Date) -> CheckPass? {
-        let (status, counter): (HTTPResponse.Status, Counter)
-        switch path {
-        case "/auth/check": (status, counter) = (.accepted, metrics.fastChecks)
-        case "/auth/forward": (status, counter) = (.ok, metrics.fastForwards)
-        default: return nil
-        }
-        guard let idHash, let (user, groups) = allowedUser(idHash: idHash, request: request, narrowing: narrowing, now: now) else { return nil }
+        guard let check = DoorRoutes.Check(path: path) else { return nil }
+        let status = check.passStatus
+        let counter = check == .check ? metrics.fastChecks : metrics.fastForwards
+        guard let idHash, case .allow(let user, let groups) = AccessDecision(visitor(idHash: idHash, now: now), request: request, access: front.access, narrowing: narrowing)
+        else { return nil }
         var assertion: String?
         if let audience {
             guard let recent = assertions.recentAssertion(for: user, groups: groups, audience: audience, now: now) else { return nil }
@@ -132,7 +134,7 @@ struct FastPathAnswers: Sendable {
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
     /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
     func checkFields(_ pass: CheckPass) -> HTTPFields {
-        var fields = ForwardAuthController.allowedFields(pass.user, groups: pass.groups, assertion: pass.assertion)
+        var fields = IdentityHeaders.checkFields(pass.user, groups: pass.groups, assertion: pass.assertion)
         fields.append(contentsOf: checkExtras)
         return fields
     }
@@ -141,24 +143,16 @@ struct FastPathAnswers: Sendable {
     /// looked up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
     func warmUpstream(sessionHash: String, request: AccessRequest) async {
-        guard let upstream, let found = try? await store.session(idHash: sessionHash, now: Date()) else { return }
-        let judgement = front.access.judge(request, subject: found.1.subject, email: found.1.email)
-        guard judgement.verdict == .allow else { return }
-        _ = await upstream.gate.identity(of: found.1, groups: judgement.groups)
+        guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date()) else { return }
+        guard case .allow(let user, let groups) = AccessDecision(.signedIn(session, user), request: request, access: front.access) else { return }
+        _ = await upstream.gate.identity(of: user, groups: groups)
     }
 
-    /// The person of the session whose cookie value hashes to `idHash`, with their groups, when this instance has it
-    /// in memory and the rules let them make `request`.
-    func allowedUser(idHash: String, request: AccessRequest, narrowing: [AccessPolicy] = [], now: Date) -> (UserRecord, [String])? {
-        guard let (_, user) = store.cachedSession(idHash: idHash, now: now) else { return nil }
-        let judgement = front.access.judge(request, subject: user.subject, email: user.email, narrowing: narrowing)
-        guard judgement.verdict == .allow else { return nil }
-        return (user, judgement.groups)
-    }
-
-    /// The SHA-256 of a session cookie's value; nil for an empty one.
-    static func sessionHash(_ cookie: String) -> String? {
-        cookie.isEmpty ? nil : SignInFlow.hash(cookie)
+    /// Who the session whose cookie value hashes to `idHash` is, as far as this instance's memory knows: signed in,
+    /// or not known here (`.notLooked`: the handlers look it up).
+    func visitor(idHash: String, now: Date) -> Visitor {
+        guard let (session, user) = store.cachedSession(idHash: idHash, now: now) else { return .notLooked }
+        return .signedIn(session, user)
     }
 
     /// siwa's 502 or 504 page for a `GET` the upstream did not answer, rendered by the gate as the handlers render it

@@ -20,7 +20,9 @@ public struct UpstreamSettings: Sendable {
     public var idleTimeoutMS: Int = 300_000
     /// `upstream_max_connections`: at most this many requests and WebSockets at the upstream at once (as many more
     /// wait, for at most `timeoutMS`; beyond that, 503).
-    public var maxConnections: Int = 512
+    public var maxConnections: Int = Self.defaultMaxConnections
+    /// `upstream_max_connections`'s default, the one place it is written.
+    public static let defaultMaxConnections = 512
     /// Routes forwarded without a sign-in and without identity headers: `public` rules ahead of `access_rules`, put
     /// in force by the app (`AccessControl.install(skipRoutes:)`).
     public var skipAuthRoutes: [SkipAuthRoute]

@@ -1,0 +1,106 @@
+import DoorHTTP
+import NIOCore
+
+/// The upstream's answer on the byte path (`RawFrontPath`): its head as the client gets it (the one filter,
+/// `AnswerFilter`, with siwa's `Date` and `Server` and its own framing) and its body relayed as it comes, chunked
+/// again when its length is not known, whatever framing the upstream used.
+enum AnswerRelay {
+    /// Where the upstream's body stands once its head has been passed on.
+    enum Body {
+        case length(remaining: Int)
+        case chunked(ChunkedFraming)
+        /// Ends with the connection: re-chunked for the client.
+        case untilClose
+        /// Over; `reusable` unless the upstream's framing leaves its connection unusable.
+        case ended(reusable: Bool)
+    }
+
+    /// A chunked body that is not.
+    struct Malformed: Error {}
+
+    /// The upstream's response head as the client gets it, and the body's framing from here.
+    static func head(_ head: RawHTTP.ResponseHead, from answer: ByteBuffer, closeClient: Bool, dates: HTTPDateCache, allocator: ByteBufferAllocator) -> (ByteBuffer, Body) {
+        var out = allocator.buffer(capacity: head.length + 64)
+        out.writeString("HTTP/1.1 ")
+        out.writeString(String(head.status))
+        out.writeString(" ")
+        let start = answer.readerIndex
+        if let reason = answer.viewBytes(at: start + head.reason.lowerBound, length: head.reason.count) { out.writeBytes(reason) }
+        out.writeString("\r\n")
+        var filter = AnswerFilter(connection: head.connection)
+        for line in head.lines {
+            let kept = filter.keeps(line.name) { answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "" }
+            guard kept, let bytes = answer.viewBytes(at: start + line.line.lowerBound, length: line.line.count) else { continue }
+            out.writeBytes(bytes)
+            out.writeString("\r\n")
+        }
+        var sink = RawHeadSink(buffer: out)
+        filter.finish(to: &sink)
+        out = sink.buffer
+        ByteHead.writeStamp(&out, dates: dates)
+        let body: Body
+        switch head.framing {
+        case .none:
+            body = .ended(reusable: true)
+        case .length(let length):
+            body = length == 0 ? .ended(reusable: true) : .length(remaining: length)
+        case .chunked:
+            out.writeString("Transfer-Encoding: chunked\r\n")
+            body = .chunked(ChunkedFraming())
+        case .close:
+            out.writeString("Transfer-Encoding: chunked\r\n")
+            body = .untilClose
+        }
+        if closeClient { out.writeString("Connection: close\r\n") }
+        out.writeString("\r\n")
+        return (out, body)
+    }
+
+    /// Passes on (`write`) the part of `buffer` that belongs to the body; what is left after its end stays in
+    /// `buffer`. Throws when the body is malformed (the exchange is then abandoned and the client's connection closed).
+    static func relay(_ buffer: inout ByteBuffer, body: Body, allocator: ByteBufferAllocator, write: (ByteBuffer) -> Void) throws(Malformed) -> Body {
+        switch body {
+        case .ended:
+            return body
+        case .length(let remaining):
+            guard buffer.readableBytes > 0 else { return body }
+            let taken = min(remaining, buffer.readableBytes)
+            if let slice = buffer.readSlice(length: taken) { write(slice) }
+            return taken == remaining ? .ended(reusable: true) : .length(remaining: remaining - taken)
+        case .chunked(var framing):
+            // Chunked again by siwa, its data as it came: the upstream's chunk extensions and trailers (which could
+            // set a cookie of siwa's) stay behind, as they do on the codec path.
+            guard buffer.readableBytes > 0 else { return body }
+            var data: [Range<Int>] = []
+            let progress = buffer.withUnsafeReadableBytes { framing.consume($0) { data.append($0) } }
+            if progress == .invalid { throw Malformed() }
+            let start = buffer.readerIndex
+            for range in data {
+                if let slice = buffer.getSlice(at: start + range.lowerBound, length: range.count) { writeChunk(slice, allocator: allocator, write: write) }
+            }
+            switch progress {
+            case .ended(let length):
+                buffer.moveReaderIndex(forwardBy: length)
+                write(ByteBuffer(string: "0\r\n\r\n"))
+                return .ended(reusable: true)
+            case .more, .invalid:
+                buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+                return .chunked(framing)
+            }
+        case .untilClose:
+            guard buffer.readableBytes > 0, let slice = buffer.readSlice(length: buffer.readableBytes) else { return body }
+            writeChunk(slice, allocator: allocator, write: write)
+            return body
+        }
+    }
+
+    /// Writes `data` to the client as one chunk.
+    private static func writeChunk(_ data: ByteBuffer, allocator: ByteBufferAllocator, write: (ByteBuffer) -> Void) {
+        guard data.readableBytes > 0 else { return }
+        var size = allocator.buffer(capacity: 16)
+        size.writeString(String(data.readableBytes, radix: 16) + "\r\n")
+        write(size)
+        write(data)
+        write(ByteBuffer(string: "\r\n"))
+    }
+}

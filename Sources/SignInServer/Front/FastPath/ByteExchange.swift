@@ -1,0 +1,36 @@
+import DoorHTTP
+import NIOCore
+
+/// One request on the byte path's way to the upstream and back (`RawFrontPath`): what was sent, the connection it
+/// went on, what has come back, its deadline and its place at the upstream. A class: it is read and changed on every
+/// event of the exchange, and a reference costs less to pass around than its fields.
+final class ByteExchange {
+    /// The client's request head (for siwa's 502 and 504 pages).
+    let head: RawHTTP.RequestHead
+    let headBytes: ByteBuffer
+    /// The request as the upstream gets it.
+    let request: ByteBuffer
+    var attempt = UpstreamAttempt<ByteBuffer>()
+    /// The upstream's answer so far, until its head has been read whole.
+    var answer: ByteBuffer?
+    var body: AnswerRelay.Body?
+    /// The upstream keeps its connection open after this answer.
+    var keepAlive = false
+    let closeClient: Bool
+    /// When the upstream's response head is due (`upstream_timeout_ms` after the request was sent); once it came,
+    /// when its body is silent too long (`upstream_idle_timeout_ms` after its last bytes); nil while the client
+    /// is not taking the body (the upstream is not read then).
+    var deadline: NIODeadline?
+    /// It holds a place at the upstream (`upstream_max_connections`).
+    var admitted = false
+    /// It waits in line for one.
+    var ticket: UInt64?
+
+    init(head: RawHTTP.RequestHead, headBytes: ByteBuffer, request: ByteBuffer, closeClient: Bool) {
+        self.head = head
+        self.headBytes = headBytes
+        self.request = request
+        self.closeClient = closeClient
+    }
+}
+

@@ -1,0 +1,51 @@
+import HTTPTypes
+import NIOCore
+
+/// siwa's own answers on the byte path, written as HTTP/1.1 bytes: the status line, the fields, `Date` and `Server`
+/// as Hummingbird writes them on the handlers' answers, and the end of the head.
+enum ByteHead {
+    /// One of siwa's own answers as HTTP/1.1 bytes, up to its body; `closing`: the connection ends after it.
+    static func written(_ response: HTTPResponse, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var out = allocator.buffer(capacity: 1024)
+        writeStatusAndFields(&out, response.status, response.headerFields)
+        endHead(&out, closing: closing)
+        return out
+    }
+
+    /// The status line and the header lines of one of siwa's answers.
+    static func writeStatusAndFields(_ out: inout ByteBuffer, _ status: HTTPResponse.Status, _ fields: HTTPFields) {
+        out.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
+        for field in fields { writeField(&out, field.name.rawName, field.value) }
+    }
+
+    /// The end of an answer's head: `Connection: close` when the connection ends after it (`Connection: keep-alive`
+    /// to an HTTP/1.0 request that keeps it, as `SaysConnectionOutcome` says it on the codecs' answers), then the
+    /// empty line.
+    static func endHead(_ out: inout ByteBuffer, closing: Bool, keptHTTP10: Bool = false) {
+        if closing { out.writeString("Connection: close\r\n") }
+        if keptHTTP10 { out.writeString("Connection: keep-alive\r\n") }
+        out.writeString("\r\n")
+    }
+
+    /// siwa's `Date` and `Server`, as Hummingbird writes them on the handlers' answers.
+    static func writeStamp(_ out: inout ByteBuffer, dates: HTTPDateCache) {
+        Self.writeField(&out, "Date", dates.now)
+        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+    }
+
+    static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
+        out.writeString(name)
+        out.writeString(": ")
+        out.writeString(value)
+        out.writeString("\r\n")
+    }
+}
+
+/// The byte path's upstream request head, written as HTTP/1.1 lines (`UpstreamForwarder.writeHead`).
+struct RawHeadSink: HeaderSink {
+    var buffer: ByteBuffer
+
+    mutating func add(name: String, value: String) {
+        ByteHead.writeField(&buffer, name, value)
+    }
+}

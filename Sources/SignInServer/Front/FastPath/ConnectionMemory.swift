@@ -1,0 +1,197 @@
+import DoorHTTP
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// One connection's answers from memory on the byte path (`RawFrontPath`): the checks and siwa's pages it answers
+/// itself, and the upstream's request for a `GET` passed from memory, decided by `FastPathAnswers` (the door's
+/// policy) and written as bytes. It remembers what a connection repeats (a proxy asks for the same person again and
+/// again, a browser sends the same cookie), so that each is read or made once: the `Cookie` and its session's hash,
+/// the identity fields, the last check's lines, the trusted proxy's `X-Forwarded-*`.
+final class ConnectionMemory {
+    private let answers: FastPathAnswers
+    private var peer: String?
+    /// The peer is a trusted proxy (its `X-Forwarded-*` are read); the peer of a connection does not change.
+    private var peerTrusted = false
+    /// The last `Cookie` header seen on this connection and the SHA-256 of its session cookie.
+    private var lastCookie: (header: String, sessionHash: String?)?
+    /// The last identity sent on this connection, as header fields.
+    private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, fields: [HTTPField])?
+    /// The last check answered from memory on this connection: its status line and header lines before `Date`.
+    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, lines: ByteBuffer)?
+    /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
+    private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
+
+    init(answers: FastPathAnswers) {
+        self.answers = answers
+    }
+
+    /// The connection's peer, once known.
+    func learnPeer(_ address: String?) {
+        peer = address
+        peerTrusted = answers.resolver.trusted(address)
+    }
+
+    /// The answer to `head` when it is a check (`/auth/check`, `/auth/forward`) that memory decides, as HTTP/1.1
+    /// bytes; `closing`: the connection ends after it. The same bytes as `written` makes of `FastPathAnswers.decide`'s
+    /// answer, but the lines before `Date` are made once per person, assertion and status on a connection, and the
+    /// forwarded origin once per set of `X-Forwarded-*` values: a proxy asks for the same person again and again.
+    func checkAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        let path = Self.path(of: head.target)
+        guard DoorRoutes.Check(path: path) != nil else { return nil }
+        let query = head.target.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.target[head.target.index(after: $0)...] }
+        let (checked, origin) = forwardedOrigin(head)
+        guard let pass = answers.checkPass(
+            path: path, request: checked, narrowing: query.map(CheckNarrowing.parse) ?? [], audience: origin, idHash: sessionHash(head.cookie), now: Date()
+        ) else { return nil }
+        let lines: ByteBuffer
+        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user, last.groups == pass.groups {
+            lines = last.lines
+        } else {
+            var made = allocator.buffer(capacity: 1024)
+            ByteHead.writeStatusAndFields(&made, pass.status, answers.checkFields(pass))
+            lastCheck = (pass.status, pass.user, pass.groups, pass.assertion, made)
+            lines = made
+        }
+        var out = allocator.buffer(capacity: lines.readableBytes + 80)
+        out.writeImmutableBuffer(lines)
+        ByteHead.writeStamp(&out, dates: answers.dates)
+        ByteHead.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
+        return out
+    }
+
+    /// The sign-in or session page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes, body included: the
+    /// page's fields, its length, the security headers, `Date` and `Server`, as the middleware and Hummingbird add
+    /// them to the handlers' answer. `buffer` starts with `head`. HTTP/1.0 and two `Accept-Language` fields (which
+    /// the handlers read joined) are the handlers'.
+    func pageAnswer(_ head: RawHTTP.RequestHead, from buffer: ByteBuffer, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        guard let pages = answers.pages, !head.isHTTP10, DoorRoutes.Page(target: head.target) != nil else { return nil }
+        var language: String?
+        for line in head.lines where line.name == "accept-language" {
+            guard language == nil else { return nil }
+            language = buffer.getString(at: buffer.readerIndex + line.value.lowerBound, length: line.value.count)
+        }
+        guard let page = pages.fromMemory(target: head.target, sessionHash: sessionHash(head.cookie), cookie: head.cookie, acceptLanguage: language, now: Date())
+        else { return nil }
+        answers.metrics.fastPages.increment()
+        var fields = page.headers
+        fields[.contentLength] = String(page.body.readableBytes)
+        answers.security.secure(&fields)
+        var out = allocator.buffer(capacity: page.body.readableBytes + 1024)
+        ByteHead.writeStatusAndFields(&out, page.status, fields)
+        ByteHead.writeStamp(&out, dates: answers.dates)
+        ByteHead.endHead(&out, closing: closing)
+        out.writeImmutableBuffer(page.body)
+        return out
+    }
+
+    /// What a trusted proxy says of the request it checks (`ClientAddressResolver.checkedRequest`) and the origin it
+    /// was made to (`forwardedOrigin`), read once per set of `X-Forwarded-*` and `X-Original-*` values on a connection.
+    private func forwardedOrigin(_ head: RawHTTP.RequestHead) -> (AccessRequest, String?) {
+        guard peerTrusted, !head.forwarded.isEmpty else { return (AccessRequest(host: nil, method: nil, path: nil), nil) }
+        if let last = lastForwarded, last.fields.elementsEqual(head.forwarded, by: { $0.name == $1.name && $0.value == $1.value }) {
+            return (last.request, last.origin)
+        }
+        let fields = forwardedFields(head)
+        let origin = answers.resolver.forwardedOrigin(fields, fromTrusted: true)
+        let request = answers.resolver.checkedRequest(fields, fromTrusted: true)
+        lastForwarded = (head.forwarded, request, origin)
+        return (request, origin)
+    }
+
+    /// The `X-Forwarded-*` fields of `head` as the resolver reads them: none from a peer that is not a trusted proxy.
+    private func forwardedFields(_ head: RawHTTP.RequestHead) -> HTTPFields {
+        var fields = HTTPFields()
+        guard peerTrusted else { return fields }
+        for (name, value) in head.forwarded {
+            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
+        }
+        return fields
+    }
+
+    /// The request the upstream gets for `head` (at the front of `source`, with its body if it has one; its target
+    /// read as `target`), when it passes from memory; nil when the handlers decide.
+    func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        guard let upstream = answers.upstream, let method = HTTPRequest.Method(head.method) else { return nil }
+        let now = Date()
+        guard let pass = answers.upstreamPass(method: method, host: head.host, target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
+        let settings = upstream.rawPool.settings
+        let forwarder = upstream.gate.forwarder
+        var out = allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
+        out.writeString(head.method)
+        out.writeString(" ")
+        out.writeString(settings.basePath)
+        out.writeString(target.forwarded)
+        out.writeString(" HTTP/1.1\r\n")
+        // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
+        let resolver = answers.resolver
+        let forwarded: UpstreamForwarder.ForwardedFields
+        if peerTrusted, !head.forwarded.isEmpty {
+            let fields = forwardedFields(head)
+            forwarded = .init(
+                for: resolver.forwardedFor(fields, peer: peer), proto: resolver.scheme(fields, peer: peer),
+                host: resolver.host(fields, authority: head.host, peer: peer) ?? head.host
+            )
+        } else {
+            // From a client, or a trusted proxy that said nothing: what the resolver answers then.
+            forwarded = .init(for: resolver.peerName(peer), proto: "http", host: head.host)
+        }
+        var identity: [HTTPField] = []
+        if case .identified(let user, let groups, let assertion) = pass { identity = identityFields(user, groups: groups, assertion: assertion) }
+        // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`).
+        let fields = head.lines.lazy.map { line -> (String, String, String) in
+            let name = source.getString(at: source.readerIndex + line.line.lowerBound, length: line.name.utf8.count) ?? line.name
+            let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
+            return (line.name, name, value)
+        }
+        var sink = RawHeadSink(buffer: out)
+        forwarder.writeHead(to: &sink, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity)
+        out = sink.buffer
+        if let length = head.contentLength {
+            // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
+            ByteHead.writeField(&out, "Content-Length", String(length))
+            out.writeString("\r\n")
+            guard let body = source.viewBytes(at: source.readerIndex + head.length, length: length) else { return nil }
+            out.writeBytes(body)
+            return out
+        }
+        out.writeString("\r\n")
+        return out
+    }
+
+
+
+
+
+
+    /// The identity fields of `user` in `groups` with `assertion`, made once per person, groups and assertion on a
+    /// connection.
+    private func identityFields(_ user: UserRecord, groups: [String], assertion: String) -> [HTTPField] {
+        if let last = lastIdentity, last.assertion == assertion, last.user == user, last.groups == groups { return last.fields }
+        let fields = UpstreamGate.identityFields(user, groups: groups, assertion: assertion)
+        lastIdentity = (user, groups, assertion, fields)
+        return fields
+    }
+
+    /// The SHA-256 of the session cookie in `cookie` (the `Cookie` header).
+    func sessionHash(_ cookie: String?) -> String? {
+        cookie.flatMap { read($0).sessionHash }
+    }
+
+    /// What the `Cookie` header says, read once per header on a connection.
+    private func read(_ cookie: String) -> (header: String, sessionHash: String?) {
+        if let last = lastCookie, last.header == cookie { return last }
+        var fields = HTTPFields()
+        fields.append(HTTPField(name: .cookie, lenientValue: Array(cookie.utf8)))
+        let hash = fields.cookieValue(answers.sessionCookie).flatMap(SessionCookie.hash)
+        let read = (cookie, hash)
+        lastCookie = read
+        return read
+    }
+
+    /// The path of an origin-form target, as Hummingbird's `URI` reads it: up to the query.
+    static func path(of target: String) -> String {
+        guard let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
+        return String(target[..<query])
+    }
+}

@@ -1,0 +1,118 @@
+import DoorHTTP
+
+/// The one filter of the upstream's answer, for every carrier (the byte path, async-http-client, the WebSocket
+/// handshake): what of the status and header fields reaches the client, as Go's `ReverseProxy` has one
+/// `ModifyResponse`. A carrier reads the fields one by one (`keeps`), writes those kept as it writes bytes or header
+/// types, then the fields the filter adds (`finish`), then its own framing.
+///
+/// - A status below 200 is never passed as the answer: 100, 102 and 103 are skipped (async-http-client reads them
+///   itself), a 101 is the answer only to a request that asked to switch (a WebSocket), a broken upstream otherwise.
+/// - Hop-by-hop fields (RFC 9110 7.6.1) and every field the upstream's `Connection` names stay on the upstream's hop.
+/// - `Date` and `Server` are siwa's (as nginx answers).
+/// - Repeated `Content-Length` lines (equal, or the head was refused) are one.
+/// - A `Set-Cookie` of one of siwa's cookie names is dropped: behind siwa the upstream shares siwa's host, and must not
+///   set or clear siwa's session.
+/// - Transfer codings other than the final `chunked` (`Transfer-Encoding: gzip, chunked`) are said as the last content
+///   codings (`Content-Encoding: gzip`) while the bytes stay as they came: the client's hop is framed by siwa, browsers
+///   undo no transfer coding but `chunked`, and HTTP/2 has none at all, so this is the one label every client reads.
+/// - Trailers are not passed (the body is re-framed by siwa; its trailer fields could set a cookie of siwa's).
+struct AnswerFilter {
+    /// What becomes of an answer with a given status.
+    enum StatusRule: Equatable {
+        /// The answer: passed on.
+        case final
+        /// An interim answer (100, 102, 103): skipped; the answer follows.
+        case interim
+        /// The upstream switched protocols as the request asked.
+        case switched
+        /// Nothing a client may be given: siwa's 502 instead.
+        case broken(String)
+    }
+
+    /// The rule for `status` in answer to a request of `method` that asked (`askedToSwitch`) or not to switch.
+    static func rule(status: Int, method: String, askedToSwitch: Bool) -> StatusRule {
+        switch status {
+        case 200...: return .final
+        case 101: return askedToSwitch ? .switched : .broken("the upstream answered 101 to a \(method) that asked for no protocol switch")
+        case 100, 102, 103: return .interim
+        default: return .broken("the upstream answered \(status), an interim status siwa does not know")
+        }
+    }
+
+    /// The lowercased names the upstream's `Connection` lists.
+    private let named: Set<String>
+    /// The answer is a protocol switch: its `Content-Length` says nothing of a body either.
+    private let switching: Bool
+    private var lengthKept = false
+    /// The transfer codings read, other than a final `chunked`.
+    private var codings: [Substring] = []
+
+    /// A filter for one answer whose `Connection` values are `connection`.
+    init(connection: [String], switching: Bool = false) {
+        named = Self.connectionNamed(connection)
+        self.switching = switching
+    }
+
+    /// Whether the field of this lowercased name (its `value` read only when it matters) reaches the client.
+    mutating func keeps(_ lowercased: String, value: () -> String) -> Bool {
+        switch lowercased {
+        case "content-length":
+            if switching || lengthKept { return false }
+            lengthKept = true
+            return true
+        case "transfer-encoding":
+            codings.append(contentsOf: RawHTTP.transferCodings([value()]).codings)
+            return false
+        case "date", "server":
+            return false
+        case "set-cookie":
+            return !CookiePolicy.allNames.contains(String(Substring(value()).prefix { $0 != "=" }.trimmingBlanks))
+        default:
+            return !Self.hopByHop.contains(lowercased) && !named.contains(lowercased)
+        }
+    }
+
+    /// Writes the fields the filter adds after those kept: the transfer codings as content codings.
+    func finish<Sink: HeaderSink>(to sink: inout Sink) {
+        // `chunked` is the framing's, wherever it stood; any other coding is in the bytes that pass.
+        let kept = codings.filter { !RawHTTP.equalsIgnoringCase($0, "chunked") && !RawHTTP.equalsIgnoringCase($0, "identity") }
+        if !kept.isEmpty { sink.add(name: "Content-Encoding", value: kept.joined(separator: ", ")) }
+    }
+
+    /// The answer's fields, filtered, as a list of (name, value) pairs in the order they came, then those added.
+    static func filtered(_ fields: some Sequence<(name: String, value: String)>, connection: [String], switching: Bool = false) -> [(name: String, value: String)] {
+        var filter = AnswerFilter(connection: connection, switching: switching)
+        var sink = PairSink()
+        for (name, value) in fields where filter.keeps(name.lowercased(), value: { value }) { sink.add(name: name, value: value) }
+        filter.finish(to: &sink)
+        return sink.pairs
+    }
+
+    /// RFC 9110 7.6.1: the fields of one connection, never forwarded (either way).
+    static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
+
+    /// The lowercased field names that `Connection` values list (`close` and `keep-alive`, the options nearly every
+    /// `Connection` carries, name no field and are skipped without building a set).
+    static func connectionNamed(_ values: [String]) -> Set<String> {
+        var names = Set<String>()
+        for value in values {
+            for token in value.split(separator: ",") {
+                let name = token.trimmingBlanks
+                if name.isEmpty || RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { continue }
+                names.insert(name.lowercased())
+            }
+        }
+        return names
+    }
+}
+
+/// Where the door writes a head's fields: NIO's header list, HTTP types' fields, or bytes on the wire.
+protocol HeaderSink {
+    mutating func add(name: String, value: String)
+}
+
+/// Fields collected as (name, value) pairs.
+struct PairSink: HeaderSink {
+    var pairs: [(name: String, value: String)] = []
+    mutating func add(name: String, value: String) { pairs.append((name, value)) }
+}

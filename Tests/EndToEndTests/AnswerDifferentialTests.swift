@@ -1,0 +1,252 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The upstream's answers through every carrier of `siwa serve --upstream`: generated answers (interim statuses, 101
+/// to requests that did not ask, 204, 304, `HEAD`, `Content-Length` once and twice, `chunked` with extensions and
+/// trailers, `gzip, chunked`, close-delimited bodies, hop-by-hop and `Connection`-named fields, siwa's cookies, odd
+/// casing), each sent through the byte path, the handlers (async-http-client) and, for `HEAD`, the handlers again;
+/// the client must get the same status, fields (less `Date`) and body bytes from each, and what the generator says
+/// a proxy passes on: end-to-end fields in their order, none of the hop's, the codings labelled once.
+@Suite("The upstream's answers: the same through every carrier, generated", .serialized)
+struct AnswerDifferentialTests {
+    @Test("generated upstream answers reach the client alike through the byte path and the handlers, GET and HEAD, and as the generator's model says")
+    func generatedAnswersAgree() async throws {
+        let answers = (0..<72).map { GeneratedAnswer(index: $0) }
+        var scripted: [String: (bytes: String, close: Bool)] = [:]
+        for answer in answers {
+            scripted["GET /gen/\(answer.index)"] = (answer.bytes(head: false), answer.closes)
+            scripted["HEAD /gen/\(answer.index)"] = (answer.bytes(head: true), answer.closes)
+        }
+        try await ScriptedUpstream.run(extra: scripted) { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
+                var disagreements = 0
+                for answer in answers {
+                    let path = "/gen/\(answer.index)"
+                    let byBytes = try await Self.fetch(site, "GET \(path) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                    let byHandlers = try await Self.fetch(site, "GET \(path) HTTP/1.1\r\nHost: a\r\n\(DoorTests.toTheHandlers)\r\nConnection: close\r\n\r\n")
+                    let byHead = try await Self.fetch(site, "HEAD \(path) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                    let expected = answer.expected
+                    var failures: [String] = []
+                    if byBytes != byHandlers { failures.append("byte path \(byBytes) ≠ handlers \(byHandlers)") }
+                    if answer.status == 101 {
+                        if byBytes.status != 502 || byHead.status != 502 || byBytes.fields.contains(where: { $0.lowercased().hasPrefix("upgrade:") }) {
+                            failures.append("an unasked switch was not siwa's 502: \(byBytes), HEAD \(byHead)")
+                        }
+                    } else if byBytes.status != expected.status || byBytes.fields != expected.fields || byBytes.body != expected.body {
+                        failures.append("byte path \(byBytes) ≠ model \(expected)")
+                    }
+                    // HEAD: the GET's status and fields but for the framing a bodiless answer does not say, no body.
+                    let headExpected = expected.forHead
+                    if answer.status != 101, byHead.status != headExpected.status || byHead.fields != headExpected.fields || !byHead.body.isEmpty {
+                        failures.append("HEAD \(byHead) ≠ model \(headExpected)")
+                    }
+                    if !failures.isEmpty {
+                        disagreements += 1
+                        Issue.record("answer \(answer.index) (\(answer.summary)):\n\(failures.joined(separator: "\n"))\nupstream sent:\n\(answer.bytes(head: false).prefix(600))")
+                    }
+                    // One wrong answer is one failure, not a cascade.
+                    if disagreements > 5 { break }
+                }
+                // The answers really went both ways: the byte path took the plain GETs.
+                #expect(try await BytePathTests.counted("upstream_bytes", site, visit) == answers.count)
+            }
+        }
+    }
+
+    @Test("a 101 to a WebSocket handshake that asked for it passes the upstream's end-to-end fields and none of its hop's, as any answer does")
+    func switchAskedFor() async throws {
+        let answers = (0..<12).map { GeneratedAnswer(index: 1000 + $0) }
+        var scripted: [String: (bytes: String, close: Bool)] = [:]
+        for answer in answers {
+            var out = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+            for field in answer.fields { out += field.line + "\r\n" }
+            scripted["GET /ws/\(answer.index)"] = (out + "Content-Length: 0\r\n\r\n", false)
+        }
+        try await ScriptedUpstream.run(extra: scripted) { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, _ in
+                for answer in answers {
+                    let request = "GET /ws/\(answer.index) HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                    let text = try await RawSocket.exchange(port: site.port, request) { $0.contains("\r\n\r\n") }
+                    let head = text.components(separatedBy: "\r\n\r\n")[0]
+                    #expect(head.hasPrefix("HTTP/1.1 101"), "\(head)")
+                    let lines = head.components(separatedBy: "\r\n").dropFirst().map { $0.lowercased() }
+                    for field in answer.fields {
+                        let line = field.line.lowercased()
+                        if field.passes {
+                            #expect(lines.contains(line), "\(answer.index): \(field.line) did not reach the client: \(head)")
+                        } else if !line.hasPrefix("upgrade:") && !line.hasPrefix("connection:") && !line.hasPrefix("date:") {
+                            #expect(!lines.contains(line), "\(answer.index): \(field.line) reached the client: \(head)")
+                        }
+                    }
+                    #expect(!lines.contains { $0.hasPrefix("content-length:") || $0.hasPrefix("server: upstream") }, "\(head)")
+                    #expect(lines.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="), "\(head)")
+                }
+            }
+        }
+    }
+
+    /// An answer as the client got it: status, fields (`Date` left out) sorted by lowercased name with the order of
+    /// each name's values kept, and the body with its chunked framing undone.
+    struct Seen: Equatable, CustomStringConvertible {
+        let status: Int
+        let fields: [String]
+        let body: String
+        var description: String { "\(status) \(fields) body \(body.utf8.count) bytes" }
+    }
+
+    static func fetch(_ site: LocalSite, _ request: String) async throws -> Seen {
+        let text = try await RawSocket.exchange(port: site.port, request)
+        guard let end = text.range(of: "\r\n\r\n") else { throw EndToEndError("no answer head: \(text)") }
+        let lines = text[..<end.lowerBound].split(separator: "\r\n", omittingEmptySubsequences: false)
+        let status = Int(lines.first?.dropFirst(9).prefix(3) ?? "") ?? 0
+        let fields = lines.dropFirst().map { line -> String in
+            let name = line.prefix { $0 != ":" }
+            return "\(name): \(line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces))"
+        }
+        let rest = String(text[end.upperBound...])
+        let chunked = fields.contains { $0.lowercased() == "transfer-encoding: chunked" }
+        return Seen(status: status, fields: Self.sorted(fields.filter { !$0.lowercased().hasPrefix("date:") }), body: chunked ? try Self.unchunked(rest) : rest)
+    }
+
+    static func sorted(_ fields: [String]) -> [String] {
+        fields.enumerated().sorted { a, b in
+            let (x, y) = (a.element.prefix { $0 != ":" }.lowercased(), b.element.prefix { $0 != ":" }.lowercased())
+            return x == y ? a.offset < b.offset : x < y
+        }.map(\.element)
+    }
+
+    /// A chunked body's data; throws unless it ends with the last chunk.
+    static func unchunked(_ text: String) throws -> String {
+        var rest = Substring(text)
+        var data = ""
+        while true {
+            guard let lineEnd = rest.range(of: "\r\n") else { throw EndToEndError("chunked body cut: \(text.suffix(200))") }
+            let size = Int(rest[..<lineEnd.lowerBound].prefix { $0 != ";" }, radix: 16) ?? -1
+            rest = rest[lineEnd.upperBound...]
+            if size == 0 { return data }
+            guard size > 0, rest.utf8.count >= size + 2 else { throw EndToEndError("bad chunk: \(rest.prefix(80))") }
+            data += String(rest.prefix(size))
+            rest = rest.dropFirst(size + 2)
+        }
+    }
+}
+
+/// One upstream answer drawn from a seeded generator, with what a proxy must pass on of it (the model).
+struct GeneratedAnswer {
+    enum Framing: CaseIterable { case length, lengthTwice, chunked, gzipChunked, close }
+
+    let index: Int
+    let status: Int
+    let reason: String
+    let interim: String
+    let framing: Framing
+    /// The fields, in order, each with whether it reaches the client.
+    let fields: [(line: String, passes: Bool)]
+    let body: String
+    let chunkExtensions: Bool
+    let trailers: Bool
+
+    init(index: Int) {
+        var random = SplitMix(seed: UInt64(index) &* 0x9E37_79B9 &+ 7)
+        self.index = index
+        let statuses: [(Int, String)] = [(200, "OK"), (200, "OK"), (201, "Created"), (203, "Non-Authoritative Information"), (204, "No Content"),
+            (302, "Found"), (304, "Not Modified"), (404, "Not Found"), (410, "Gone"), (500, "Internal Server Error"), (503, "Service Unavailable"), (200, ""),
+            (101, "Switching Protocols")]
+        (status, reason) = statuses[random.below(statuses.count)]
+        interim = ["", "", "", "HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 102 Processing\r\n\r\n",
+            "HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\n"][random.below(6)]
+        framing = Framing.allCases[random.below(Framing.allCases.count)]
+        chunkExtensions = random.below(2) == 0
+        trailers = random.below(2) == 0
+        let size = [0, 1, 17, 900, 5000, 40_000][random.below(6)]
+        body = String((0..<size).map { _ in Character(UnicodeScalar(UInt8(97 + random.below(26)))) })
+        var fields: [(String, Bool)] = []
+        let hopName = "X-Hop-\(index)"
+        var pool: [(String, Bool)] = [
+            ("Content-Type: text/plain; charset=utf-8", true), ("Cache-Control: no-cache", true), ("ETag: \"e\(index)\"", true),
+            ("X-App-\(index): v\(index)", true), ("Vary: Accept", true), ("Set-Cookie: app=\(index); Path=/", true),
+            ("Keep-Alive: timeout=5", false), ("Proxy-Connection: keep-alive", false), ("TE: trailers", false), ("Trailer: X-T", false),
+            ("Upgrade: h2c", false), ("Connection: \(hopName)", false), ("\(hopName): secret", false),
+            ("Set-Cookie: siwa_session=planted; Path=/", false), ("Set-Cookie: __Host-siwa_session=planted; Path=/", false),
+            ("Server: upstream/\(index)", false), ("Date: Thu, 01 Jan 1970 00:00:00 GMT", false), ("x-ODD-case-\(index): Kept", true),
+        ]
+        if status == 302 { pool.append(("Location: /elsewhere/\(index)", true)) }
+        for _ in 0..<(3 + random.below(8)) where !pool.isEmpty { fields.append(pool.remove(at: random.below(pool.count))) }
+        self.fields = fields
+    }
+
+    var bodiless: Bool { status == 204 || status == 304 || status == 101 }
+    var closes: Bool { framing == .close && !bodiless }
+    var summary: String { "\(status), \(framing), \(body.utf8.count) bytes\(interim.isEmpty ? "" : ", interim")" }
+
+    /// The upstream's bytes, to a `GET` or (`head`) a `HEAD`.
+    func bytes(head: Bool) -> String {
+        var out = interim + "HTTP/1.1 \(status) \(reason)\r\n"
+        for field in fields { out += field.line + "\r\n" }
+        if bodiless { return out + "\r\n" }
+        switch framing {
+        case .length: out += "Content-Length: \(body.utf8.count)\r\n"
+        case .lengthTwice: out += "Content-Length: \(body.utf8.count)\r\ncontent-length: \(body.utf8.count)\r\n"
+        case .chunked: out += "Transfer-Encoding: chunked\r\n"
+        case .gzipChunked: out += "Transfer-Encoding: gzip, chunked\r\n"
+        case .close: if head { out += "Content-Length: \(body.utf8.count)\r\n" }
+        }
+        out += "\r\n"
+        if head { return out }
+        switch framing {
+        case .length, .lengthTwice, .close:
+            return out + body
+        case .chunked, .gzipChunked:
+            var rest = Substring(body)
+            var piece = 1
+            while !rest.isEmpty {
+                let part = rest.prefix(piece * 700)
+                out += String(part.utf8.count, radix: 16) + (chunkExtensions ? ";ext=\(piece)" : "") + "\r\n" + part + "\r\n"
+                rest = rest.dropFirst(part.count)
+                piece += 1
+            }
+            return out + "0\r\n" + (trailers ? "X-T: 1\r\nSet-Cookie: siwa_session=from-a-trailer\r\n" : "") + "\r\n"
+        }
+    }
+
+    /// What a client must get: the end-to-end fields as sent, in order; `Content-Encoding` for a transfer coding
+    /// other than `chunked`; siwa's `Server`; the body's framing (`chunked` for any length siwa does not know);
+    /// `Connection: close` (the client asked); the body as sent.
+    var expected: AnswerDifferentialTests.Seen {
+        // A switch nobody asked for is a broken upstream: siwa's 502 page, the same from every carrier.
+        if status == 101 { return .init(status: 502, fields: [], body: "") }
+        var lines = fields.filter(\.passes).map(\.line)
+        if !bodiless {
+            switch framing {
+            case .length, .lengthTwice: lines.append("Content-Length: \(body.utf8.count)")
+            case .chunked, .close: lines.append("Transfer-Encoding: chunked")
+            case .gzipChunked: lines += ["Content-Encoding: gzip", "Transfer-Encoding: chunked"]
+            }
+        }
+        lines += ["Server: siwa", "Connection: close"]
+        return .init(status: status, fields: AnswerDifferentialTests.sorted(lines), body: bodiless ? "" : body)
+    }
+}
+
+extension AnswerDifferentialTests.Seen {
+    /// The same answer to a `HEAD`: no body; the upstream said the length it knew.
+    var forHead: AnswerDifferentialTests.Seen {
+        self
+    }
+}
+
+/// A small seeded generator (SplitMix64): the same answers on every run.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
