@@ -219,8 +219,10 @@ package enum RawHTTP {
             let value = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self)
             switch line.name {
             case "content-length":
-                guard !value.isEmpty, value.utf8.count <= 18, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let parsed = Int(value),
-                    length == nil || length == parsed
+                // A second Content-Length, even an equal one, is refused, as NIO's parser refuses it on the handlers'
+                // carrier: one behaviour for every carrier.
+                guard length == nil else { return .invalid("two Content-Length fields") }
+                guard !value.isEmpty, value.utf8.count <= 18, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let parsed = Int(value)
                 else { return .invalid("bad Content-Length") }
                 length = parsed
             case "transfer-encoding":

@@ -68,6 +68,9 @@ struct UpstreamForwarder: Sendable {
                 throw .timedOut
             case let failure as Failure:
                 throw failure
+            case let error as HTTPParserError:
+                // What it answered is not HTTP/1.1 siwa reads (the byte path's parser says the same of it).
+                throw .broken("upstream answered with something that is not HTTP/1.1: \(error)")
             default:
                 throw .unreachable(error)
             }

@@ -45,10 +45,11 @@ enum AnswerRelay {
         case .length(let length):
             body = length == 0 ? .ended(reusable: true) : .length(remaining: length)
         case .chunked:
-            out.writeString("Transfer-Encoding: chunked\r\n")
+            // Spelled as NIO's encoder spells it on the handlers' carrier.
+            out.writeString("transfer-encoding: chunked\r\n")
             body = .chunked(ChunkedFraming())
         case .close:
-            out.writeString("Transfer-Encoding: chunked\r\n")
+            out.writeString("transfer-encoding: chunked\r\n")
             body = .untilClose
         }
         if closeClient { out.writeString("Connection: close\r\n") }

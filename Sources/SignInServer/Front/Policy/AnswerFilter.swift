@@ -9,7 +9,8 @@ import DoorHTTP
 ///   itself), a 101 is the answer only to a request that asked to switch (a WebSocket), a broken upstream otherwise.
 /// - Hop-by-hop fields (RFC 9110 7.6.1) and every field the upstream's `Connection` names stay on the upstream's hop.
 /// - `Date` and `Server` are siwa's (as nginx answers).
-/// - Repeated `Content-Length` lines (equal, or the head was refused) are one.
+/// - An answer with two `Content-Length` fields is refused before it gets here (a broken upstream, siwa's 502), by the
+///   byte path's parser and NIO's alike.
 /// - A `Set-Cookie` of one of siwa's cookie names is dropped: behind siwa the upstream shares siwa's host, and must not
 ///   set or clear siwa's session.
 /// - Transfer codings other than the final `chunked` (`Transfer-Encoding: gzip, chunked`) are said as the last content
@@ -43,7 +44,6 @@ struct AnswerFilter {
     private let named: Set<String>
     /// The answer is a protocol switch: its `Content-Length` says nothing of a body either.
     private let switching: Bool
-    private var lengthKept = false
     /// The transfer codings read, other than a final `chunked`.
     private var codings: [Substring] = []
 
@@ -57,9 +57,7 @@ struct AnswerFilter {
     mutating func keeps(_ lowercased: String, value: () -> String) -> Bool {
         switch lowercased {
         case "content-length":
-            if switching || lengthKept { return false }
-            lengthKept = true
-            return true
+            return !switching
         case "transfer-encoding":
             codings.append(contentsOf: RawHTTP.transferCodings([value()]).codings)
             return false
