@@ -184,7 +184,6 @@ struct RawHTTPTests {
     @Test("a response's framing: Content-Length, chunked, none for 1xx/204/304, to the connection's end otherwise; what ends the connection")
     func responseFraming() throws {
         #expect(Self.framing("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n")! == (.length(12), true))
-        #expect(Self.framing("HTTP/1.1 200 OK\r\nContent-Length: 12\r\nContent-Length: 12\r\n\r\n")! == (.length(12), true))
         #expect(Self.framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")! == (.chunked, true))
         #expect(Self.framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n")! == (.close, false))
         #expect(Self.framing("HTTP/1.1 200 OK\r\n\r\n")! == (.close, false))
@@ -210,6 +209,8 @@ struct RawHTTPTests {
         arguments: [
             "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            // Equal lengths twice too: NIO's parser refuses them on the handlers' carrier, so the byte path does.
+            "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nContent-Length: 12\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n",
