@@ -1,3 +1,15 @@
+/// What the session cookie of a request led to.
+enum Visitor: Sendable {
+    /// The route does not look sessions up.
+    case notLooked
+    /// No session cookie, or one naming no live session.
+    case anonymous(hadCookie: Bool)
+    /// A live session and its user.
+    case signedIn(SessionRecord, UserRecord)
+    /// The store did not answer; `retryURL` is the page to try again.
+    case storeUnavailable(retryURL: String)
+}
+
 /// What the front does with a request, from who is asking and the rules in force (`AccessControl`).
 enum AccessDecision {
     /// A `public` rule: passes without a person, without identity.

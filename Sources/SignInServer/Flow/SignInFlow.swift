@@ -180,7 +180,7 @@ public struct SignInFlow: Sendable {
     }
 
     public static func hash(_ secret: String) -> String {
-        IdentityTokenVerifier.sha256Hex(secret)
+        SessionCookie.digest(secret)
     }
 
     /// Accepts only a relative path on this site (no scheme, no `//host`, no backslash tricks); `fallback` otherwise

@@ -77,7 +77,7 @@ public struct SessionRecord: Sendable, Hashable {
     public var publicID: String { Self.publicID(idHash: idHash) }
 
     public static func publicID(idHash: String) -> String {
-        String(SignInFlow.hash("siwa-sid:" + idHash).prefix(32))
+        String(SessionCookie.digest("siwa-sid:" + idHash).prefix(32))
     }
 }
 

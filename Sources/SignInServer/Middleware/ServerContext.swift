@@ -15,17 +15,6 @@ public struct ServerContext: RequestContext, RemoteAddressRequestContext {
     }
 }
 
-/// What the session cookie of a request led to.
-enum Visitor: Sendable {
-    /// The route does not look sessions up.
-    case notLooked
-    /// No session cookie, or one naming no live session.
-    case anonymous(hadCookie: Bool)
-    /// A live session and its user.
-    case signedIn(SessionRecord, UserRecord)
-    /// The store did not answer; `retryURL` is the page to try again.
-    case storeUnavailable(retryURL: String)
-}
 
 /// The context of a route only a signed-in person may use: the session, its user and the CSRF token their forms
 /// carry, resolved once by `SessionMiddleware`. Without a session the route is never reached: the person sees

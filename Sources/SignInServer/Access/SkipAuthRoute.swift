@@ -33,3 +33,13 @@ public struct SkipAuthRoute: Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// A value of the proxy's settings that cannot be used, and why.
+public struct UpstreamSettingsError: Error, CustomStringConvertible {
+    /// What is wrong, with the value at fault.
+    public let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
