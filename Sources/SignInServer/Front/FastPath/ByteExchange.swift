@@ -32,5 +32,38 @@ final class ByteExchange {
         self.request = request
         self.closeClient = closeClient
     }
-}
 
+    /// Takes a place at the upstream (`admission`): true when one was free. Otherwise the exchange waits in line
+    /// (`ticket`) for at most `limit`, and `decided` runs on `loop` with whether a place came (false past the limit
+    /// or with the line full), and the exchange that waited.
+    func admit(
+        to admission: UpstreamAdmission, on loop: any EventLoop, waitingAtMost limit: TimeAmount,
+        decided: @escaping (Bool, ByteExchange) -> Void
+    ) -> Bool {
+        if admission.tryEnter() {
+            admitted = true
+            return true
+        }
+        let waiting = NIOLoopBound(self, eventLoop: loop)
+        let callback = NIOLoopBound(decided, eventLoop: loop)
+        // Without a ticket, `enter` has already said (a place came at once, or the line is full).
+        guard let ticket = admission.enter({ granted in loop.execute { callback.value(granted, waiting.value) } }) else { return false }
+        self.ticket = ticket
+        loop.assumeIsolated().scheduleTask(in: limit) {
+            if admission.giveUp(ticket) { decided(false, self) }
+        }
+        return false
+    }
+
+    /// Frees its place at the upstream, or its place in line.
+    func release(_ admission: UpstreamAdmission) {
+        if admitted {
+            admitted = false
+            admission.leave()
+        } else if let ticket {
+            self.ticket = nil
+            // Its place came meanwhile: whoever waited frees it when it arrives.
+            _ = admission.giveUp(ticket)
+        }
+    }
+}

@@ -57,11 +57,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
     private var warmed = false
-    /// The one timer of the connection, armed for the exchange's deadline (scheduling and cancelling one per request
-    /// showed in profiles): when it fires early, for an exchange that has ended, it is armed again for the next one.
-    private var timer: Scheduled<Void>?
-    /// When `timer` fires.
-    private var timerDue: NIODeadline?
+    /// The exchange's deadline (`ConnectionTimer`).
+    private let timer = ConnectionTimer()
     /// The client half-closed while something was in progress or waiting: the connection ends once it is answered.
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
@@ -81,8 +78,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     func handlerRemoved(context: ChannelHandlerContext) {
         abandonExchange()
-        timer?.cancel()
-        timer = nil
+        timer.cancel()
         self.context = nil
     }
 
@@ -97,8 +93,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     func channelInactive(context: ChannelHandlerContext) {
         abandonExchange()
-        timer?.cancel()
-        timer = nil
+        timer.cancel()
         pending = nil
         context.fireChannelInactive()
     }
@@ -324,19 +319,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// in line for one for at most `upstream_timeout_ms` (then, or with the line full, siwa's 503 page).
     private func admit() {
         guard let exchange, let context, let upstream else { return }
-        let admission = upstream.gate.forwarder.admission
-        if admission.tryEnter() {
-            exchange.admitted = true
-            return connect(fresh: false)
-        }
         let loop = context.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)
-        let waiting = NIOLoopBound(exchange, eventLoop: loop)
-        guard let ticket = admission.enter({ granted in loop.execute { handler.value.admitted(granted, waiting.value) } }) else { return }
-        exchange.ticket = ticket
-        loop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(upstream.rawPool.settings.timeoutMS))) {
-            if admission.giveUp(ticket) { self.admitted(false, exchange) }
-        }
+        let admitted = exchange.admit(
+            to: upstream.gate.forwarder.admission, on: loop, waitingAtMost: .milliseconds(Int64(upstream.rawPool.settings.timeoutMS))
+        ) { granted, waited in handler.value.admitted(granted, waited) }
+        if admitted { connect(fresh: false) }
     }
 
     /// The wait for a place at the upstream is over for `waited`: connect, or answer 503.
@@ -355,14 +343,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// Frees the exchange's place at the upstream, or its place in line.
     private func release(_ exchange: ByteExchange) {
         guard let admission = upstream?.gate.forwarder.admission else { return }
-        if exchange.admitted {
-            exchange.admitted = false
-            admission.leave()
-        } else if let ticket = exchange.ticket {
-            exchange.ticket = nil
-            // Its place came meanwhile: `admitted` frees it when it arrives.
-            _ = admission.giveUp(ticket)
-        }
+        exchange.release(admission)
     }
 
     private func connect(fresh: Bool) {
@@ -398,13 +379,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     private func armTimer(_ context: ChannelHandlerContext) {
         guard let deadline = exchange?.deadline else { return }
-        // A timer due no later serves; one due later (the head's, when the body's idle limit is shorter) is replaced.
-        if timer != nil, let due = timerDue, due <= deadline { return }
-        timer?.cancel()
-        timerDue = deadline
-        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
-            self.timer = nil
-            self.timerDue = nil
+        timer.arm(deadline, on: context.eventLoop) {
             guard let context = self.context, let due = self.exchange?.deadline else { return }
             if due <= .now() {
                 self.timedOut()
