@@ -248,9 +248,10 @@ public func buildApplication(
 }
 
 extension Logger {
-    /// This logger's handler (so its level and destination) under the label of another module.
+    /// This logger's handler (so its level and destination) under the label of another module. The label is written by
+    /// the handler, so an `EscapingLogHandler` (`siwa serve`'s) is made again for it; any other is shared as it is.
     public func module(_ label: String) -> Logger {
-        let handler = handler
+        let handler: any LogHandler = (handler as? EscapingLogHandler)?.relabelled(label) ?? handler
         return Logger(label: label, factory: { _ in handler })
     }
 }
