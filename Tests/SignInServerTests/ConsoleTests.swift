@@ -17,6 +17,16 @@ struct ConsoleTests {
         return options
     }
 
+    /// What a browser's navigation asks for.
+    static let browser: HTTPFields = [.accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"]
+
+    /// Paths below `/auth/admin`: the console's, with a trailing slash, deeper, and ones that do not exist.
+    static let below = [
+        "/auth/admin", "/auth/admin/", "/auth/admin/groups", "/auth/admin/groups/", "/auth/admin/clients", "/auth/admin/audit?event=sign-in",
+        "/auth/admin/person?sub=\(Fixtures.ada)", "//auth//admin//groups", "/auth/admin/secret", "/auth/admin/secret/", "/auth/admin/a/b/c/d",
+        "/auth/admin/groups/add", "/auth/admin/.env", "/auth/admin/%2e%2e/x",
+    ]
+
     /// The CSRF token of `session`'s console pages.
     static func csrf(_ h: Harness, _ session: String) async throws -> String {
         let page = try await h.get("/auth/admin/groups", cookies: [h.sessionCookie: session]).text
@@ -41,6 +51,27 @@ struct ConsoleTests {
             #expect(home.text.contains("Console") && home.text.contains("Local mode"))
             let chinese = try await h.get("/auth/admin", cookies: [h.sessionCookie: ada], headers: [.acceptLanguage: "zh-CN"])
             #expect(chinese.text.contains("控制台"))
+        }
+    }
+
+    @Test("below /auth/admin, a person outside admin_groups gets the same 403 page at every path, existing or not, with any method; an operator gets 404 for a path that does not exist")
+    func nothingToLearnBelowTheConsole() async throws {
+        try await withServer(Self.options()) { h in
+            let lilei = try #require(try await h.signIn(user: Fixtures.lilei).session)
+            let first = try await h.get("/auth/admin", cookies: [h.sessionCookie: lilei], headers: Self.browser)
+            #expect(first.status == .forbidden)
+            let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch, .options, HTTPRequest.Method("PROPFIND") ?? .get]
+            for path in Self.below {
+                for method in methods {
+                    let answer = try await h.request(method, path, cookies: [h.sessionCookie: lilei], headers: Self.browser, body: method == .post ? "csrf_token=x" : nil)
+                    #expect(answer.status == .forbidden, "\(method) \(path)")
+                    #expect(answer.text == first.text, "\(method) \(path)")
+                }
+                #expect(try await h.request(.head, path, cookies: [h.sessionCookie: lilei], headers: Self.browser).status == .forbidden, "HEAD \(path)")
+            }
+            let ada = try #require(try await h.signIn().session)
+            #expect(try await h.get("/auth/admin/secret", cookies: [h.sessionCookie: ada], headers: Self.browser).status == .notFound)
+            #expect(try await h.get("/auth/admin/groups/", cookies: [h.sessionCookie: ada], headers: Self.browser).status == .ok)
         }
     }
 

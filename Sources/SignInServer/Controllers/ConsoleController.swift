@@ -19,19 +19,22 @@ struct ConsoleController: Sendable {
     let configuredClients: [ProviderClientRecord]
     let logger: Logger
 
-    /// The console's routes, on `sessions` (the routes `SessionMiddleware` guards); none without `admin_groups`.
-    func addRoutes(to sessions: RouterGroup<ServerContext>) {
+    /// The console's routes and, before them, its `Door`, which looks the session up with `sessions`; none without
+    /// `admin_groups`. The door is a middleware of `router`: Hummingbird applies one to the routes added after it and
+    /// to the router's 404, so it answers at paths the console does not have too.
+    func addRoutes(to router: Router<ServerContext>, sessions: SessionMiddleware) {
         guard !adminGroups.isEmpty else { return }
-        sessions.get("/auth/admin", use: guarded(people))
-        sessions.get("/auth/admin/person", use: guarded(person))
-        sessions.post("/auth/admin/end", use: guarded(endSessions))
-        sessions.get("/auth/admin/groups", use: guarded(groups))
-        sessions.post("/auth/admin/groups/add", use: guarded(addMember))
-        sessions.post("/auth/admin/groups/remove", use: guarded(removeMember))
-        sessions.get("/auth/admin/clients", use: guarded(clients))
-        sessions.post("/auth/admin/clients/add", use: guarded(addClient))
-        sessions.post("/auth/admin/clients/remove", use: guarded(removeClient))
-        sessions.get("/auth/admin/audit", use: guarded(auditPage))
+        router.add(middleware: Door(console: self, sessions: sessions))
+        router.get("/auth/admin", use: guarded(people))
+        router.get("/auth/admin/person", use: guarded(person))
+        router.post("/auth/admin/end", use: guarded(endSessions))
+        router.get("/auth/admin/groups", use: guarded(groups))
+        router.post("/auth/admin/groups/add", use: guarded(addMember))
+        router.post("/auth/admin/groups/remove", use: guarded(removeMember))
+        router.get("/auth/admin/clients", use: guarded(clients))
+        router.post("/auth/admin/clients/add", use: guarded(addClient))
+        router.post("/auth/admin/clients/remove", use: guarded(removeClient))
+        router.get("/auth/admin/audit", use: guarded(auditPage))
     }
 
     /// The form of a POST, after the operator's CSRF token is checked.
