@@ -1,8 +1,8 @@
 import Hummingbird
-import JOSE
 
 /// Who may enter the console: a signed-in member of `admin_groups`. Anyone else gets one answer at every path below
-/// `/auth/admin` (the 403 page, or the sign-in), whether the path exists or not, so that it tells nothing of the console.
+/// `/auth/admin` (the 403 page; signed out, the sign-in and back, or 401), whether the path exists or not, so that it
+/// tells nothing of the console.
 extension ConsoleController {
     /// Answers anyone but an operator at every path below `/auth/admin`, with any method, before the router looks for a
     /// route, and looks the session up for the console's handlers. A middleware of the router, not of a group: a
@@ -56,7 +56,8 @@ extension ConsoleController {
         case failure(Response)
     }
 
-    /// The operator of `context`, or the answer for anyone else: sign in, or the 403 page (no hint of the console).
+    /// The operator of `context`, or the answer for anyone else: the 403 page (no hint of the console), or for someone
+    /// signed out `signInFirst` (a browser to the sign-in and back, anything else 401).
     fileprivate func operatorOf(_ request: Request, _ context: ServerContext) throws -> Gate {
         switch context.visitor {
         case .signedIn(let session, let user):
@@ -64,9 +65,7 @@ extension ConsoleController {
             guard groups.contains(where: adminGroups.contains) else { throw ErrorPage.closed }
             return .success(Operator(session: session, user: user))
         case .storeUnavailable(let retryURL): throw ErrorPage.storeUnavailable(retryURL: retryURL)
-        case .anonymous, .notLooked:
-            let back = request.uri.path.hasPrefix("/auth/admin") && request.method == .get ? request.uri.description : "/auth/admin"
-            return .failure(Response.redirect(to: "/auth/apple?return_to=" + FormEncoding.encode(back), type: .found))
+        case .anonymous, .notLooked: return .failure(try request.signInFirst())
         }
     }
 }
