@@ -110,7 +110,8 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     router.add(middleware: FileMiddleware(URL(fileURLWithPath: settings.publicDirectory).resolvingSymlinksInPath().path, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     // The routes that need to know who is asking: the session is looked up once, by this middleware.
-    let sessions = router.group().add(middleware: SessionMiddleware(store: components.store, cookies: cookies))
+    let lookup = SessionMiddleware(store: components.store, cookies: cookies)
+    let sessions = router.group().add(middleware: lookup)
     pages.signIn.addRoutes(to: router, sessions: sessions)
     let completion = SignInCompletion(
         flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, audit: components.audit, proxy: proxy
@@ -123,7 +124,7 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     ConsoleController(
         store: components.store, renderer: renderer, access: settings.front.access, adminGroups: settings.adminGroups, audit: components.audit,
         configuredClients: settings.provider.clients, logger: logger
-    ).addRoutes(to: sessions)
+    ).addRoutes(to: router, sessions: lookup)
     let forwardAuth = ForwardAuthController(
         policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), proxy: proxy, assertions: components.assertions
     )
@@ -256,9 +257,10 @@ public func buildApplication(
 }
 
 extension Logger {
-    /// This logger's handler (so its level and destination) under the label of another module.
+    /// This logger's handler (so its level and destination) under the label of another module. The label is written by
+    /// the handler, so an `EscapingLogHandler` (`siwa serve`'s) is made again for it; any other is shared as it is.
     public func module(_ label: String) -> Logger {
-        let handler = handler
+        let handler: any LogHandler = (handler as? EscapingLogHandler)?.relabelled(label) ?? handler
         return Logger(label: label, factory: { _ in handler })
     }
 }

@@ -59,6 +59,27 @@ struct ServeProcessTests {
         }
     }
 
+    @Test("audit events are logged under the label siwa.audit, so an operator filtering the journal for it finds each sign-in and sign-out; siwa's other lines are not among them")
+    func auditEventsUnderTheirOwnLabel() async throws {
+        try await LocalSite.runProcess(settings: ["log_level": "info"]) { site, siwa in
+            try await Visit.withClient { visit in
+                let ada = try await visit.signIn(site, user: site.user("Ada")).session
+                #expect(try await visit.signOut(site, cookies: ["siwa_session": ada]).status == 303)
+            }
+            // What `grep ' siwa\.audit:'` (or `journalctl -u siwa -g ' siwa\.audit:'`) keeps of the log: a line reads
+            // `<time> info siwa.audit: email=… event=sign-in ip=… sub=… [SignInServer] audit`.
+            func audit() -> [Substring] { siwa.logText.split(separator: "\n").filter { $0.contains(" siwa.audit:") } }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !audit().contains(where: { $0.contains("event=sign-out") }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let lines = audit()
+            #expect(lines.contains { $0.contains("event=sign-in ") }, "log:\n\(siwa.logText)")
+            #expect(lines.contains { $0.contains("event=sign-out") }, "log:\n\(siwa.logText)")
+            #expect(lines.allSatisfy { $0.contains("event=") }, "\(lines)")
+        }
+    }
+
     /// `siwa_front_fast_path_total{request="check"}` from `/metrics`.
     static func fastChecks(_ site: LocalSite, _ visit: Visit) async throws -> Int {
         let prefix = "siwa_front_fast_path_total{request=\"check\"} "

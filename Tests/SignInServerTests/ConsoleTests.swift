@@ -17,6 +17,13 @@ struct ConsoleTests {
         return options
     }
 
+    /// Paths below `/auth/admin`: the console's, with a trailing slash, deeper, and ones that do not exist.
+    static let below = [
+        "/auth/admin", "/auth/admin/", "/auth/admin/groups", "/auth/admin/groups/", "/auth/admin/clients", "/auth/admin/audit?event=sign-in",
+        "/auth/admin/person?sub=\(Fixtures.ada)", "//auth//admin//groups", "/auth/admin/secret", "/auth/admin/secret/", "/auth/admin/a/b/c/d",
+        "/auth/admin/groups/add", "/auth/admin/.env", "/auth/admin/%2e%2e/x",
+    ]
+
     /// The CSRF token of `session`'s console pages.
     static func csrf(_ h: Harness, _ session: String) async throws -> String {
         let page = try await h.get("/auth/admin/groups", cookies: [h.sessionCookie: session]).text
@@ -27,7 +34,7 @@ struct ConsoleTests {
     @Test("only members of admin_groups: anyone else signed in gets 403 with no hint, someone signed out goes to sign in; no-store; Chinese too")
     func whoMayEnter() async throws {
         try await withServer(Self.options()) { h in
-            let signedOut = try await h.get("/auth/admin")
+            let signedOut = try await h.get("/auth/admin", headers: Fixtures.browser)
             #expect(signedOut.status == .found && signedOut.location == "/auth/apple?return_to=%2Fauth%2Fadmin")
             let lilei = try #require(try await h.signIn(user: Fixtures.lilei).session)
             for path in ["/auth/admin", "/auth/admin/groups", "/auth/admin/clients", "/auth/admin/audit", "/auth/admin/person?sub=\(Fixtures.ada)"] {
@@ -41,6 +48,59 @@ struct ConsoleTests {
             #expect(home.text.contains("Console") && home.text.contains("Local mode"))
             let chinese = try await h.get("/auth/admin", cookies: [h.sessionCookie: ada], headers: [.acceptLanguage: "zh-CN"])
             #expect(chinese.text.contains("控制台"))
+        }
+    }
+
+    @Test("below /auth/admin, a person outside admin_groups gets the same 403 page at every path, existing or not, with any method; an operator gets 404 for a path that does not exist")
+    func nothingToLearnBelowTheConsole() async throws {
+        try await withServer(Self.options()) { h in
+            let lilei = try #require(try await h.signIn(user: Fixtures.lilei).session)
+            let first = try await h.get("/auth/admin", cookies: [h.sessionCookie: lilei], headers: Fixtures.browser)
+            #expect(first.status == .forbidden)
+            let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch, .options, HTTPRequest.Method("PROPFIND") ?? .get]
+            for path in Self.below {
+                for method in methods {
+                    let answer = try await h.request(method, path, cookies: [h.sessionCookie: lilei], headers: Fixtures.browser, body: method == .post ? "csrf_token=x" : nil)
+                    #expect(answer.status == .forbidden, "\(method) \(path)")
+                    #expect(answer.text == first.text, "\(method) \(path)")
+                }
+                #expect(try await h.request(.head, path, cookies: [h.sessionCookie: lilei], headers: Fixtures.browser).status == .forbidden, "HEAD \(path)")
+            }
+            let ada = try #require(try await h.signIn().session)
+            #expect(try await h.get("/auth/admin/secret", cookies: [h.sessionCookie: ada], headers: Fixtures.browser).status == .notFound)
+            #expect(try await h.get("/auth/admin/groups/", cookies: [h.sessionCookie: ada], headers: Fixtures.browser).status == .ok)
+        }
+    }
+
+    @Test("below /auth/admin, someone signed out gets the same answer at every path, existing or not: a browser is sent to sign in and back to it, anything else is told 401")
+    func signedOutBelowTheConsole() async throws {
+        try await withServer(Self.options()) { h in
+            for path in Self.below {
+                let navigation = try await h.get(path, headers: Fixtures.browser)
+                #expect(navigation.status == .found, "\(path)")
+                #expect(navigation.location == "/auth/apple?return_to=" + FormEncoding.encode(path), "\(path)")
+                #expect(try await h.request(.head, path, headers: Fixtures.browser).location == navigation.location, "HEAD \(path)")
+                for other in [
+                    try await h.get(path), try await h.get(path, headers: [.accept: "application/json"]),
+                    try await h.post(path, form: "csrf_token=x", headers: Fixtures.browser), try await h.request(.delete, path, headers: Fixtures.browser),
+                ] {
+                    #expect(other.status == .unauthorized, "\(path)")
+                    #expect(other.location == nil, "\(path)")
+                }
+            }
+        }
+    }
+
+    @Test("signed out, a browser opening a console page is sent to sign in; once Apple's sign-in completes, the operator lands on that page")
+    func signInAndBackToTheConsole() async throws {
+        try await withServer(Self.options()) { h in
+            let asked = try await h.get("/auth/admin/groups", headers: Fixtures.browser)
+            let location = try #require(asked.location)
+            let signIn = try await h.signIn(startingAt: location)
+            #expect(signIn.response.status == .seeOther && signIn.response.location == "/auth/admin/groups")
+            let session = try #require(signIn.session)
+            let landed = try await h.get(signIn.response.location ?? "", cookies: [h.sessionCookie: session], headers: Fixtures.browser)
+            #expect(landed.status == .ok && landed.text.contains("Console") && landed.text.contains("ops"))
         }
     }
 

@@ -64,6 +64,40 @@ struct SessionsPageTests {
         }
     }
 
+    @Test("signed out, a browser opening /auth/sessions is sent to sign in and, once Apple's sign-in completes, lands on its sessions; a fetch, a JSON client or a form is told 401")
+    func signedOutGoesToSignInAndBack() async throws {
+        try await withServer { h in
+            let browser = Fixtures.browser
+            let asked = try await h.get("/auth/sessions", headers: browser)
+            #expect(asked.status == .found)
+            #expect(asked.headers[.cacheControl] == "no-store")
+            let location = try #require(asked.location)
+            #expect(location == "/auth/apple?return_to=%2Fauth%2Fsessions")
+            // A HEAD (a browser checking the link) is sent the same way.
+            #expect(try await h.request(.head, "/auth/sessions", headers: browser).location == location)
+            // Through the emulator's consent and Apple's form_post back: the person lands where they asked to go.
+            let signIn = try await h.signIn(startingAt: location, userAgent: Self.mac)
+            #expect(signIn.response.status == .seeOther)
+            #expect(signIn.response.location == "/auth/sessions")
+            let session = try #require(signIn.session)
+            let landed = try await h.get(signIn.response.location ?? "", cookies: [h.sessionCookie: session], headers: browser)
+            #expect(landed.status == .ok)
+            #expect(landed.text.contains("Your sessions") && landed.text.contains("Safari on macOS"))
+            let head = try await h.request(.head, "/auth/sessions", cookies: [h.sessionCookie: session], headers: browser)
+            #expect(head.status == .ok && head.body.readableBytes == 0)
+
+            for refused in [
+                try await h.get("/auth/sessions"),
+                try await h.get("/auth/sessions", headers: [.accept: "application/json"]),
+                try await h.get("/auth/sessions", headers: [.accept: "*/*"]),
+                try await h.post("/auth/sessions/end", form: "sid=others", headers: browser),
+            ] {
+                #expect(refused.status == .unauthorized)
+                #expect(refused.location == nil)
+            }
+        }
+    }
+
     @Test("one session ended from the list, by its public id; the JSON list for a native app's bearer; last use kept to the minute, written in batches")
     func endOneAndJSON() async throws {
         var options = ServerOptions()

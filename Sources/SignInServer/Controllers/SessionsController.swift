@@ -15,8 +15,10 @@ struct SessionsController: Sendable {
     let audit: AuditTrail
 
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
-        let signedIn = sessions.group(context: SignedInContext.self)
+        // Someone signed out who opens the list in a browser signs in and comes back to it.
+        let signedIn = sessions.group().add(middleware: SignInFirstMiddleware()).group(context: SignedInContext.self)
         signedIn.get("/auth/sessions", use: list)
+        signedIn.head("/auth/sessions") { request, context in try await list(request, context: context).createHeadResponse() }
         signedIn.post("/auth/sessions/end", use: end)
         router.get("/auth/api/sessions", use: api)
     }

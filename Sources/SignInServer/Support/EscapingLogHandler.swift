@@ -8,10 +8,30 @@ import Logging
 /// which a profile of siwa's pages put at 2 % of their CPU for lines that are mostly never written.
 public struct EscapingLogHandler: LogHandler {
     private var inner: any LogHandler
+    /// Makes the inner handler of a label, when this handler was made with it: a handler writes the label it was
+    /// made with, so `Logger.module` needs a new inner handler to log under another label (`siwa.audit`).
+    private let makeInner: (@Sendable (String) -> any LogHandler)?
 
     /// Wraps `inner` (e.g. `StreamLogHandler.standardError`).
     public init(_ inner: any LogHandler) {
         self.inner = inner
+        makeInner = nil
+    }
+
+    /// Wraps the handler `makeInner` makes for `label`; `relabelled(_:)` makes one for another label the same way.
+    public init(label: String, makeInner: @escaping @Sendable (String) -> any LogHandler) {
+        inner = makeInner(label)
+        self.makeInner = makeInner
+    }
+
+    /// This handler (its level and metadata) writing under `label`; nil when it wraps a handler made elsewhere.
+    public func relabelled(_ label: String) -> EscapingLogHandler? {
+        guard let makeInner else { return nil }
+        var handler = EscapingLogHandler(label: label, makeInner: makeInner)
+        handler.logLevel = logLevel
+        handler.metadata = metadata
+        handler.metadataProvider = metadataProvider
+        return handler
     }
 
     public var logLevel: Logger.Level {
@@ -49,9 +69,11 @@ public struct EscapingLogHandler: LogHandler {
     /// Makes every logger of the process write escaped lines to standard error at `level`.
     public static func bootstrap(level: Logger.Level) {
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return EscapingLogHandler(handler)
+            EscapingLogHandler(label: label) { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import AppleIDEmulator
 import AppleSignIn
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import JOSE
 
@@ -10,6 +11,8 @@ enum Fixtures {
     static let localReturnURL = "http://localhost/auth/apple/callback"
     /// An HTTPS return URL, as in Apple mode.
     static let secureReturnURL = "https://app.example.com/auth/apple/callback"
+    /// What a browser's navigation to a page asks for (a fetch or an API client asks otherwise).
+    static let browser: HTTPFields = [.accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"]
 
     static let ada = "000123.a1b2c3d4e5f60718293a4b5c6d7e8f90.1234"
     static let lilei = "000456.0f1e2d3c4b5a69788796a5b4c3d2e1f0.5678"

@@ -208,7 +208,11 @@ extension Harness {
 
     /// `GET /auth/apple` (the button), optionally with `return_to`.
     func start(returnTo: String? = nil) async throws -> Started {
-        let uri = "/auth/apple" + (returnTo.map { "?return_to=" + FormEncoding.encode($0) } ?? "")
+        try await start(at: "/auth/apple" + (returnTo.map { "?return_to=" + FormEncoding.encode($0) } ?? ""))
+    }
+
+    /// The start of a sign-in at `uri` (`/auth/apple?…`, e.g. where the server sent a signed-out browser).
+    func start(at uri: String) async throws -> Started {
         let response = try await get(uri)
         guard response.status == .found, let location = response.location, let binding = response.setCookie(bindingCookie)?.value else {
             throw HarnessError.emulatorRefused(Int(response.status.code), "start did not redirect with a binding cookie: \(response.text)")
@@ -242,8 +246,11 @@ extension Harness {
 
     /// The whole sign-in: start, consent at the emulator, form_post back.
     /// `userAgent`: the browser's `User-Agent` on Apple's return (the sessions page names the browser from it).
-    func signIn(user: String = Fixtures.ada, hide: Bool = false, returnTo: String? = nil, firstName: String? = nil, userAgent: String? = nil) async throws -> SignIn {
-        let started = try await start(returnTo: returnTo)
+    /// `startingAt`: the start's URI as the server gave it (a `Location`), in place of one built from `returnTo`.
+    func signIn(
+        user: String = Fixtures.ada, hide: Bool = false, returnTo: String? = nil, startingAt: String? = nil, firstName: String? = nil, userAgent: String? = nil
+    ) async throws -> SignIn {
+        let started = if let startingAt { try await start(at: startingAt) } else { try await start(returnTo: returnTo) }
         let fields = try await authorize(started.authorizeURL, user: user, hide: hide, firstName: firstName)
         let response = try await callback(fields, binding: started.binding, headers: userAgent.map { [.userAgent: $0] } ?? [:])
         return SignIn(started: started, fields: fields, response: response, session: response.setCookie(sessionCookie).flatMap { $0.value.isEmpty ? nil : $0.value })
