@@ -48,7 +48,7 @@ struct UpstreamGate: Sendable {
         let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
         var decision = AccessDecision(.notLooked, request: asked, access: front.access)
         if case .signIn = decision {
-            decision = AccessDecision(await sessions.visitor(request, logger: context.logger), request: asked, access: front.access)
+            decision = AccessDecision(await sessions.visitor(request, context: context), request: asked, access: front.access)
         }
         if case .deny(let user, let judgement) = decision {
             audit.record(.denied(user, asked, judgement, ip: resolver.clientAddress(request, context: context)))

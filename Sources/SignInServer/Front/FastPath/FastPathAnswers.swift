@@ -140,8 +140,8 @@ struct FastPathAnswers: Sendable {
     /// What the handlers would do first for a request the fast path could not decide from memory: the session
     /// looked up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
-    func warmUpstream(sessionHash: String, request: AccessRequest) async {
-        guard let upstream, let found = try? await store.session(idHash: sessionHash, now: Date()) else { return }
+    func warmUpstream(sessionHash: String, request: AccessRequest, client: String) async {
+        guard let upstream, let found = try? await store.session(idHash: sessionHash, now: Date(), askedBy: client) else { return }
         let judgement = front.access.judge(request, subject: found.1.subject, email: found.1.email)
         guard judgement.verdict == .allow else { return }
         _ = await upstream.gate.identity(of: found.1, groups: judgement.groups)
