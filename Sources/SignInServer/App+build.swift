@@ -36,10 +36,11 @@ public struct ServerComponents: Sendable {
 /// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
 public func makeStore(settings: ServerSettings, logger: Logger) throws -> any SignInStore {
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
+    // Either backend gets the same session cache in front (`SessionCachedStore`).
     if settings.database.hasPrefix("postgres://") || settings.database.hasPrefix("postgresql://") {
-        return try PostgresStore(url: settings.database, cipher: cipher, logger: logger, sessionCacheSeconds: settings.checkCacheSeconds)
+        return SessionCachedStore(try PostgresStore(url: settings.database, cipher: cipher, logger: logger), cacheSeconds: settings.checkCacheSeconds)
     }
-    return try SQLiteStore(path: settings.database, cipher: cipher, sessionCacheSeconds: settings.checkCacheSeconds)
+    return SessionCachedStore(try SQLiteStore(path: settings.database, cipher: cipher), cacheSeconds: settings.checkCacheSeconds, logger: logger)
 }
 
 /// Builds the store, the Apple clients and the flow from settings. A SQLite store is migrated here; a
@@ -110,7 +111,7 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     router.add(middleware: FileMiddleware(URL(fileURLWithPath: settings.publicDirectory).resolvingSymlinksInPath().path, cacheControl: .init([(MediaType(type: .any), [.maxAge(3600)])]), logger: logger))
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
     // The routes that need to know who is asking: the session is looked up once, by this middleware.
-    let lookup = SessionMiddleware(store: components.store, cookies: cookies)
+    let lookup = SessionMiddleware(store: components.store, cookies: cookies, resolver: proxy)
     let sessions = router.group().add(middleware: lookup)
     pages.signIn.addRoutes(to: router, sessions: sessions)
     let completion = SignInCompletion(
@@ -119,7 +120,7 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     ReturnController(completion: completion).addRoutes(to: router)
     PopupController(completion: completion).addRoutes(to: router)
     pages.session.addRoutes(to: sessions)
-    SessionsController(store: components.store, renderer: renderer, cookies: cookies, audit: components.audit)
+    SessionsController(store: components.store, renderer: renderer, cookies: cookies, audit: components.audit, proxy: proxy)
         .addRoutes(to: router, sessions: sessions)
     ConsoleController(
         store: components.store, renderer: renderer, access: settings.front.access, adminGroups: settings.adminGroups, audit: components.audit,
@@ -144,7 +145,7 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
         audit: components.audit
     )
         .addRoutes(to: router, sessions: sessions)
-    APIController(native: components.native, store: components.store)
+    APIController(native: components.native, store: components.store, proxy: proxy)
         .addRoutes(to: router)
     OperationsController(components: components)
         .addRoutes(to: router)
@@ -163,7 +164,7 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
         failures: DoorFailures(settings: client.settings, metrics: components.metrics)
     )
     return UpstreamGate(
-        forwarder: forwarder, sessions: SessionMiddleware(store: components.store, cookies: cookies),
+        forwarder: forwarder, sessions: SessionMiddleware(store: components.store, cookies: cookies, resolver: ClientAddressResolver(trustedProxies: settings.proxies)),
         policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), assertions: components.assertions,
         resolver: ClientAddressResolver(trustedProxies: settings.proxies)
     )

@@ -119,7 +119,7 @@ struct SessionsPageTests {
             // Last use: noted when the session is read from the store (or, in memory, once a minute), written by the
             // writer in one go; a check writes nothing itself.
             _ = try h.database.write { try $0.execute(sql: "UPDATE sessions SET last_used_at = 1000") }
-            h.store.sessions.invalidateAll()
+            h.store.cache.forget(.everything)
             _ = try await h.get("/auth/check", cookies: [h.sessionCookie: mac])
             #expect(try h.database.read { try Double.fetchOne($0, sql: "SELECT last_used_at FROM sessions") } == 1000)
             await SessionTouchWriter(store: h.store, logger: h.logs.logger).flush()
@@ -135,7 +135,7 @@ struct SessionsPageTests {
         try await withServer(options) { h in
             let mac = try #require(try await h.signIn(userAgent: Self.mac).session)
             _ = try h.database.write { try $0.execute(sql: "UPDATE sessions SET last_used_at = 1000") }
-            h.store.sessions.invalidateAll()
+            h.store.cache.forget(.everything)
             // The server's own writer (every 30 s) has not run yet; a second one, stopped gracefully, writes at once.
             _ = try await h.get("/auth/check", cookies: [h.sessionCookie: mac])
             let writer = SessionTouchWriter(store: h.store, interval: .seconds(3600), logger: h.logs.logger)

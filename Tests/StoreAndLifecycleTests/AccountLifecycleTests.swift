@@ -84,7 +84,7 @@ struct AccountLifecycleTests {
 
             // A restart: a new store over the same file, new components. Still nothing to do today.
             let restarted = try makeStore(settings: site.settings, logger: logger)
-            #expect(restarted is SQLiteStore)
+            #expect((restarted as? SessionCachedStore)?.backend is SQLiteStore)
             let afterRestart = try await site.lifecycle(store: restarted)
             #expect(try await afterRestart.runRefreshChecks(now: dayOne.addingTimeInterval(2 * 3_600), logger: logger) == 0)
             #expect(try await site.world.counters()["refreshes"] == refreshes + 1)

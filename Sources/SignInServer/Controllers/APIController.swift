@@ -7,6 +7,8 @@ import Logging
 struct APIController: Sendable {
     let native: NativeSignIn
     let store: any UsersAndSessions
+    /// Who asks (the store shares out its look-ups by client address).
+    let proxy: ClientAddressResolver
 
     func addRoutes(to router: Router<ServerContext>) {
         // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths`).
@@ -51,12 +53,12 @@ struct APIController: Sendable {
         case refused(Response)
     }
 
-    static func bearerSession(_ request: Request, store: any UsersAndSessions) async -> BearerSession {
+    static func bearerSession(_ request: Request, context: ServerContext, store: any UsersAndSessions, proxy: ClientAddressResolver) async -> BearerSession {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), header.count > 7 else {
             return .refused(Response.problem(.unauthorized, "no-session", "Not signed in", "Send Authorization: Bearer <session_token>."))
         }
         do {
-            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(String(header.dropFirst(7))), now: Date()) else {
+            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(String(header.dropFirst(7))), now: Date(), askedBy: proxy.clientAddress(request, context: context)) else {
                 return .refused(Response.problem(.unauthorized, "no-session", "Not signed in", "The session token is unknown or expired."))
             }
             return .found(session, user)
@@ -67,7 +69,7 @@ struct APIController: Sendable {
 
     @Sendable func session(_ request: Request, context: ServerContext) async throws -> Response {
         let (session, user): (SessionRecord, UserRecord)
-        switch await Self.bearerSession(request, store: store) {
+        switch await Self.bearerSession(request, context: context, store: store, proxy: proxy) {
         case .found(let found, let foundUser): (session, user) = (found, foundUser)
         case .refused(let answer): return answer
         }

@@ -13,6 +13,8 @@ struct SessionsController: Sendable {
     let renderer: PageRenderer
     let cookies: CookiePolicy
     let audit: AuditTrail
+    /// Who asks (the store shares out its look-ups by client address).
+    let proxy: ClientAddressResolver
 
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
         // Someone signed out who opens the list in a browser signs in and comes back to it.
@@ -103,7 +105,7 @@ struct SessionsController: Sendable {
     /// `GET /auth/api/sessions` with `Authorization: Bearer <session_token>` (a native app's): the same list as JSON.
     @Sendable func api(_ request: Request, context: ServerContext) async throws -> Response {
         let (current, user): (SessionRecord, UserRecord)
-        switch await APIController.bearerSession(request, store: store) {
+        switch await APIController.bearerSession(request, context: context, store: store, proxy: proxy) {
         case .found(let found, let foundUser): (current, user) = (found, foundUser)
         case .refused(let answer): return answer
         }

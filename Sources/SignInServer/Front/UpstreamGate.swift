@@ -39,7 +39,7 @@ struct UpstreamGate: Sendable {
     func decision(_ request: Request, target: RequestTarget, context: ServerContext) async -> AccessDecision {
         let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
         return await policy.decide(asked, clientAddress: resolver.clientAddress(request, context: context), logger: context.logger) {
-            await sessions.visitor(request, logger: context.logger)
+            await sessions.visitor(request, context: context)
         }
     }
 

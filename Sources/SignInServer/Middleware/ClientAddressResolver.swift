@@ -42,11 +42,16 @@ struct ClientAddressResolver: Sendable {
         forwarded(.xForwardedProto, fields, peer: peer)?.lowercased() ?? "http"
     }
 
+    /// The client's address: the right-most `X-Forwarded-For` entry that is not a trusted proxy, from a trusted proxy;
+    /// else the peer's.
     func clientAddress(_ request: Request, context: ServerContext) -> String {
-        let address = context.remoteAddress?.ipAddress
+        clientAddress(request.headers, peer: context.remoteAddress?.ipAddress)
+    }
+
+    func clientAddress(_ fields: HTTPFields, peer address: String?) -> String {
         // A peer on siwa's Unix socket has no address.
         let peer = peerName(address)
-        guard trusted(address), let name = HTTPField.Name.xForwardedFor, let header = request.headers[name] else { return peer }
+        guard trusted(address), let name = HTTPField.Name.xForwardedFor, let header = fields[name] else { return peer }
         let hops = header.split(separator: ",").map { String($0.trimmingBlanks) }.filter { !$0.isEmpty }
         return hops.last(where: { !trustedProxies.contains($0) }) ?? peer
     }

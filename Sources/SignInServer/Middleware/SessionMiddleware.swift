@@ -9,25 +9,28 @@ struct SessionMiddleware: RouterMiddleware {
     typealias Context = ServerContext
     let store: any UsersAndSessions
     let cookies: CookiePolicy
+    /// Who asks (the store shares out its look-ups by client address).
+    let resolver: ClientAddressResolver
 
     func handle(_ request: Request, context: ServerContext, next: (Request, ServerContext) async throws -> Response) async throws -> Response {
         var context = context
-        context.visitor = await visitor(request, logger: context.logger)
+        context.visitor = await visitor(request, context: context)
         return try await next(request, context)
     }
 
-    func visitor(_ request: Request, logger: Logger) async -> Visitor {
+    func visitor(_ request: Request, context: ServerContext) async -> Visitor {
         guard let cookie = request.cookieValue(cookies.sessionName), !cookie.isEmpty else { return .anonymous(hadCookie: false) }
         do {
-            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(cookie), now: Date()) else {
+            let client = resolver.clientAddress(request, context: context)
+            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(cookie), now: Date(), askedBy: client) else {
                 return .anonymous(hadCookie: true)
             }
             return .signedIn(session, user)
         } catch let busy as SessionLookupsBusy {
-            logger.warning("session look-up not made: \(busy)")
+            context.logger.warning("session look-up not made: \(busy)")
             return .storeUnavailable(retryURL: request.uri.path)
         } catch {
-            logger.error("store unavailable", metadata: ["error": "\(error)"])
+            context.logger.error("store unavailable", metadata: ["error": "\(error)"])
             return .storeUnavailable(retryURL: request.uri.path)
         }
     }

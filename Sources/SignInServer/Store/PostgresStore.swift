@@ -11,21 +11,18 @@ public final class PostgresStore: SignInStore {
     /// The connection pool; run it as a service.
     public let client: PostgresClient
 
-    /// The connection pool runs as a service of the application, and the connection that hears the other
-    /// instances' session changes beside it.
-    public var services: [any Service] { [client, SessionInvalidationListener(client: client, cache: sessions, logger: logger)] }
+    /// The connection pool runs as a service of the application.
+    public var services: [any Service] { [client] }
+    /// The pool's connections.
+    public let queriesAtOnce: Int
     private let cipher: TokenCipher
     let logger: Logger
-    /// Sessions looked up recently; every write below that changes a user or a session invalidates it here and,
-    /// through `NOTIFY`, in every other instance.
-    let sessions: SessionCache
     /// How long one operation may take, waiting for a connection included. The pool queues requests while
     /// the database is down; without a bound a request during an outage would hang until it is back.
     public let operationTimeout: Duration
 
     /// Creates a store for `postgres://user[:password]@host[:port]/database`.
-    /// Sessions looked up stay in memory for `sessionCacheSeconds` (`check_cache_seconds`; 0: not at all).
-    public init(url: String, cipher: TokenCipher, logger: Logger, operationTimeout: Duration = .seconds(5), sessionCacheSeconds: Int = 5) throws {
+    public init(url: String, cipher: TokenCipher, logger: Logger, operationTimeout: Duration = .seconds(5)) throws {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, let user = components.user
         else {
@@ -38,10 +35,10 @@ public final class PostgresStore: SignInStore {
         )
         configuration.options.connectTimeout = .seconds(3)
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        queriesAtOnce = configuration.options.maximumConnections
         self.cipher = cipher
         self.logger = logger
         self.operationTimeout = operationTimeout
-        sessions = SessionCache(lifetime: TimeInterval(sessionCacheSeconds))
     }
 
     public func migrate() async throws {
@@ -89,8 +86,7 @@ public final class PostgresStore: SignInStore {
     }
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
-        defer { sessions.invalidate(subject: completed.subject) }
-        return try await bounded { [self] in
+        try await bounded { [self] in
             let sealed = try completed.refreshToken.map { try cipher.seal($0) }
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
@@ -119,7 +115,6 @@ public final class PostgresStore: SignInStore {
                         """, logger: logger)
                 }
                 let session = completed.session
-                try await SessionInvalidationListener.announce(subject: completed.subject, on: connection, logger: logger)
                 try await connection.query(
                     "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
                     logger: logger
@@ -132,16 +127,7 @@ public final class PostgresStore: SignInStore {
         }
     }
 
-    public func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? {
-        sessions.lookup(idHash, now: now)
-    }
-
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
-        if let cached = sessions.lookup(idHash, now: now) { return cached }
-        return try await sessions.lookUpMissing(idHash, now: now) { try await self.readSession(idHash: idHash, now: now) }
-    }
-
-    private func readSession(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await bounded { [self] () async throws -> (SessionRecord, UserRecord)? in
             let rows = try await client.query(
                 "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
@@ -157,13 +143,11 @@ public final class PostgresStore: SignInStore {
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
-        defer { sessions.invalidate(idHash: idHash) }
-        return try await bounded { [self] in
+        try await bounded { [self] in
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
                 let rows = try await connection.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
                 if !rows.isEmpty { _ = try await connection.rows(LogoutSQL.enqueue(session: SessionRecord.publicID(idHash: idHash), at: Date()), logger: logger) }
-                try await SessionInvalidationListener.announce(session: idHash, on: connection, logger: logger)
                 return !rows.isEmpty
             }
         }
@@ -238,8 +222,7 @@ public final class PostgresStore: SignInStore {
     }
 
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
-        defer { sessions.invalidate(subject: notification.event.subject) }
-        return try await bounded { [self] in
+        try await bounded { [self] in
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
                 let at = receivedAt.timeIntervalSince1970
@@ -249,7 +232,6 @@ public final class PostgresStore: SignInStore {
                     logger: logger
                 ).collect()
                 guard !inserted.isEmpty else { return NotificationOutcome.duplicate }
-                try await SessionInvalidationListener.announce(subject: event.subject, on: connection, logger: logger)
                 switch event.type {
                 case .emailDisabled:
                     try await connection.query("UPDATE users SET email_forwarding_disabled = TRUE WHERE sub = \(event.subject)", logger: logger)
@@ -268,12 +250,10 @@ public final class PostgresStore: SignInStore {
     }
 
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
-        defer { sessions.invalidate(subject: subject) }
-        return try await bounded { [self] in
+        try await bounded { [self] in
             let logger = self.logger
             let row = try await client.withTransaction(logger: logger) { connection in
-                try await SessionInvalidationListener.announce(subject: subject, on: connection, logger: logger)
-                return try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+                try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
             }
             // The user is gone either way; a token no configured key opens cannot be revoked.
             guard let row, let token = cipher.openIfReadable(row.1) else { return nil }
@@ -282,11 +262,9 @@ public final class PostgresStore: SignInStore {
     }
 
     public func revokeLink(subject: String, at: Date) async throws {
-        defer { sessions.invalidate(subject: subject) }
         try await bounded { [self] () async throws -> Void in
             let logger = self.logger
             try await client.withTransaction(logger: logger) { connection in
-                try await SessionInvalidationListener.announce(subject: subject, on: connection, logger: logger)
                 try await Self.revokeLink(connection, subject: subject, at: at.timeIntervalSince1970, logger: logger)
             }
         }

@@ -7,12 +7,9 @@ import ServiceLifecycle
 public final class SQLiteStore: SignInStore {
     let pool: DatabasePool
     private let cipher: TokenCipher
-    /// Sessions looked up recently; every write below that changes a user or a session invalidates it.
-    let sessions: SessionCache
 
-    /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`; sessions looked
-    /// up stay in memory for `sessionCacheSeconds` (`check_cache_seconds`; 0: not at all).
-    public init(path: String, cipher: TokenCipher, sessionCacheSeconds: Int = 5) throws {
+    /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`.
+    public init(path: String, cipher: TokenCipher) throws {
         try Self.restrictToOwner(path: path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
@@ -21,7 +18,6 @@ public final class SQLiteStore: SignInStore {
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         self.cipher = cipher
-        sessions = SessionCache.shared(for: path, lifetime: TimeInterval(sessionCacheSeconds))
     }
 
     /// Makes the database and its `-wal`/`-shm` files readable by their owner only (0600), whatever the umask: they
@@ -41,6 +37,9 @@ public final class SQLiteStore: SignInStore {
     }
 
     public var services: [any Service] { [] }
+
+    /// The pool's readers.
+    public var queriesAtOnce: Int { pool.configuration.maximumReaderCount }
 
     // MARK: signing keys
 
@@ -121,8 +120,6 @@ public final class SQLiteStore: SignInStore {
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
         let sealed = try completed.refreshToken.map { try cipher.seal($0) }
-        // A transfer renames a user whose old sub is only known inside the write: forget everything then.
-        defer { completed.transferSubject == nil ? sessions.invalidate(subject: completed.subject) : sessions.invalidateAll() }
         return try await pool.write { db in
             let at = completed.at.timeIntervalSince1970
             if let transfer = completed.transferSubject,
@@ -168,16 +165,7 @@ public final class SQLiteStore: SignInStore {
         }
     }
 
-    public func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? {
-        sessions.lookup(idHash, now: now)
-    }
-
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
-        if let cached = sessions.lookup(idHash, now: now) { return cached }
-        return try await sessions.lookUpMissing(idHash, now: now) { try await self.readSession(idHash: idHash, now: now) }
-    }
-
-    private func readSession(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await pool.read { db -> (SessionRecord, UserRecord)? in
             guard let row = try db.cachedRow(sql: Self.sessionQuery, arguments: [idHash, now.timeIntervalSince1970]) else { return nil }
             let user = Self.user(row, from: 4)
@@ -190,8 +178,7 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
-        defer { sessions.invalidate(idHash: idHash) }
-        return try await pool.write { db in
+        try await pool.write { db in
             try db.cachedExecute(sql: "DELETE FROM sessions WHERE id_hash = ?", arguments: [idHash])
             let ended = db.changesCount > 0
             if ended { _ = try db.rows(LogoutSQL.enqueue(session: SessionRecord.publicID(idHash: idHash), at: Date())) }
@@ -227,8 +214,7 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
-        defer { sessions.invalidate(subject: notification.event.subject) }
-        return try await pool.write { db in
+        try await pool.write { db in
             let at = receivedAt.timeIntervalSince1970
             try db.cachedExecute(
                 sql: "INSERT INTO notifications (jti, type, sub, event_time, received_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(jti) DO NOTHING",
@@ -253,7 +239,6 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
-        defer { sessions.invalidate(subject: subject) }
         let row = try await pool.write { db in
             try Self.deleteUser(db, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970)
         }
@@ -263,7 +248,6 @@ public final class SQLiteStore: SignInStore {
     }
 
     public func revokeLink(subject: String, at: Date) async throws {
-        defer { sessions.invalidate(subject: subject) }
         try await pool.write { db -> Void in
             try Self.revokeLink(db, subject: subject, at: at.timeIntervalSince1970)
         }

@@ -2,23 +2,22 @@ import Foundation
 import Synchronization
 
 /// Recently looked-up sessions, so a signed-in request (a page view, a forward-auth check) costs no database
-/// round trip (`check_cache_seconds`).
+/// round trip (`check_cache_seconds`), and cookies the database did not know, so a cookie asked about again costs none
+/// either. `SessionCachedStore` keeps it in front of a store backend.
 ///
-/// Every SQLiteStore of a process opened on the same file shares one cache (`shared(for:lifetime:)`); each
-/// PostgresStore has its own, which hears the other instances' changes through PostgreSQL's `LISTEN`/`NOTIFY`
-/// (`SessionInvalidationListener`). Every change that can alter what a session shows passes through a store,
-/// which invalidates the subject after its write has committed. A generation counter keeps a lookup that raced
-/// with such a change from caching what it read before the change. Entries also expire after `lifetime`, the
-/// bound on staleness when a change is not heard (another process writing the same SQLite file, such as
-/// `siwa migrate-users`; a PostgreSQL instance whose listening connection is down), and never outlive the
-/// session. A lifetime of 0 keeps nothing.
+/// Every change that can alter what a session shows passes through `SessionCachedStore`, which has the cache
+/// `forget` it after the write has committed (and other instances hear of it through a `SessionChangeChannel`). A
+/// generation counter keeps a look-up that raced with such a change from caching what it read before the change.
+/// Entries also expire after `lifetime`, the bound on staleness when a change is not heard (another process writing
+/// the same SQLite file, such as `siwa migrate-users`; a PostgreSQL instance whose listening connection is down), and
+/// never outlive the session. A lifetime of 0 keeps nothing.
 ///
-/// A cookie the database did not know is remembered as unknown for as long (at most `capacity` of them, forgotten
-/// all at once when full, so they cannot crowd out the sessions), and at most `missLimit` look-ups of cookies not in
-/// memory go to the database at once; one more is refused (`SessionLookupsBusy`, a 503). A flood of made-up session
-/// cookies costs the database a bounded number of queries at once, and siwa's signed-in visitors, whose sessions
-/// are in memory, do not notice it. A session id is random and only handed out once stored, so no cookie that was
-/// unknown becomes a session later.
+/// Each map holds at most `capacity` keys and, to make room, forgets its oldest. A cookie the database did not know
+/// is remembered for `lifetime` too, first on probation; asked about again while remembered, it moves to a protected
+/// part. A flood of made-up cookies, each asked about once (remembering them is of no use), only turns the probation
+/// part over, and never pushes out the cookies that come back (a browser still sending a session that ended), nor
+/// the sessions. A session id is random and only handed out once stored, so no cookie that was unknown becomes a
+/// session later.
 final class SessionCache: Sendable {
     private struct Entry {
         var session: SessionRecord
@@ -29,54 +28,24 @@ final class SessionCache: Sendable {
     }
 
     private struct State {
-        var entries: [String: Entry] = [:]
+        var entries: OldestFirstMap<Entry>
         var bySubject: [String: Set<String>] = [:]
         var generation: UInt64 = 0
-        /// Cookies (by hash) the database did not know, and when it said so.
-        var unknown: [String: Date] = [:]
-        /// Look-ups at the database now.
-        var misses = 0
+        /// Cookies (by hash) the database did not know, and when it said so: asked about once, and again.
+        var unknownOnce: OldestFirstMap<Date>
+        var unknownAgain: OldestFirstMap<Date>
         /// Sessions used since the last `drainTouches`, and when (at most one note a minute per cached session).
         var touched: [String: Date] = [:]
     }
 
     let lifetime: TimeInterval
     let capacity: Int
-    /// How many look-ups of sessions not in memory may be at the database at once.
-    let missLimit: Int
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    init(lifetime: TimeInterval = 5, capacity: Int = 10_000, missLimit: Int = 64) {
+    init(lifetime: TimeInterval = 5, capacity: Int = 10_000) {
         self.lifetime = lifetime
         self.capacity = capacity
-        self.missLimit = missLimit
-    }
-
-    /// Looks `idHash` up in the database with `read` unless it is known to be unknown (nil), within `missLimit`
-    /// (`SessionLookupsBusy` past it); what is found is kept, what is not is remembered as unknown.
-    func lookUpMissing(
-        _ idHash: String, now: Date, _ read: () async throws -> (SessionRecord, UserRecord)?
-    ) async throws -> (SessionRecord, UserRecord)? {
-        let admitted = state.withLock { state -> Result<UInt64, SessionLookupsBusy>? in
-            if let since = state.unknown[idHash], (0..<lifetime).contains(now.timeIntervalSince(since)) { return nil }
-            guard state.misses < missLimit else { return .failure(SessionLookupsBusy(limit: missLimit)) }
-            state.misses += 1
-            return .success(state.generation)
-        }
-        // Known to be unknown: no session, without asking again.
-        guard let admitted else { return nil }
-        let generation = try admitted.get()
-        defer { state.withLock { $0.misses -= 1 } }
-        let found = try await read()
-        if let found {
-            store(found, readAt: generation, now: now)
-        } else if lifetime > 0 {
-            state.withLock { state in
-                if state.unknown.count >= capacity { state.unknown.removeAll(keepingCapacity: true) }
-                state.unknown[idHash] = now
-            }
-        }
-        return found
+        state = Mutex(State(entries: OldestFirstMap(capacity: capacity), unknownOnce: OldestFirstMap(capacity: capacity), unknownAgain: OldestFirstMap(capacity: capacity)))
     }
 
     private static let registry = Mutex<[String: SessionCache]>([:])
@@ -103,57 +72,69 @@ final class SessionCache: Sendable {
                 return nil
             }
             if now.timeIntervalSince(entry.touchedAt) >= Self.touchEvery {
-                state.entries[idHash]?.touchedAt = now
+                state.entries.modify(idHash) { $0.touchedAt = now }
                 Self.note(idHash, now, in: &state, capacity: capacity)
             }
             return (entry.session, entry.user)
         }
     }
 
+    /// Whether the database said within `lifetime` that it did not know `idHash` (then there is no session, without
+    /// asking again). A cookie asked about again while remembered moves to the part a flood cannot reach.
+    func isUnknown(_ idHash: String, now: Date) -> Bool {
+        let lifetime = lifetime
+        let fresh = { (since: Date) in (0..<lifetime).contains(now.timeIntervalSince(since)) }
+        return state.withLock { state in
+            if let since = state.unknownAgain[idHash] {
+                if fresh(since) { return true }
+                state.unknownAgain.remove(idHash)
+            }
+            guard let since = state.unknownOnce.remove(idHash) else { return false }
+            guard fresh(since) else { return false }
+            state.unknownAgain.set(since, for: idHash)
+            return true
+        }
+    }
+
+    /// Remembers that the database did not know `idHash` at `now`.
+    func rememberUnknown(_ idHash: String, now: Date) {
+        guard lifetime > 0 else { return }
+        state.withLock { $0.unknownOnce.set(now, for: idHash) }
+    }
+
     /// The generation to pass to `store` for a lookup starting now.
     var generation: UInt64 { state.withLock { $0.generation } }
 
-    /// Caches what a lookup read, unless something was invalidated since it began.
+    /// Caches what a lookup read, unless something was forgotten since it began.
     func store(_ found: (SessionRecord, UserRecord), readAt generation: UInt64, now: Date) {
-        // A session read from the database is one in use.
-        state.withLock { Self.note(found.0.idHash, now, in: &$0, capacity: capacity) }
-        guard lifetime > 0 else { return }
         state.withLock { state in
-            guard state.generation == generation else { return }
-            if state.entries.count >= capacity {
-                state.entries.removeAll(keepingCapacity: true)
-                state.bySubject.removeAll(keepingCapacity: true)
-            }
+            // A session read from the database is one in use.
+            Self.note(found.0.idHash, now, in: &state, capacity: capacity)
+            guard lifetime > 0, state.generation == generation else { return }
             let (session, user) = found
-            state.entries[session.idHash] = Entry(session: session, user: user, cachedAt: now, touchedAt: now)
+            if let previous = state.entries[session.idHash] { Self.remove(session.idHash, subject: previous.session.subject, from: &state) }
+            var evicted: [(idHash: String, subject: String)] = []
+            state.entries.set(Entry(session: session, user: user, cachedAt: now, touchedAt: now), for: session.idHash) { evicted.append(($0, $1.session.subject)) }
+            for old in evicted { Self.unindex(old.idHash, subject: old.subject, in: &state.bySubject) }
             state.bySubject[session.subject, default: []].insert(session.idHash)
         }
     }
 
-    /// Forgets every session of `subject` (after a write that changed the user or their sessions).
-    func invalidate(subject: String) {
+    /// Forgets what `change` names (after a write that changed it committed, here or in another instance).
+    func forget(_ change: SessionChange) {
         state.withLock { state in
             state.generation &+= 1
-            for idHash in state.bySubject.removeValue(forKey: subject) ?? [] {
-                state.entries.removeValue(forKey: idHash)
+            switch change {
+            case .subject(let subject):
+                for idHash in state.bySubject.removeValue(forKey: subject) ?? [] {
+                    state.entries.remove(idHash)
+                }
+            case .session(let idHash):
+                if let entry = state.entries[idHash] { Self.remove(idHash, subject: entry.session.subject, from: &state) }
+            case .everything:
+                state.entries.removeAll()
+                state.bySubject.removeAll()
             }
-        }
-    }
-
-    /// Forgets one session.
-    func invalidate(idHash: String) {
-        state.withLock { state in
-            state.generation &+= 1
-            if let entry = state.entries[idHash] { Self.remove(idHash, subject: entry.session.subject, from: &state) }
-        }
-    }
-
-    /// Forgets everything.
-    func invalidateAll() {
-        state.withLock { state in
-            state.generation &+= 1
-            state.entries.removeAll()
-            state.bySubject.removeAll()
         }
     }
 
@@ -175,14 +156,12 @@ final class SessionCache: Sendable {
     }
 
     private static func remove(_ idHash: String, subject: String, from state: inout State) {
-        state.entries.removeValue(forKey: idHash)
-        state.bySubject[subject]?.remove(idHash)
-        if state.bySubject[subject]?.isEmpty == true { state.bySubject.removeValue(forKey: subject) }
+        state.entries.remove(idHash)
+        unindex(idHash, subject: subject, in: &state.bySubject)
     }
-}
 
-/// More look-ups of sessions not in memory than `SessionCache.missLimit` at once: this one was not made.
-struct SessionLookupsBusy: Error, CustomStringConvertible {
-    let limit: Int
-    var description: String { "more than \(limit) session look-ups at the database at once" }
+    private static func unindex(_ idHash: String, subject: String, in bySubject: inout [String: Set<String>]) {
+        bySubject[subject]?.remove(idHash)
+        if bySubject[subject]?.isEmpty == true { bySubject.removeValue(forKey: subject) }
+    }
 }

@@ -14,6 +14,11 @@ public protocol SessionList: Sendable {
     func drainSessionTouches() -> [(idHash: String, at: Date)]
 }
 
+extension SessionList {
+    /// A store without a session cache notes no use.
+    public func drainSessionTouches() -> [(idHash: String, at: Date)] { [] }
+}
+
 /// Writes the sessions' last use every `interval` (30 s): one transaction for all the sessions used meanwhile, so a
 /// session in use costs at most one write a minute, never one per request.
 public struct SessionTouchWriter: Service, CustomStringConvertible {
@@ -113,8 +118,6 @@ enum SessionSQL {
 }
 
 extension SQLiteStore {
-    public func drainSessionTouches() -> [(idHash: String, at: Date)] { sessions.drainTouches() }
-
     public func sessions(subject: String, now: Date) async throws -> [SessionRecord] {
         try await pool.read { db in try db.rows(SessionSQL.list(subject: subject, now: now)).map { try SessionSQL.session($0, subject: subject) } }
     }
@@ -126,8 +129,6 @@ extension SQLiteStore {
 }
 
 extension PostgresStore {
-    public func drainSessionTouches() -> [(idHash: String, at: Date)] { sessions.drainTouches() }
-
     public func sessions(subject: String, now: Date) async throws -> [SessionRecord] {
         try await single(SessionSQL.list(subject: subject, now: now)).map { try SessionSQL.session($0, subject: subject) }
     }

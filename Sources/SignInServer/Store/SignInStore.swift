@@ -18,6 +18,9 @@ public protocol UsersAndSessions: Sendable {
     func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord
     /// The live session with this id hash, with its user.
     func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)?
+    /// The same, for a request from the address `client`: the look-ups a session cache sends to the database are
+    /// shared out by it (`SessionCachedStore`).
+    func session(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)?
     /// Deletes a session; true when it existed.
     func deleteSession(idHash: String) async throws -> Bool
     /// The user `subject`, if stored (the OpenID Provider's token and userinfo endpoints read the person's claims).
@@ -32,6 +35,11 @@ public protocol UsersAndSessions: Sendable {
 extension UsersAndSessions {
     /// A store without a session cache has nothing in memory.
     public func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? { nil }
+
+    /// A store without a session cache asks the database for whoever asks.
+    public func session(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
+        try await session(idHash: idHash, now: now)
+    }
 }
 
 /// The account lifecycle's work: deletion, revoked links, daily refresh checks, the revocation queue and
@@ -71,6 +79,9 @@ public protocol StoreMaintenance: Sendable {
     /// Deletes up to `limit` of each of: expired pending authorizations, sessions, authorization codes and provider
     /// tokens; returns how many.
     func sweepExpired(now: Date, limit: Int) async throws -> Int
+    /// How many queries the store can run at once (PostgreSQL's pool of connections, SQLite's readers): the bound on
+    /// session look-ups sent to it together.
+    var queriesAtOnce: Int { get }
     /// Services that must run for the store to answer (a connection pool), started with the application; when
     /// there are any, the schema is migrated once they run rather than before.
     var services: [any Service] { get }

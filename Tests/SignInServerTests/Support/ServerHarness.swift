@@ -8,7 +8,7 @@ import HummingbirdTesting
 import JOSE
 import Logging
 import NIOCore
-import SignInServer
+@testable import SignInServer
 import TestSupport
 
 /// How to set up the server under test.
@@ -51,7 +51,7 @@ struct Harness: Sendable {
     /// Where the emulator listens (what the test's "browser" talks to for consent).
     let emulatorURL: String
     let settings: ServerSettings
-    let store: SQLiteStore
+    let store: SessionCachedStore
     /// What seals refresh tokens in the store.
     let cipher: TokenCipher
     let database: TestDatabase
@@ -106,7 +106,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     configured.provider.codeLifetime = options.providerCodeLifetime
     let settings = configured
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
-    let store = try SQLiteStore(path: path, cipher: cipher)
+    let store = SessionCachedStore(try SQLiteStore(path: path, cipher: cipher))
     let logs = LogCapture()
     let app = try await buildApplication(settings: settings, httpClient: .shared, store: store, logger: logs.logger)
     try await app.test(options.live ? .live : .router) { client in

@@ -6,7 +6,7 @@ import Foundation
 struct SQLiteSite: Sendable {
     let world: World
     let instance: Instance
-    let store: SQLiteStore
+    let store: SessionCachedStore
     let sql: SQLiteSQL
     var settings: ServerSettings { instance.settings }
     var notificationURL: String { instance.baseURL + "/auth/apple/notifications" }
@@ -19,7 +19,7 @@ struct SQLiteSite: Sendable {
         }
         try await withWorld { world in
             let settings = try world.settings(database: path, dataKeys: [TokenCipher.generateKey()])
-            let store = try SQLiteStore(path: path, cipher: try TokenCipher(base64Keys: settings.dataKeys))
+            let store = SessionCachedStore(try SQLiteStore(path: path, cipher: try TokenCipher(base64Keys: settings.dataKeys)))
             try await withInstance(world, settings: settings, store: store) { instance in
                 try await body(SQLiteSite(world: world, instance: instance, store: store, sql: SQLiteSQL(path: path)))
             }

@@ -33,15 +33,16 @@ extension RawSQL {
     }
 }
 
-/// A fresh, migrated store of one kind, a way to open more stores over the same data, and raw SQL access.
+/// A fresh, migrated store of one kind with the session cache in front (as `makeStore` builds it), a way to open more
+/// stores over the same data, and raw SQL access.
 struct StoreFixture: Sendable {
     let kind: StoreKind
     /// The store, sealing with `key`.
-    let store: any SignInStore
+    let store: SessionCachedStore
     /// The data key `store` seals with.
     let key: String
     let sql: any RawSQL
-    private let opener: @Sendable ([String]) async throws -> any SignInStore
+    private let opener: @Sendable ([String]) async throws -> SessionCachedStore
 
     /// Another store instance over the same data, with these data keys (newest first).
     func open(keys: [String]) async throws -> any SignInStore {
@@ -57,20 +58,20 @@ struct StoreFixture: Sendable {
             defer {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             }
-            let opener: @Sendable ([String]) async throws -> any SignInStore = { keys in
+            let opener: @Sendable ([String]) async throws -> SessionCachedStore = { keys in
                 let store = try SQLiteStore(path: path, cipher: try TokenCipher(base64Keys: keys))
                 try await store.migrate()
-                return store
+                return SessionCachedStore(store)
             }
             let store = try await opener([key])
             try await body(StoreFixture(kind: kind, store: store, key: key, sql: SQLiteSQL(path: path), opener: opener))
         case .postgres:
             try await TestPostgres.withFreshDatabase { url, client, runner in
-                let opener: @Sendable ([String]) async throws -> any SignInStore = { keys in
+                let opener: @Sendable ([String]) async throws -> SessionCachedStore = { keys in
                     let store = try PostgresStore(url: url, cipher: try TokenCipher(base64Keys: keys), logger: Support.logger("test.store"))
                     runner.run(store.client)
                     try await store.migrate()
-                    return store
+                    return SessionCachedStore(store)
                 }
                 let store = try await opener([key])
                 try await body(StoreFixture(kind: kind, store: store, key: key, sql: PostgresSQL(client: client), opener: opener))

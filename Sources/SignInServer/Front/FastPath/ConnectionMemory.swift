@@ -26,6 +26,12 @@ final class ConnectionMemory {
         self.answers = answers
     }
 
+    /// The client's address for `head`, as the handlers read it (`ClientAddressResolver.clientAddress`): a trusted
+    /// proxy's `X-Forwarded-For`, else the peer.
+    func clientAddress(_ head: RawHTTP.RequestHead) -> String {
+        answers.resolver.clientAddress(forwardedFields(head), peer: peer)
+    }
+
     /// The connection's peer, once known.
     func learnPeer(_ address: String?) {
         peer = address

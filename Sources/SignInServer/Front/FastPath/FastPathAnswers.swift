@@ -142,8 +142,8 @@ struct FastPathAnswers: Sendable {
     /// What the handlers would do first for a request the fast path could not decide from memory: the session
     /// looked up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
-    func warmUpstream(sessionHash: String, request: AccessRequest) async {
-        guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date()) else { return }
+    func warmUpstream(sessionHash: String, request: AccessRequest, client: String) async {
+        guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date(), askedBy: client) else { return }
         guard case .allow(let user, let groups) = AccessDecision(.signedIn(session, user), request: request, access: front.access) else { return }
         _ = await upstream.gate.identity(of: user, groups: groups)
     }

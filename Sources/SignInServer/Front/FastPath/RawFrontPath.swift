@@ -230,7 +230,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 let takeable = head.isTakeable(available: buffer.readableBytes)
                 guard takeable, case .upstream(let target)? = route, let request = memory.upstreamRequest(head, target: target, from: buffer, allocator: context.channel.allocator) else {
                     if takeable, !warmed, let hash = memory.sessionHash(head.cookie), case .upstream(let target)? = route {
-                        return warm(sessionHash: hash, request: AccessRequest(host: head.host, method: head.method, path: target.path), context: context)
+                        return warm(
+                            sessionHash: hash, request: AccessRequest(host: head.host, method: head.method, path: target.path),
+                            client: memory.clientAddress(head), context: context
+                        )
                     }
                     // Counted while the store was asked: NIO's reader of heads counts it again.
                     if warmed { clientTimer?.headForgotten() }
@@ -272,7 +275,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// Asks the store for the session (and has an assertion signed) off the event loop, then decides the request at
     /// the front of `pending` again, once.
-    private func warm(sessionHash: String, request: AccessRequest, context: ChannelHandlerContext) {
+    private func warm(sessionHash: String, request: AccessRequest, client: String, context: ChannelHandlerContext) {
         warming = true
         // The head is whole: the client's header limit no longer runs while the store is asked.
         clientTimer?.wholeRequestRead()
@@ -280,7 +283,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         let loop = context.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)
         Task {
-            await answers.warmUpstream(sessionHash: sessionHash, request: request)
+            await answers.warmUpstream(sessionHash: sessionHash, request: request, client: client)
             loop.execute { handler.value.warmedUp() }
         }
     }

@@ -1,0 +1,134 @@
+import AppleSignIn
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// A store backend with the session cache in front (`check_cache_seconds`): what `makeStore` returns, whichever the
+/// database. The backend only reads and writes; this layer reads sessions from memory (`SessionCache`), bounds and
+/// shares out the look-ups that must ask the database (`SessionLookups`), and has the cache forget a person or a
+/// session after every write that changes them has committed: sign-in, sign-out (one session, or every one from the
+/// sessions page or the console), Apple's notifications, deletion, a revoked link (a failed refresh check). With
+/// several instances on one database, a `SessionChangeChannel` tells the others (PostgreSQL's `LISTEN`/`NOTIFY`). A
+/// new backend implements the role protocols and nothing of this.
+final class SessionCachedStore: StoreLayer {
+    /// The store underneath.
+    let backend: any SignInStore
+    /// The sessions and unknown cookies held in memory.
+    let cache: SessionCache
+    /// The look-ups at the database, bounded by what the backend can run at once.
+    let lookups: SessionLookups
+    /// How other instances on the same database hear of changes, if there can be any.
+    let changes: (any SessionChangeChannel)?
+    let logger: Logger
+
+    init(_ backend: any SignInStore, cache: SessionCache, changes: (any SessionChangeChannel)? = nil, logger: Logger) {
+        self.backend = backend
+        self.cache = cache
+        lookups = SessionLookups(limit: backend.queriesAtOnce)
+        self.changes = changes
+        self.logger = logger
+    }
+
+    /// The SQLite store with its session cache, which every store of this process opened on the same file shares
+    /// (another process writing it, such as `siwa migrate-users`, is seen within `cacheSeconds`).
+    convenience init(_ backend: SQLiteStore, cacheSeconds: Int = 5, logger: Logger = Logger(label: "siwa")) {
+        self.init(backend, cache: SessionCache.shared(for: backend.pool.path, lifetime: TimeInterval(cacheSeconds)), logger: logger)
+    }
+
+    /// The PostgreSQL store with its session cache, hearing the other instances' changes through `LISTEN`/`NOTIFY`.
+    convenience init(_ backend: PostgresStore, cacheSeconds: Int = 5) {
+        let changes = PostgresSessionChanges(client: backend.client, logger: backend.logger, timeout: backend.operationTimeout)
+        self.init(backend, cache: SessionCache(lifetime: TimeInterval(cacheSeconds)), changes: changes, logger: backend.logger)
+    }
+
+    /// Has the cache forget `change`, which a write just committed, and tells the other instances.
+    private func committed(_ change: SessionChange) async {
+        cache.forget(change)
+        guard let changes else { return }
+        do {
+            try await changes.announce(change)
+        } catch {
+            logger.warning("other instances not told of a session change; their copies expire within check_cache_seconds", metadata: ["error": "\(String(reflecting: error))"])
+        }
+    }
+
+    /// Runs `write`, then has `change` forgotten. A write that failed is forgotten here too (its answer may have been
+    /// lost after it committed), not announced.
+    private func write<T>(_ change: SessionChange, announce: (T) -> Bool = { _ in true }, _ write: () async throws -> T) async throws -> T {
+        let result: T
+        do {
+            result = try await write()
+        } catch {
+            cache.forget(change)
+            throw error
+        }
+        if announce(result) { await committed(change) } else { cache.forget(change) }
+        return result
+    }
+
+    // MARK: UsersAndSessions
+
+    func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
+        // A transfer renames a user whose old sub only the write knows: everything is forgotten then.
+        try await write(completed.transferSubject == nil ? .subject(completed.subject) : .everything) { try await backend.completeSignIn(completed) }
+    }
+
+    func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? {
+        cache.lookup(idHash, now: now)
+    }
+
+    func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
+        try await session(idHash: idHash, now: now, askedBy: "")
+    }
+
+    func session(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
+        if let cached = cache.lookup(idHash, now: now) { return cached }
+        // Known to be unknown: no session, without asking again.
+        if cache.isUnknown(idHash, now: now) { return nil }
+        return try await lookups.run(for: client) {
+            let generation = cache.generation
+            guard let found = try await backend.session(idHash: idHash, now: now) else {
+                cache.rememberUnknown(idHash, now: now)
+                return nil
+            }
+            cache.store(found, readAt: generation, now: now)
+            return found
+        }
+    }
+
+    func deleteSession(idHash: String) async throws -> Bool {
+        try await write(.session(idHash: idHash)) { try await backend.deleteSession(idHash: idHash) }
+    }
+
+    // MARK: LifecycleQueue
+
+    func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
+        try await write(.subject(subject)) { try await backend.deleteUser(subject: subject, tombstone: tombstone, at: at) }
+    }
+
+    func revokeLink(subject: String, at: Date) async throws {
+        try await write(.subject(subject)) { try await backend.revokeLink(subject: subject, at: at) }
+    }
+
+    // MARK: NotificationLedger
+
+    func apply(_ notification: AppleNotification, receivedAt: Date) async throws -> NotificationOutcome {
+        // A duplicate, or a type siwa does not know, changed nothing: no instance needs telling.
+        try await write(.subject(notification.event.subject), announce: { $0 == .applied }) {
+            try await backend.apply(notification, receivedAt: receivedAt)
+        }
+    }
+
+    // MARK: SessionList
+
+    func drainSessionTouches() -> [(idHash: String, at: Date)] {
+        cache.drainTouches()
+    }
+
+    // MARK: StoreMaintenance
+
+    /// The backend's services and, with other instances to hear, the listener that feeds the cache.
+    var services: [any Service] {
+        backend.services + (changes.map { [$0.listener(feeding: cache)] } ?? [])
+    }
+}
