@@ -30,6 +30,9 @@ struct ServerOptions: Sendable {
     var rateLimitPerMinute = 0
     /// Proxies whose X-Forwarded-* headers the server believes.
     var trustedProxies: [String] = []
+    /// `check_cache_seconds`: how long a session stays in memory (a test that counts answers from memory holds them
+    /// for its whole run, however slow the suite's load makes it).
+    var cacheSeconds = 5
     /// Serve on a real loopback socket (`.live`), so the server sees a peer address, instead of in process.
     var live = false
     /// `audit_log`.
@@ -98,6 +101,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     var configured = ServerSettings(mode: options.mode, host: "127.0.0.1", port: 0, database: path, apple: apple, sessionLifetime: options.sessionLifetime, appleTimeoutMS: options.appleTimeoutMS)
     configured.rateLimitPerMinute = options.rateLimitPerMinute
     configured.trustedProxies = options.trustedProxies
+    configured.checkCacheSeconds = options.cacheSeconds
     if let front = options.front { configured.front = front }
     configured.cookieDomain = options.cookieDomain
     configured.auditLogPath = options.auditLogPath
@@ -106,7 +110,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     configured.provider.codeLifetime = options.providerCodeLifetime
     let settings = configured
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
-    let store = SessionCachedStore(try SQLiteStore(path: path, cipher: cipher))
+    let store = SessionCachedStore(try SQLiteStore(path: path, cipher: cipher), cacheSeconds: options.cacheSeconds)
     let logs = LogCapture()
     let app = try await buildApplication(settings: settings, httpClient: .shared, store: store, logger: logs.logger)
     try await app.test(options.live ? .live : .router) { client in
