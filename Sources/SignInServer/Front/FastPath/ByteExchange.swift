@@ -33,26 +33,25 @@ final class ByteExchange {
         self.closeClient = closeClient
     }
 
-    /// Takes a place at the upstream (`admission`): true when one was free. Otherwise the exchange waits in line
-    /// (`ticket`) for at most `limit`, and `decided` runs on `loop` with whether a place came (false past the limit
-    /// or with the line full), and the exchange that waited.
-    func admit(
-        to admission: UpstreamAdmission, on loop: any EventLoop, waitingAtMost limit: TimeAmount,
-        decided: @escaping (Bool, ByteExchange) -> Void
-    ) -> Bool {
-        if admission.tryEnter() {
-            admitted = true
-            return true
-        }
+    /// Takes a place at the upstream (`admission`) when one is free: true then.
+    func tryAdmit(_ admission: UpstreamAdmission) -> Bool {
+        admitted = admission.tryEnter()
+        return admitted
+    }
+
+    /// Waits in line for a place at the upstream (`ticket`) for at most `limit`: `decided` runs on `loop` with whether
+    /// a place came (false past the limit or with the line full) and the exchange that waited.
+    func waitForPlace(
+        at admission: UpstreamAdmission, on loop: any EventLoop, waitingAtMost limit: TimeAmount, decided: @escaping (Bool, ByteExchange) -> Void
+    ) {
         let waiting = NIOLoopBound(self, eventLoop: loop)
         let callback = NIOLoopBound(decided, eventLoop: loop)
         // Without a ticket, `enter` has already said (a place came at once, or the line is full).
-        guard let ticket = admission.enter({ granted in loop.execute { callback.value(granted, waiting.value) } }) else { return false }
+        guard let ticket = admission.enter({ granted in loop.execute { callback.value(granted, waiting.value) } }) else { return }
         self.ticket = ticket
         loop.assumeIsolated().scheduleTask(in: limit) {
             if admission.giveUp(ticket) { decided(false, self) }
         }
-        return false
     }
 
     /// Frees its place at the upstream, or its place in line.

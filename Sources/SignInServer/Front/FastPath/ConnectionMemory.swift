@@ -150,7 +150,9 @@ final class ConnectionMemory {
             let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
             return (line.name, name, value)
         }
+        // The buffer moves into the sink and back, so that it is never shared while written (a shared one is copied).
         var sink = RawHeadSink(buffer: out)
+        out = ByteBuffer()
         forwarder.writeHead(to: &sink, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity)
         out = sink.buffer
         if let length = head.contentLength {

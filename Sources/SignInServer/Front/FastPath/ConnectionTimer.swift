@@ -8,10 +8,17 @@ final class ConnectionTimer {
     /// When `timer` fires.
     private var due: NIODeadline?
 
-    /// Arms the timer for `deadline` on `loop`; `fire` runs when it goes off (the caller checks what is due).
+    /// Whether the timer armed goes off no later than `deadline`: it serves (one due later, the head's when the body's
+    /// idle limit is shorter, is replaced).
+    func serves(_ deadline: NIODeadline) -> Bool {
+        guard timer != nil, let due else { return false }
+        return due <= deadline
+    }
+
+    /// Arms the timer for `deadline` on `loop`, unless the one armed serves; `fire` runs when it goes off (the caller
+    /// checks what is due).
     func arm(_ deadline: NIODeadline, on loop: any EventLoop, fire: @escaping () -> Void) {
-        // A timer due no later serves; one due later (the head's, when the body's idle limit is shorter) is replaced.
-        if timer != nil, let due, due <= deadline { return }
+        if serves(deadline) { return }
         timer?.cancel()
         due = deadline
         timer = loop.assumeIsolated().scheduleTask(deadline: deadline) {

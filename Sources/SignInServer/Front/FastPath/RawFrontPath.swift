@@ -322,12 +322,12 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// in line for one for at most `upstream_timeout_ms` (then, or with the line full, siwa's 503 page).
     private func admit() {
         guard let exchange, let context, let upstream else { return }
-        let loop = context.eventLoop
-        let handler = NIOLoopBound(self, eventLoop: loop)
-        let admitted = exchange.admit(
-            to: upstream.gate.forwarder.admission, on: loop, waitingAtMost: .milliseconds(Int64(upstream.rawPool.settings.timeoutMS))
-        ) { granted, waited in handler.value.admitted(granted, waited) }
-        if admitted { connect(fresh: false) }
+        let admission = upstream.gate.forwarder.admission
+        if exchange.tryAdmit(admission) { return connect(fresh: false) }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        exchange.waitForPlace(at: admission, on: context.eventLoop, waitingAtMost: .milliseconds(Int64(upstream.rawPool.settings.timeoutMS))) {
+            granted, waited in handler.value.admitted(granted, waited)
+        }
     }
 
     /// The wait for a place at the upstream is over for `waited`: connect, or answer 503.
@@ -381,7 +381,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     private func armTimer(_ context: ChannelHandlerContext) {
-        guard let deadline = exchange?.deadline else { return }
+        // Asked on every read of an answer's body: a timer that serves costs no new closure.
+        guard let deadline = exchange?.deadline, !timer.serves(deadline) else { return }
         timer.arm(deadline, on: context.eventLoop) {
             guard let context = self.context, let due = self.exchange?.deadline else { return }
             if due <= .now() {
