@@ -103,7 +103,7 @@ struct SessionLookupsTests {
 
     @Test("one address holds at most its share of the places and of the line; another address still gets a place at once")
     func oneAddressCannotTakeTheWholeBound() async throws {
-        let lookups = SessionLookups(limit: 4, maxWait: .seconds(5))
+        let lookups = SessionLookups(limit: 4, maxWait: .seconds(60))
         let gate = Gate()
         var flood: [Task<Void, any Error>] = []
         for _ in 0..<(lookups.share + lookups.lineShare) {
@@ -124,7 +124,7 @@ struct SessionLookupsTests {
 
     @Test("a freed place goes to the addresses in line in turn, not to whoever queued the most")
     func freedPlacesGoRoundTheAddresses() async throws {
-        let lookups = SessionLookups(limit: 2, maxWait: .seconds(5))
+        let lookups = SessionLookups(limit: 2, maxWait: .seconds(60))
         let order = Shared<[String]>([])
         let gate = Gate()
         // Both places taken; then 10 of "flood" wait, then one of "visitor".

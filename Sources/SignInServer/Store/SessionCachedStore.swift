@@ -1,6 +1,7 @@
 import AppleSignIn
 import Foundation
 import Logging
+import NIOCore
 import ServiceLifecycle
 
 /// A store backend with the session cache in front (`check_cache_seconds`): what `makeStore` returns, whichever the
@@ -21,10 +22,11 @@ final class SessionCachedStore: StoreLayer {
     let changes: (any SessionChangeChannel)?
     let logger: Logger
 
-    init(_ backend: any SignInStore, cache: SessionCache, changes: (any SessionChangeChannel)? = nil, logger: Logger) {
+    /// `lookupWait`: how long a look-up may wait in line for a place at the database (`SessionLookups.maxWait`).
+    init(_ backend: any SignInStore, cache: SessionCache, changes: (any SessionChangeChannel)? = nil, lookupWait: TimeAmount = .seconds(1), logger: Logger) {
         self.backend = backend
         self.cache = cache
-        lookups = SessionLookups(limit: backend.queriesAtOnce)
+        lookups = SessionLookups(limit: backend.queriesAtOnce, maxWait: lookupWait)
         self.changes = changes
         self.logger = logger
     }
