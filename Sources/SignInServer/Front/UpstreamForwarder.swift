@@ -174,7 +174,7 @@ struct UpstreamForwarder: Sendable {
     func writeHead<Sink: HeaderSink>(
         to sink: inout Sink, clientFields: some Sequence<(String, String, String)>, connection: [String], forwarded: ForwardedFields, identity: [HTTPField]
     ) {
-        let named = Self.connectionNamed(connection)
+        let named = AnswerFilter.connectionNamed(connection)
         sink.add(name: "Host", value: settings.authority)
         for (lowercased, name, value) in clientFields where !staysWithSiwa(lowercased, named: named) {
             if lowercased == "cookie" {
@@ -194,7 +194,7 @@ struct UpstreamForwarder: Sendable {
     /// `Content-Length` (it goes with the body), `Expect` (answered, or not, by siwa) or `HTTP2-Settings` (siwa
     /// passes no upgrade but WebSocket's). The byte-level path (`RawFrontPath`) asks the same.
     func staysWithSiwa(_ name: String, named: Set<String>) -> Bool {
-        Self.hopByHop.contains(name) || named.contains(name) || Self.forgeable(name, also: settings.strippedHeaders)
+        AnswerFilter.hopByHop.contains(name) || named.contains(name) || Self.forgeable(name, also: settings.strippedHeaders)
             || name == "host" || name == "content-length" || name == "expect" || name == "http2-settings"
     }
 
@@ -227,12 +227,6 @@ struct UpstreamForwarder: Sendable {
         filter.finish(to: &fields)
         return fields
     }
-
-    /// Whether a client's field of this lowercased name is hop-by-hop (RFC 9110 7.6.1).
-    static var hopByHop: Set<String> { AnswerFilter.hopByHop }
-
-    /// The lowercased field names that `Connection` values list.
-    static func connectionNamed(_ values: [String]) -> Set<String> { AnswerFilter.connectionNamed(values) }
 
     /// Whether a client's header of this (lowercased) name could pass for what siwa or a proxy says, or make the
     /// upstream read the request as another: identity (siwa's, and the names other fronts pass identity under),

@@ -313,7 +313,7 @@ extension Request {
     /// Whether this is a WebSocket opening handshake (`Upgrade: websocket` and `Connection: upgrade`).
     var isWebSocketUpgrade: Bool {
         headers[values: .upgrade].contains { $0.lowercased().contains("websocket") }
-            && UpstreamForwarder.connectionNamed(headers[values: .connection]).contains("upgrade")
+            && AnswerFilter.connectionNamed(headers[values: .connection]).contains("upgrade")
     }
 }
 

@@ -19,10 +19,10 @@ struct SessionMiddleware: RouterMiddleware {
     }
 
     func visitor(_ request: Request, context: ServerContext) async -> Visitor {
-        guard let cookie = request.cookieValue(cookies.sessionName), !cookie.isEmpty else { return .anonymous(hadCookie: false) }
+        guard let idHash = request.cookieValue(cookies.sessionName).flatMap(SessionCookie.hash) else { return .anonymous(hadCookie: false) }
         do {
             let client = resolver.clientAddress(request, context: context)
-            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(cookie), now: Date(), askedBy: client) else {
+            guard let (session, user) = try await store.session(idHash: idHash, now: Date(), askedBy: client) else {
                 return .anonymous(hadCookie: true)
             }
             return .signedIn(session, user)

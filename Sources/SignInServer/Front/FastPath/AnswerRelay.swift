@@ -34,11 +34,7 @@ enum AnswerRelay {
             out.writeBytes(bytes)
             out.writeString("\r\n")
         }
-        // The buffer moves into the sink and back, so that it is never shared while written (no copy).
-        var sink = RawHeadSink(buffer: out)
-        out = ByteBuffer()
-        filter.finish(to: &sink)
-        out = sink.buffer
+        ByteHead.fields(into: &out) { filter.finish(to: &$0) }
         ByteHead.writeStamp(&out, dates: dates)
         let body: Body
         switch head.framing {

@@ -41,7 +41,18 @@ enum ByteHead {
     }
 }
 
-/// The byte path's upstream request head, written as HTTP/1.1 lines (`UpstreamForwarder.writeHead`).
+extension ByteHead {
+    /// Has `write` add header lines to `out` through a `HeaderSink`. The buffer moves into the sink and back, so that
+    /// it is never shared while written (a shared buffer is copied on its first write).
+    static func fields(into out: inout ByteBuffer, _ write: (inout RawHeadSink) -> Void) {
+        var sink = RawHeadSink(buffer: out)
+        out = ByteBuffer()
+        write(&sink)
+        out = sink.buffer
+    }
+}
+
+/// Header lines written as HTTP/1.1 into a buffer (`UpstreamForwarder.writeHead`, `AnswerFilter.finish`).
 struct RawHeadSink: HeaderSink {
     var buffer: ByteBuffer
 

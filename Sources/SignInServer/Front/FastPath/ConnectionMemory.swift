@@ -150,11 +150,7 @@ final class ConnectionMemory {
             let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
             return (line.name, name, value)
         }
-        // The buffer moves into the sink and back, so that it is never shared while written (a shared one is copied).
-        var sink = RawHeadSink(buffer: out)
-        out = ByteBuffer()
-        forwarder.writeHead(to: &sink, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity)
-        out = sink.buffer
+        ByteHead.fields(into: &out) { forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
         if let length = head.contentLength {
             // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
             ByteHead.writeField(&out, "Content-Length", String(length))

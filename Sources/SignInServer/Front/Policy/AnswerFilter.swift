@@ -77,15 +77,6 @@ struct AnswerFilter {
         if !kept.isEmpty { sink.add(name: "Content-Encoding", value: kept.joined(separator: ", ")) }
     }
 
-    /// The answer's fields, filtered, as a list of (name, value) pairs in the order they came, then those added.
-    static func filtered(_ fields: some Sequence<(name: String, value: String)>, connection: [String], switching: Bool = false) -> [(name: String, value: String)] {
-        var filter = AnswerFilter(connection: connection, switching: switching)
-        var sink = PairSink()
-        for (name, value) in fields where filter.keeps(name.lowercased(), value: { value }) { sink.add(name: name, value: value) }
-        filter.finish(to: &sink)
-        return sink.pairs
-    }
-
     /// RFC 9110 7.6.1: the fields of one connection, never forwarded (either way).
     static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
 
@@ -107,10 +98,4 @@ struct AnswerFilter {
 /// Where the door writes a head's fields: NIO's header list, HTTP types' fields, or bytes on the wire.
 protocol HeaderSink {
     mutating func add(name: String, value: String)
-}
-
-/// Fields collected as (name, value) pairs.
-struct PairSink: HeaderSink {
-    var pairs: [(name: String, value: String)] = []
-    mutating func add(name: String, value: String) { pairs.append((name, value)) }
 }
