@@ -1,6 +1,7 @@
 import AppleSignIn
 import Foundation
 import Logging
+import NIOCore
 import ServiceLifecycle
 
 /// A store backend with the session cache in front (`check_cache_seconds`): what `makeStore` returns, whichever the
@@ -15,16 +16,17 @@ final class SessionCachedStore: StoreLayer {
     let backend: any SignInStore
     /// The sessions and unknown cookies held in memory.
     let cache: SessionCache
-    /// The look-ups at the database, bounded by what the backend can run at once.
+    /// The look-ups at the database, bounded by what the backend's pool can run at once.
     let lookups: SessionLookups
     /// How other instances on the same database hear of changes, if there can be any.
     let changes: (any SessionChangeChannel)?
     let logger: Logger
 
-    init(_ backend: any SignInStore, cache: SessionCache, changes: (any SessionChangeChannel)? = nil, logger: Logger) {
+    /// `maxWait`: how long a look-up may wait in line for a place at the database.
+    init(_ backend: any SignInStore, cache: SessionCache, changes: (any SessionChangeChannel)? = nil, maxWait: TimeAmount = .seconds(1), logger: Logger) {
         self.backend = backend
         self.cache = cache
-        lookups = SessionLookups(limit: backend.queriesAtOnce)
+        lookups = SessionLookups(pool: backend.queriesAtOnce, maxWait: maxWait)
         self.changes = changes
         self.logger = logger
     }
