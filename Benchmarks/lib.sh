@@ -1,4 +1,4 @@
-# Shell helpers shared by Benchmarks/run-front.sh and Benchmarks/run-provider.sh (sourced, not run).
+# Shell helpers shared by Benchmarks/run-front.sh, run-provider.sh and run-lookups.sh (sourced, not run).
 # They use the caller's globals: work (the run's temporary directory), pids (what the run started, stopped at
 # exit), scratch (the release build's scratch path), bin (where the binaries are), CONNS, SECS, WRK_THREADS,
 # NGINX, and for siwa port, emport, uport.
@@ -20,6 +20,15 @@ bench_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null || status=$?
     [ -z "$policy" ] || $sudo rm -f /usr/sbin/policy-rc.d
     return "$status"
+}
+
+# bench_need_wrk_nginx: wrk, nginx ($NGINX) and curl, installed when missing (run-front.sh and run-lookups.sh).
+bench_need_wrk_nginx() {
+    local need=()
+    command -v wrk >/dev/null || need+=(wrk)
+    [ -x "$NGINX" ] || need+=(nginx)
+    command -v curl >/dev/null || need+=(curl)
+    bench_install "${need[@]}"
 }
 
 # build_release PRODUCT...: release builds under $scratch; sets bin, and measured (the commit, and whether the
@@ -160,3 +169,62 @@ best_round() {
 }
 # row LABEL NAME [ERRORS]: a table row of NAME's figures.
 row() { echo "| $1 | $(wrk_rate "$2") | $(wrk_pct "$2" 50) | $(wrk_pct "$2" 99) | $(cat "$work/$2.cpu") µs | $(wrk_requests "$2") | ${3:-$(wrk_errors "$2")} |"; }
+
+# The benchmark's people: seed_sqlite DB N inserts N users with one session each into siwa's SQLite file DB, as siwa
+# stores them: the cookie value is "benchsession" + 31 digits and the store keeps its SHA-256 in hex (SignInFlow.hash).
+seed_sqlite() {
+    echo "seeding $2 users and sessions into SQLite ..." >&2
+    python3 - "$1" "$2" <<'PY'
+import hashlib, os, sqlite3, sys, time
+path, n = sys.argv[1], int(sys.argv[2])
+now = time.time()
+sub = lambda i: f"000999.frontbench{i:027d}.{i % 10000:04d}"
+c = sqlite3.connect(path, timeout=30)
+with c:
+    c.executemany("INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at) "
+                  "VALUES (?, ?, 0, 'Bench', ?, ?, ?)",
+                  ((sub(i), f"user{i}@example.com", f"User {i}", now, now) for i in range(1, n + 1)))
+    c.executemany("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                  ((hashlib.sha256(f"benchsession{i:031d}".encode()).hexdigest(), sub(i), os.urandom(16).hex(), now, now + 7 * 86400)
+                   for i in range(1, n + 1)))
+PY
+}
+
+# start_throwaway_postgres DBNAME: a PostgreSQL server of the newest installed version on a free loopback port, its
+# data in $PGDATA (the caller's, stopped at exit with pg_ctl), with database DBNAME; sets PGBIN, PGRUN, pg_url, PSQL
+# and pg_label. The caller defines pg_ctl() as "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" "$@".
+start_throwaway_postgres() {
+    local pgport
+    PGBIN="$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")"
+    mkdir -p "$PGDATA"
+    if [ "$(id -u)" -eq 0 ]; then   # initdb refuses root: run the server as postgres (as run-soak.sh does)
+        id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+        chown postgres "$PGDATA"; PGRUN=(runuser -u postgres --)
+    fi
+    pgport="$(free_port)"
+    "${PGRUN[@]}" "$PGBIN/initdb" -D "$PGDATA" -U siwa --auth=trust >/dev/null
+    pg_ctl -o "-h 127.0.0.1 -p $pgport -k $PGDATA" -l "$PGDATA/server.log" -w start >/dev/null
+    "${PGRUN[@]}" "$PGBIN/createdb" -h 127.0.0.1 -p "$pgport" -U siwa "$1"
+    pg_url="postgres://siwa@127.0.0.1:$pgport/$1"
+    PSQL=("$PGBIN/psql" -h 127.0.0.1 -p "$pgport" -U siwa -d "$1")
+    pg_label="PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') (throwaway, loopback)"
+}
+
+psql_q() { "${PSQL[@]}" -X -q -At -c "$1"; }
+
+# seed_postgres N: the same N users and sessions as seed_sqlite, into the PostgreSQL database PSQL reaches (its schema
+# made by siwa first).
+seed_postgres() {
+    echo "seeding $1 users and sessions into PostgreSQL ..." >&2
+    psql_q "
+        INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
+        SELECT '000999.frontbench' || lpad(i::text, 27, '0') || '.' || lpad((i % 10000)::text, 4, '0'), 'user' || i || '@example.com',
+               false, 'Bench', 'User ' || i, extract(epoch FROM now()), extract(epoch FROM now())
+        FROM generate_series(1, $1) i;
+        INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at)
+        SELECT encode(sha256(convert_to('benchsession' || lpad(i::text, 31, '0'), 'UTF8')), 'hex'),
+               '000999.frontbench' || lpad(i::text, 27, '0') || '.' || lpad((i % 10000)::text, 4, '0'),
+               md5(random()::text), extract(epoch FROM now()), extract(epoch FROM now()) + 7 * 86400
+        FROM generate_series(1, $1) i;" >/dev/null
+    psql_q "VACUUM ANALYZE users" >/dev/null; psql_q "VACUUM ANALYZE sessions" >/dev/null
+}

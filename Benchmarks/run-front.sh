@@ -35,11 +35,7 @@ scratch="${SCRATCH_PATH:-.build-release}"
 NGINX=/usr/sbin/nginx
 
 . Benchmarks/lib.sh
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-[ -x "$NGINX" ] || need+=(nginx)
-command -v curl >/dev/null || need+=(curl)
-bench_install "${need[@]}"
+bench_need_wrk_nginx
 
 build_release siwa HelloWorld
 
@@ -93,21 +89,7 @@ start_siwa "$db" --trusted-proxies 127.0.0.1 "${access[@]}"
 
 # Sessions: SESSIONS users with one session each, inserted as siwa would store them: the cookie value is
 # "benchsession" + 31 digits and the store keeps its SHA-256 in hex (SignInFlow.hash).
-echo "seeding $SESSIONS users and sessions into SQLite ..." >&2
-python3 - "$db" "$SESSIONS" <<'PY'
-import hashlib, os, sqlite3, sys, time
-path, n = sys.argv[1], int(sys.argv[2])
-now = time.time()
-sub = lambda i: f"000999.frontbench{i:027d}.{i % 10000:04d}"
-c = sqlite3.connect(path, timeout=30)
-with c:
-    c.executemany("INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at) "
-                  "VALUES (?, ?, 0, 'Bench', ?, ?, ?)",
-                  ((sub(i), f"user{i}@example.com", f"User {i}", now, now) for i in range(1, n + 1)))
-    c.executemany("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                  ((hashlib.sha256(f"benchsession{i:031d}".encode()).hexdigest(), sub(i), os.urandom(16).hex(), now, now + 7 * 86400)
-                   for i in range(1, n + 1)))
-PY
+seed_sqlite "$db" "$SESSIONS"
 export SESSION_COOKIE="siwa_session=benchsession$(printf '%031d' 1)"
 
 # The HTTP ceiling.
@@ -271,22 +253,9 @@ memory_run() {
 }
 memory_run SQLite "$db" sqlite "$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM sessions").fetchone()[0])' "$db")"
 
-psql_q() { "${PSQL[@]}" -X -q -At -c "$1"; }
 if [ "${POSTGRES:-1}" = 1 ]; then
     if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-        PGBIN="$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")"
-        mkdir -p "$PGDATA"
-        if [ "$(id -u)" -eq 0 ]; then   # initdb refuses root: run the server as postgres (as run-soak.sh does)
-            id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
-            chown postgres "$PGDATA"; PGRUN=(runuser -u postgres --)
-        fi
-        pgport="$(free_port)"
-        "${PGRUN[@]}" "$PGBIN/initdb" -D "$PGDATA" -U siwa --auth=trust >/dev/null
-        pg_ctl -o "-h 127.0.0.1 -p $pgport -k $PGDATA" -l "$PGDATA/server.log" -w start >/dev/null
-        "${PGRUN[@]}" "$PGBIN/createdb" -h 127.0.0.1 -p "$pgport" -U siwa siwa_front
-        pg_url="postgres://siwa@127.0.0.1:$pgport/siwa_front"
-        PSQL=("$PGBIN/psql" -h 127.0.0.1 -p "$pgport" -U siwa -d siwa_front)
-        pg_label="PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}') (throwaway, loopback)"
+        start_throwaway_postgres siwa_front
     elif [ -n "${SIWA_TEST_POSTGRES_URL:-}" ] && command -v psql >/dev/null; then
         pg_url="$SIWA_TEST_POSTGRES_URL"; pg_shared=1   # its bench rows are deleted at exit
         PSQL=(psql "$pg_url")
@@ -295,18 +264,7 @@ if [ "${POSTGRES:-1}" = 1 ]; then
 fi
 if [ -n "$pg_url" ]; then
     start_siwa "$pg_url"; stop_siwa   # creates the schema
-    echo "seeding $SESSIONS users and sessions into PostgreSQL ..." >&2
-    psql_q "
-        INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at)
-        SELECT '000999.frontbench' || lpad(i::text, 27, '0') || '.' || lpad((i % 10000)::text, 4, '0'), 'user' || i || '@example.com',
-               false, 'Bench', 'User ' || i, extract(epoch FROM now()), extract(epoch FROM now())
-        FROM generate_series(1, $SESSIONS) i;
-        INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at)
-        SELECT encode(sha256(convert_to('benchsession' || lpad(i::text, 31, '0'), 'UTF8')), 'hex'),
-               '000999.frontbench' || lpad(i::text, 27, '0') || '.' || lpad((i % 10000)::text, 4, '0'),
-               md5(random()::text), extract(epoch FROM now()), extract(epoch FROM now()) + 7 * 86400
-        FROM generate_series(1, $SESSIONS) i;" >/dev/null
-    psql_q "VACUUM ANALYZE users" >/dev/null; psql_q "VACUUM ANALYZE sessions" >/dev/null
+    seed_postgres "$SESSIONS"
     memory_run "$pg_label" "$pg_url" pg "$(psql_q "SELECT count(*) FROM sessions")"
 fi
 

@@ -201,6 +201,7 @@ struct SoakClient {
         case 503 where answer.errorHeading != nil:
             tally.sessionViewsUnavailable += 1
             tally.unavailableAnswers.append(epochNow())
+            tally.sessionOutages.append(epochNow())
         case 401:
             defect("\(kind): a session this client holds was refused (401)")
         default:
@@ -307,6 +308,7 @@ struct SoakClient {
             case 401 where answer.errorHeading != nil:
                 return true
             case 503 where answer.errorHeading != nil:
+                tally.sessionOutages.append(epochNow())
                 try? await Task.sleep(for: .seconds(1))
             case 200:
                 defect("\(kind): a session ended by a notification is still valid")

@@ -28,6 +28,8 @@ struct Tally {
     var completions: [Double] = []
     /// When the site answered a 503 page (store or Apple unavailable), Unix epoch seconds.
     var unavailableAnswers: [Double] = []
+    /// When a session page (which asks only the store) was answered with the outage page, Unix epoch seconds.
+    var sessionOutages: [Double] = []
 
     var notificationsSent: [String: Int] = [:]
     var notificationsAccepted: [String: Int] = [:]
@@ -68,6 +70,7 @@ struct Tally {
         sessionViewsUnavailable += other.sessionViewsUnavailable
         completions.append(contentsOf: other.completions)
         unavailableAnswers.append(contentsOf: other.unavailableAnswers)
+        sessionOutages.append(contentsOf: other.sessionOutages)
         notificationsSent.merge(other.notificationsSent, uniquingKeysWith: +)
         notificationsAccepted.merge(other.notificationsAccepted, uniquingKeysWith: +)
         notificationRetries.merge(other.notificationRetries, uniquingKeysWith: +)

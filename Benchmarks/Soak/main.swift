@@ -137,7 +137,24 @@ func run() async -> Int32 {
            faults: faultsUsed.withLock { $0 }, expectedUsers: expectedUsers.count, deletedUsers: deletedUsers.count, counters: counters)
     let lost = tally.sessionsExpected - tally.sessionsValid
     let stillValid = tally.sessionsEndedExpected - tally.sessionsEndedConfirmed
-    return tally.defectCount == 0 && lost == 0 && stillValid == 0 ? 0 : 1
+    // A session page asks only the store: on a healthy store it is never the outage page.
+    let outagesOutsideRestart = outsideRestart(tally.sessionOutages, options: options)
+    return tally.defectCount == 0 && lost == 0 && stillValid == 0 && outagesOutsideRestart == 0 ? 0 : 1
+}
+
+/// PostgreSQL's stop and start (Unix epoch seconds), from the outage file `run-soak.sh` writes.
+func restartWindow(_ options: Options) -> (stop: Double, start: Double)? {
+    guard let path = options.outageFile, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+    let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double($0) }
+    guard parts.count >= 2 else { return nil }
+    return (parts[0] / 1000, parts[1] / 1000)
+}
+
+/// How many of `times` fall outside PostgreSQL's restart (from its stop to 30 s after its start); all of them when
+/// there was no restart.
+func outsideRestart(_ times: [Double], options: Options) -> Int {
+    guard let (stop, start) = restartWindow(options) else { return times.count }
+    return times.filter { $0 < stop || $0 > start + 30 }.count
 }
 
 func report(_ tally: Tally, options: Options, started: Double, loadSeconds: Double, verifySeconds: Double, faults: [String], expectedUsers: Int, deletedUsers: Int, counters: String) {
@@ -160,6 +177,7 @@ func report(_ tally: Tally, options: Options, started: Double, loadSeconds: Doub
     print("| sign-ins failed cleanly (error page) | \(grouped(failed)): \(breakdown(tally.failedCleanly)) |")
     print("| sign-ins stopped at the emulator's authorize (injected fault, never reached siwa) | \(grouped(abandoned)): \(breakdown(tally.abandonedAtEmulator)) |")
     print("| session page views (during load) | \(grouped(tally.sessionViews)), of which \(grouped(tally.sessionViewsUnavailable)) outage pages (503) |")
+    print("| session pages answered with the outage page (503) outside PostgreSQL's restart (its stop to 30 s after its start), the final count included | \(grouped(outsideRestart(tally.sessionOutages, options: options))) of \(grouped(tally.sessionOutages.count)) |")
     print("| notifications accepted (200) / delivery attempts | \(grouped(sum(tally.notificationsAccepted))) / \(grouped(sum(tally.notificationsSent))): \(breakdown(tally.notificationsAccepted)) |")
     print("| notification deliveries refused then retried | \(breakdown(tally.notificationRetries)) |")
     print("| notifications whose effect was seen on the session page | \(grouped(sum(tally.notificationsSeenApplied))): \(breakdown(tally.notificationsSeenApplied)) |")
@@ -175,10 +193,7 @@ func report(_ tally: Tally, options: Options, started: Double, loadSeconds: Doub
         }
     }
 
-    guard let path = options.outageFile, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return }
-    let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double($0) }
-    guard parts.count >= 2 else { return }
-    let (stop, start) = (parts[0] / 1000, parts[1] / 1000)
+    guard let (stop, start) = restartWindow(options) else { return }
     let during = tally.completions.filter { $0 > stop + 1 && $0 < start }.count
     let firstAfter = tally.completions.filter { $0 >= start }.min()
     let lastBefore = tally.completions.filter { $0 <= stop }.max()

@@ -58,26 +58,27 @@ struct SessionLookupsTests {
 
     @Test("a look-up past the places waits in line for one instead of being refused, and gets it when one frees")
     func pastThePlacesWaits() async throws {
-        let lookups = SessionLookups(limit: 1)
+        let lookups = SessionLookups(pool: 1, maxWait: .seconds(60))
         let gate = Gate()
-        let held = Task { try await lookups.run(for: "a") { await gate.wait() } }
-        try await Self.until { lookups.load.atDatabase == 1 }
+        let held = Self.holdAllPlaces(lookups, until: gate)
+        try await Self.until { lookups.load.atDatabase == lookups.limit }
         let waiting = Task { try await lookups.run(for: "b") { "made" } }
         try await Self.until { lookups.load.waiting == 1 }
         gate.open()
         #expect(try await waiting.value == "made")
-        try await held.value
+        for task in held { try await task.value }
         #expect(lookups.load == (0, 0))
     }
 
     @Test("the line is bounded in length (the look-up after it is refused at once) and in time (a wait past maxWait is refused)")
     func lineIsBounded() async throws {
-        let lookups = SessionLookups(limit: 2, maxWait: .milliseconds(200))
+        let lookups = SessionLookups(pool: 2, maxWait: .milliseconds(200))
         let gate = Gate()
-        // Each address holds at most `share` places and `lineShare` places in line: fill the line from two addresses.
-        var tasks: [Task<Void, any Error>] = []
+        // The places taken, then the line filled from two addresses (each holds at most `lineShare` of it).
+        var tasks = Self.holdAllPlaces(lookups, until: gate)
+        try await Self.until { lookups.load.atDatabase == lookups.limit }
         for client in ["a", "b"] {
-            for _ in 0..<(lookups.share + lookups.lineShare) {
+            for _ in 0..<lookups.lineShare {
                 tasks.append(Task { try await lookups.run(for: client) { await gate.wait() } })
             }
         }
@@ -103,7 +104,7 @@ struct SessionLookupsTests {
 
     @Test("one address holds at most its share of the places and of the line; another address still gets a place at once")
     func oneAddressCannotTakeTheWholeBound() async throws {
-        let lookups = SessionLookups(limit: 4, maxWait: .seconds(60))
+        let lookups = SessionLookups(pool: 2, maxWait: .seconds(60))
         let gate = Gate()
         var flood: [Task<Void, any Error>] = []
         for _ in 0..<(lookups.share + lookups.lineShare) {
@@ -124,12 +125,12 @@ struct SessionLookupsTests {
 
     @Test("a freed place goes to the addresses in line in turn, not to whoever queued the most")
     func freedPlacesGoRoundTheAddresses() async throws {
-        let lookups = SessionLookups(limit: 2, maxWait: .seconds(60))
+        let lookups = SessionLookups(pool: 1, maxWait: .seconds(60))
         let order = Shared<[String]>([])
         let gate = Gate()
-        // Both places taken; then 10 of "flood" wait, then one of "visitor".
-        let holders = (0..<2).map { index in Task { try await lookups.run(for: "holder\(index)") { await gate.wait() } } }
-        try await Self.until { lookups.load.atDatabase == 2 }
+        // Every place taken; then 10 of "flood" wait, then one of "visitor".
+        let holders = Self.holdAllPlaces(lookups, until: gate)
+        try await Self.until { lookups.load.atDatabase == lookups.limit }
         var waiters: [Task<Void, any Error>] = []
         for _ in 0..<10 {
             waiters.append(Task { try await lookups.run(for: "flood") { order.change { $0.append("flood") } } })
@@ -146,20 +147,25 @@ struct SessionLookupsTests {
 
     @Test("a look-up whose request went away leaves the line")
     func cancelledLookUpLeavesTheLine() async throws {
-        let lookups = SessionLookups(limit: 1, maxWait: .seconds(30))
+        let lookups = SessionLookups(pool: 1, maxWait: .seconds(30))
         let gate = Gate()
-        let held = Task { try await lookups.run(for: "a") { await gate.wait() } }
-        try await Self.until { lookups.load.atDatabase == 1 }
+        let held = Self.holdAllPlaces(lookups, until: gate)
+        try await Self.until { lookups.load.atDatabase == lookups.limit }
         let waiting = Task { try await lookups.run(for: "b") {} }
         try await Self.until { lookups.load.waiting == 1 }
         waiting.cancel()
         await #expect(throws: SessionLookupsBusy.self) { try await waiting.value }
         #expect(lookups.load.waiting == 0)
         gate.open()
-        try await held.value
+        for task in held { try await task.value }
     }
 
     // MARK: helpers
+
+    /// Takes every place, each for another address, until `gate` opens.
+    static func holdAllPlaces(_ lookups: SessionLookups, until gate: Gate) -> [Task<Void, any Error>] {
+        (0..<lookups.limit).map { index in Task { try await lookups.run(for: "holder\(index)") { await gate.wait() } } }
+    }
 
     static func found(_ idHash: String) -> (SessionRecord, UserRecord) {
         let now = Date()

@@ -78,10 +78,10 @@ struct SessionCacheLayerTests {
         }
     }
 
-    @Test("a burst of more look-ups than the store's pool, of sessions that exist, all find their session", arguments: StoreKind.allCases)
+    @Test("a burst of more look-ups than the bound, of sessions that exist, all find their session", arguments: StoreKind.allCases)
     func burstOfRealSessionsAllSucceeds(_ kind: StoreKind) async throws {
-        // Twice the old fixed bound (64, past which a look-up was refused at once) and many times the pool: visitors behind
-        // four addresses, all at once.
+        // Twice the old fixed bound (64, past which a look-up was refused at once), more than the bound (three times the
+        // pool): visitors behind four addresses, all at once.
         let cookies = (0..<128).map { "burst-\($0)" }
         try await Self.withSlowStore(kind, sessions: cookies, delay: .milliseconds(10)) { store, backend, now in
             let found = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -92,11 +92,11 @@ struct SessionCacheLayerTests {
             }
             #expect(found == cookies.count)
             #expect(backend.most > 1)
-            #expect(backend.most <= backend.queriesAtOnce, "more look-ups at the database at once than its pool")
+            #expect(backend.most <= store.lookups.limit, "more look-ups handed to the store at once than the bound")
         }
     }
 
-    @Test("a flood of made-up cookies from one address neither starves other addresses nor puts more at the database than the pool", arguments: StoreKind.allCases)
+    @Test("a flood of made-up cookies from one address neither starves other addresses nor hands the store more than the bound", arguments: StoreKind.allCases)
     func floodFromOneAddress(_ kind: StoreKind) async throws {
         let visitors = (0..<30).map { "visitor-\($0)" }
         try await Self.withSlowStore(kind, sessions: visitors, delay: .milliseconds(20)) { store, backend, now in
@@ -138,7 +138,7 @@ struct SessionCacheLayerTests {
             await flood.value
             #expect(found == visitors.count, "other addresses' look-ups were refused during the flood")
             #expect(refused.value > 0, "the flood was never turned away, so it did not test the bound")
-            #expect(backend.most <= store.lookups.limit, "more look-ups at the database at once than its pool")
+            #expect(backend.most <= store.lookups.limit, "more look-ups handed to the store at once than the bound")
             #expect(backend.mostMadeUp <= store.lookups.share, "one address held more than its share of the places")
         }
     }

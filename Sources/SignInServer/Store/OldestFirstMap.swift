@@ -23,21 +23,23 @@ struct OldestFirstMap<Value> {
 
     subscript(key: String) -> Value? { slots[key]?.value }
 
-    /// Sets `value` for `key` as the newest key, first forgetting the oldest ones while the map is full (each passed to
-    /// `evicted`).
-    mutating func set(_ value: Value, for key: String, evicted: (String, Value) -> Void = { _, _ in }) {
-        guard capacity > 0 else { return }
-        if slots[key] == nil {
-            while slots.count >= capacity, let oldest = removeOldest() { evicted(oldest.0, oldest.1) }
-        }
+    /// Sets `value` for `key` as the newest key; when the map was full, first forgets the oldest key, which it returns.
+    @discardableResult
+    mutating func set(_ value: Value, for key: String) -> (key: String, value: Value)? {
+        guard capacity > 0 else { return nil }
+        let evicted = slots[key] == nil && slots.count >= capacity ? removeOldest() : nil
         stamp &+= 1
         slots[key] = Slot(value: value, stamp: stamp)
         order.append((key, stamp))
-        // Spent and stale records are dropped once they outnumber the live ones, so `order` stays within twice the map.
+        // Spent and stale records are dropped once they outnumber the live ones, so `order` stays within twice the map;
+        // in place, so that its storage is kept rather than allocated again.
         if order.count > 2 * slots.count + 64 {
-            order = order[head...].filter { slots[$0.key]?.stamp == $0.stamp }
+            let live = slots
+            order.removeSubrange(..<head)
+            order.removeAll { live[$0.key]?.stamp != $0.stamp }
             head = 0
         }
+        return evicted
     }
 
     /// Changes the value of `key` in place, keeping its age; nothing when it is not there.
@@ -60,7 +62,7 @@ struct OldestFirstMap<Value> {
         head = 0
     }
 
-    private mutating func removeOldest() -> (String, Value)? {
+    private mutating func removeOldest() -> (key: String, value: Value)? {
         while head < order.count {
             let record = order[head]
             head += 1

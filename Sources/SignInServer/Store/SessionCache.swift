@@ -113,9 +113,9 @@ final class SessionCache: Sendable {
             guard lifetime > 0, state.generation == generation else { return }
             let (session, user) = found
             if let previous = state.entries[session.idHash] { Self.remove(session.idHash, subject: previous.session.subject, from: &state) }
-            var evicted: [(idHash: String, subject: String)] = []
-            state.entries.set(Entry(session: session, user: user, cachedAt: now, touchedAt: now), for: session.idHash) { evicted.append(($0, $1.session.subject)) }
-            for old in evicted { Self.unindex(old.idHash, subject: old.subject, in: &state.bySubject) }
+            if let evicted = state.entries.set(Entry(session: session, user: user, cachedAt: now, touchedAt: now), for: session.idHash) {
+                Self.unindex(evicted.key, subject: evicted.value.session.subject, in: &state.bySubject)
+            }
             state.bySubject[session.subject, default: []].insert(session.idHash)
         }
     }

@@ -16,7 +16,7 @@ final class SessionCachedStore: StoreLayer {
     let backend: any SignInStore
     /// The sessions and unknown cookies held in memory.
     let cache: SessionCache
-    /// The look-ups at the database, bounded by what the backend can run at once.
+    /// The look-ups at the database, bounded by what the backend's pool can run at once.
     let lookups: SessionLookups
     /// How other instances on the same database hear of changes, if there can be any.
     let changes: (any SessionChangeChannel)?
@@ -26,7 +26,7 @@ final class SessionCachedStore: StoreLayer {
     init(_ backend: any SignInStore, cache: SessionCache, changes: (any SessionChangeChannel)? = nil, lookupWait: TimeAmount = .seconds(1), logger: Logger) {
         self.backend = backend
         self.cache = cache
-        lookups = SessionLookups(limit: backend.queriesAtOnce, maxWait: lookupWait)
+        lookups = SessionLookups(pool: backend.queriesAtOnce, maxWait: lookupWait)
         self.changes = changes
         self.logger = logger
     }
