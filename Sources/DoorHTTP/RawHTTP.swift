@@ -1,3 +1,4 @@
+import Foundation
 import JOSE
 
 
@@ -42,6 +43,9 @@ package enum RawHTTP {
         package let lines: [Line]
         package let host: String
         package let cookie: String?
+        /// It carries an `Authorization` field, or its query names `access_token`: a bearer token (or what may be
+        /// one) the handlers read (`BearerCredential`), never the byte path.
+        package let mayHoldToken: Bool
         /// `Connection` values (`close`, and the names of the headers that stay on this hop).
         package let connection: [String]
         /// The `X-Forwarded-*`, `X-Original-URI` and `X-Original-Method` fields, as the handlers read them from a trusted
@@ -120,6 +124,7 @@ package enum RawHTTP {
         guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false, limit: headerCountLimit) else { return .notTaken }
         var host: String?
         var cookie: String?
+        var authorization = false
         var contentLength: Int?
         var connection: [String] = []
         var forwarded: [(name: String, value: String)] = []
@@ -142,6 +147,8 @@ package enum RawHTTP {
             case "cookie":
                 guard cookie == nil else { return .notTaken }
                 cookie = value()
+            case "authorization":
+                authorization = true
             case "connection":
                 connection.append(value())
             default:
@@ -152,9 +159,17 @@ package enum RawHTTP {
         return .head(
             RequestHead(
                 method: method, length: end, contentLength: contentLength, target: target, lines: lines, host: host, cookie: cookie,
-                connection: connection, forwarded: forwarded, isHTTP10: isHTTP10
+                mayHoldToken: authorization || Self.queryMayHoldToken(target), connection: connection, forwarded: forwarded, isHTTP10: isHTTP10
             )
         )
+    }
+
+    /// Whether `target`'s query may name `access_token` (in any case or percent-encoding): a look for the letters,
+    /// the exact reading is `BearerCredential`'s.
+    static func queryMayHoldToken(_ target: String) -> Bool {
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
+        let query = target[target.index(after: mark)...].lowercased()
+        return (query.contains("%") ? query.removingPercentEncoding ?? query : query).contains("access_token")
     }
 
     /// A response head read whole, with the framing of the body that follows.

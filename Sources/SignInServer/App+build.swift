@@ -127,7 +127,8 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
         configuredClients: settings.provider.clients, logger: logger
     ).addRoutes(to: router, sessions: lookup)
     let forwardAuth = ForwardAuthController(
-        policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), proxy: proxy, assertions: components.assertions
+        policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), proxy: proxy, assertions: components.assertions,
+        sessions: lookup
     )
     forwardAuth.addRoutes(to: sessions)
     forwardAuth.addKeySetRoute(to: router)

@@ -211,7 +211,9 @@ public final class AccessControl: Sendable {
 
     /// The decision for `request` by the person (`subject`, `email`; nil for no one signed in), narrowed for one
     /// proxy location by `narrowing` (`/auth/check?allowed_groups=…`: a person must also be named by each).
-    public func judge(_ request: AccessRequest, subject: String?, email: String?, narrowing: [AccessPolicy] = []) -> AccessJudgement {
+    /// `client`: who holds the bearer token the person presented (nil for a browser's cookie), for a rule that names
+    /// `clients`. A CORS preflight on a rule with `cors_preflight` is public.
+    public func judge(_ request: AccessRequest, subject: String?, email: String?, client: String? = nil, narrowing: [AccessPolicy] = []) -> AccessJudgement {
         state.withLock { state in
             let match: Match
             if let cached = state.matches[request] {
@@ -223,6 +225,7 @@ public final class AccessControl: Sendable {
             }
             let policy: AccessPolicy
             let label: String
+            var clients: Set<String> = []
             switch match {
             case .rule(let index):
                 let rule = state.rules[index]
@@ -232,7 +235,10 @@ public final class AccessControl: Sendable {
                 case .deny:
                     let groups = subject.map { state.groups(subject: $0, email: email) } ?? []
                     return AccessJudgement(verdict: .deny, rule: label, groups: groups)
-                case .allow(let allowed): policy = allowed
+                case .allow(let allowed):
+                    if rule.corsPreflight, request.isPreflight { return AccessJudgement(verdict: .public, rule: label, groups: []) }
+                    policy = allowed
+                    clients = rule.clients
                 }
             case .global:
                 label = "global"
@@ -249,7 +255,18 @@ public final class AccessControl: Sendable {
             let groups = state.groups(subject: subject, email: email)
             let allowed = policy.allows(subject: subject, email: email, groups: groups)
                 && narrowing.allSatisfy { $0.allows(subject: subject, email: email, groups: groups) }
+                && (clients.isEmpty || client.map(clients.contains) == true)
             return AccessJudgement(verdict: allowed ? .allow : .deny, rule: label, groups: groups)
+        }
+    }
+
+    /// Whether the rule that decides `request` passes the request's `Authorization` field to the upstream
+    /// (`pass_authorization`).
+    public func passesAuthorization(_ request: AccessRequest) -> Bool {
+        state.withLock { state in
+            let match = state.matches[request] ?? Self.match(request, rules: state.rules)
+            guard case .rule(let index) = match else { return false }
+            return state.rules[index].passAuthorization
         }
     }
 

@@ -6,6 +6,11 @@ enum Visitor: Sendable {
     case anonymous(hadCookie: Bool)
     /// A live session and its user.
     case signedIn(SessionRecord, UserRecord)
+    /// A bearer token siwa issued, live: the session it stands for (a native app's session, or an access token's own
+    /// record, `SessionRecord.via`), its person, and the client that holds it (a bundle ID, an OpenID client's id).
+    case bearer(SessionRecord, UserRecord, client: String)
+    /// A bearer token siwa does not take: unknown, expired, revoked, or presented where it must not be.
+    case badToken(BearerProblem)
     /// The store did not answer; `retryURL` is the page to try again.
     case storeUnavailable(retryURL: String)
 }
@@ -14,26 +19,37 @@ enum Visitor: Sendable {
 enum AccessDecision {
     /// A `public` rule: passes without a person, without identity.
     case pass
-    /// Signed in and let in, with the person's groups now.
-    case allow(UserRecord, groups: [String])
+    /// Signed in and let in, with the person's groups now, and the client holding the bearer token when one was
+    /// presented (nil for a browser's cookie).
+    case allow(UserRecord, groups: [String], client: String?)
     /// Not let in: a `deny` rule (for anyone, `nil` when no one is signed in), or a person the rule or policy does
     /// not name.
     case deny(UserRecord?, AccessJudgement)
     /// No live session, and the request needs one.
     case signIn
+    /// The request needs a person and presented a bearer token siwa does not take.
+    case badToken(BearerProblem)
     /// The store did not answer; `retryURL` is the page to try again.
     case unavailable(retryURL: String)
 
     /// The decision for `request` by `visitor`, narrowed by a check's query parameters (`narrowing`).
     init(_ visitor: Visitor, request: AccessRequest, access: AccessControl, narrowing: [AccessPolicy] = []) {
-        let user: UserRecord? = if case .signedIn(_, let user) = visitor { user } else { nil }
-        let judgement = access.judge(request, subject: user?.subject, email: user?.email, narrowing: narrowing)
+        let (user, client): (UserRecord?, String?) = switch visitor {
+        case .signedIn(_, let user): (user, nil)
+        case .bearer(_, let user, let client): (user, client)
+        default: (nil, nil)
+        }
+        let judgement = access.judge(request, subject: user?.subject, email: user?.email, client: client, narrowing: narrowing)
         switch (judgement.verdict, user) {
         case (.public, _): self = .pass
-        case (.allow, let user?): self = .allow(user, groups: judgement.groups)
+        case (.allow, let user?): self = .allow(user, groups: judgement.groups, client: client)
         case (.deny, let user): self = .deny(user, judgement)
         case (.allow, nil), (.signIn, _):
-            if case .storeUnavailable(let retryURL) = visitor { self = .unavailable(retryURL: retryURL) } else { self = .signIn }
+            switch visitor {
+            case .storeUnavailable(let retryURL): self = .unavailable(retryURL: retryURL)
+            case .badToken(let problem): self = .badToken(problem)
+            default: self = .signIn
+            }
         }
     }
 }

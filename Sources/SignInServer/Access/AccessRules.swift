@@ -97,13 +97,28 @@ public struct AccessRule: Sendable, CustomStringConvertible {
     public let paths: [PathPattern]
     public let methods: Set<String>
     public let policy: Policy
+    /// An `allow` rule's clients: when not empty, only a bearer token held by one of them passes (an OpenID client's
+    /// id, a native app's bundle ID, a service's name); a browser's cookie does not.
+    public let clients: Set<String>
+    /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`) matching the rule passes without
+    /// identity: a browser sends it without credentials, and the upstream answers which origins may call it.
+    public let corsPreflight: Bool
+    /// The request's `Authorization` field reaches the upstream (by default a bearer token siwa took stays with siwa:
+    /// the identity headers and the assertion stand for it).
+    public let passAuthorization: Bool
 
-    public init(label: String, hosts: [HostPattern] = [], paths: [PathPattern] = [], methods: Set<String> = [], policy: Policy) {
+    public init(
+        label: String, hosts: [HostPattern] = [], paths: [PathPattern] = [], methods: Set<String> = [], policy: Policy, clients: Set<String> = [],
+        corsPreflight: Bool = false, passAuthorization: Bool = false
+    ) {
         self.label = label
         self.hosts = hosts
         self.paths = paths
         self.methods = methods
         self.policy = policy
+        self.clients = clients
+        self.corsPreflight = corsPreflight
+        self.passAuthorization = passAuthorization
     }
 
     public var description: String {
@@ -111,6 +126,9 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         if !hosts.isEmpty { parts.append("hosts " + hosts.map(\.description).joined(separator: " ")) }
         if !methods.isEmpty { parts.append("methods " + methods.sorted().joined(separator: " ")) }
         if !paths.isEmpty { parts.append("paths " + paths.map(\.description).joined(separator: " ")) }
+        if !clients.isEmpty { parts.append("clients " + clients.sorted().joined(separator: " ")) }
+        if corsPreflight { parts.append("cors_preflight") }
+        if passAuthorization { parts.append("pass_authorization") }
         return parts.joined(separator: ", ")
     }
 
@@ -152,7 +170,7 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         return rules
     }
 
-    static let keys: Set<String> = ["hosts", "paths", "methods", "policy", "emails", "email_domains", "subs", "groups"]
+    static let keys: Set<String> = ["hosts", "paths", "methods", "policy", "emails", "email_domains", "subs", "groups", "clients", "cors_preflight", "pass_authorization"]
 
     private static func parse(_ element: Any, index: Int) throws(AccessConfigurationError) -> AccessRule {
         let at = "access_rules[\(index)]"
@@ -211,7 +229,28 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         if listed, policyName != "allow" {
             throw AccessConfigurationError("\(at): emails, email_domains, subs and groups belong to an allow rule, not \(policyName)")
         }
-        return AccessRule(label: String(index), hosts: hosts, paths: paths, methods: Set(methods), policy: policy)
+        let clients = try each("clients") { text throws(AccessConfigurationError) -> String in
+            guard !text.isEmpty, text.count <= 255, text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+                throw AccessConfigurationError("\(text): not a client id or bundle ID")
+            }
+            return text
+        }
+        func flag(_ key: String) throws(AccessConfigurationError) -> Bool {
+            guard let value = object[key] else { return false }
+            guard let bool = value as? Bool else {
+                throw AccessConfigurationError("\(at).\(key): must be true or false")
+            }
+            return bool
+        }
+        let corsPreflight = try flag("cors_preflight")
+        let passAuthorization = try flag("pass_authorization")
+        if policyName != "allow", !clients.isEmpty || corsPreflight || passAuthorization {
+            throw AccessConfigurationError("\(at): clients, cors_preflight and pass_authorization belong to an allow rule, not \(policyName)")
+        }
+        return AccessRule(
+            label: String(index), hosts: hosts, paths: paths, methods: Set(methods), policy: policy, clients: Set(clients), corsPreflight: corsPreflight,
+            passAuthorization: passAuthorization
+        )
     }
 }
 
@@ -221,10 +260,14 @@ public struct AccessRequest: Sendable, Hashable {
     public var host: String?
     public var method: String?
     public var path: String?
+    /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method` (for a check, the original
+    /// method as a trusted proxy says it, and the headers it passed).
+    public var isPreflight: Bool
 
-    public init(host: String?, method: String?, path: String?) {
+    public init(host: String?, method: String?, path: String?, isPreflight: Bool = false) {
         self.host = host.map(HostPattern.normalized)
         self.method = method?.uppercased()
         self.path = path
+        self.isPreflight = isPreflight && self.method == "OPTIONS"
     }
 }

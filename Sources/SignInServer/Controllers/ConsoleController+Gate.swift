@@ -65,7 +65,7 @@ extension ConsoleController {
             guard groups.contains(where: adminGroups.contains) else { throw ErrorPage.closed }
             return .success(Operator(session: session, user: user))
         case .storeUnavailable(let retryURL): throw ErrorPage.storeUnavailable(retryURL: retryURL)
-        case .anonymous, .notLooked: return .failure(try request.signInFirst())
+        case .anonymous, .notLooked, .bearer, .badToken: return .failure(try request.signInFirst())
         }
     }
 }

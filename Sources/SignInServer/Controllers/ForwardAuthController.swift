@@ -15,6 +15,8 @@ struct ForwardAuthController: Sendable {
     let policy: DoorPolicy
     let proxy: ClientAddressResolver
     let assertions: IdentityAssertions
+    /// Who asks when the request presents a bearer token (the cookie's session is in `context.visitor`).
+    let sessions: SessionMiddleware
 
     /// `sessions`: the routes `SessionMiddleware` guards.
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
@@ -39,8 +41,8 @@ struct ForwardAuthController: Sendable {
     @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
         let decision = await decision(request, context: context)
         if let refusal = policy.refusal(decision, at: .check, request: request, method: request.method.rawValue, original: nil) { return refusal }
-        guard case .allow(let user, let groups) = decision else { return DoorPolicy.empty(.accepted) }
-        return await allowed(user, groups: groups, status: .accepted, request: request, context: context)
+        guard case .allow(let user, let groups, let client) = decision else { return DoorPolicy.empty(.accepted) }
+        return await allowed(user, groups: groups, client: client, status: .accepted, request: request, context: context)
     }
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
@@ -49,28 +51,43 @@ struct ForwardAuthController: Sendable {
         if let refusal = policy.refusal(decision, at: .forward, request: request, method: method, original: original(request, context: context)) {
             return refusal
         }
-        guard case .allow(let user, let groups) = decision else { return DoorPolicy.empty(.ok) }
-        return await allowed(user, groups: groups, status: .ok, request: request, context: context)
+        guard case .allow(let user, let groups, let client) = decision else { return DoorPolicy.empty(.ok) }
+        return await allowed(user, groups: groups, client: client, status: .ok, request: request, context: context)
     }
 
     /// The door policy's decision on the request the proxy asks about (`ClientAddressResolver.checkedRequest`),
     /// narrowed by the check's own query (`CheckNarrowing`), with the session `SessionMiddleware` looked up.
     private func decision(_ request: Request, context: ServerContext) async -> AccessDecision {
-        let checked = proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress))
+        let fromTrusted = proxy.trusted(context.remoteAddress?.ipAddress)
+        let checked = proxy.checkedRequest(request.headers, fromTrusted: fromTrusted)
         let narrowing = request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
-        return await policy.decide(checked, narrowing: narrowing, clientAddress: proxy.clientAddress(request, context: context), logger: context.logger) {
-            context.visitor
+        // The token the original request carries: in its Authorization field (passed to the check), or in its query
+        // as the trusted proxy says the original URI.
+        let credential = BearerCredential.read(authorization: request.headers[values: .authorization], query: proxy.checkedQuery(request.headers, fromTrusted: fromTrusted))
+        return await policy.decide(
+            checked, narrowing: narrowing, credential: credential, clientAddress: proxy.clientAddress(request, context: context), logger: context.logger
+        ) {
+            credential == .none ? context.visitor : await sessions.doorVisitor(request, credential: credential, context: context)
         }
     }
 
     /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
     /// `-Host`); without a forwarded origin there is no audience, so no assertion.
-    private func allowed(_ user: UserRecord, groups: [String], status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
+    /// With a bearer token (`client` holds it), `X-Auth-Request-Authorization` carries the request's `Authorization`
+    /// back when the rule passes it (`pass_authorization`), so that a proxy configured as the docs show sets the
+    /// upstream's `Authorization` from it, and none otherwise.
+    private func allowed(_ user: UserRecord, groups: [String], client: String?, status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
         var token: String?
         if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
-            token = await assertions.assertion(for: user, groups: groups, audience: audience)
+            token = await assertions.assertion(for: user, groups: groups, audience: audience, client: client)
         }
-        return Response(status: status, headers: IdentityHeaders.checkFields(user, groups: groups, assertion: token))
+        var fields = IdentityHeaders.checkFields(user, groups: groups, assertion: token, client: client)
+        if client != nil, let authorization = request.headers[.authorization], let name = IdentityHeaders.authorization,
+            policy.front.access.passesAuthorization(proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress)))
+        {
+            fields[name] = authorization
+        }
+        return Response(status: status, headers: fields)
     }
 
     /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.

@@ -81,7 +81,7 @@ struct SessionController: Sendable {
             var response = Response.redirect(to: "/", type: .normal)
             if hadCookie { response.setCookie(cookies.expired(cookies.sessionName)) }
             return response
-        case .notLooked: throw ErrorPage.internal()
+        case .notLooked, .bearer, .badToken: throw ErrorPage.internal()
         }
         let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
         let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]

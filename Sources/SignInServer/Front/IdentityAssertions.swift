@@ -62,15 +62,19 @@ public final class IdentityAssertions: Sendable {
         var is_private_email: Bool
         var name: String?
         var groups: [String]
+        /// The client that holds the bearer token the request came with (OpenID Connect's `azp`); absent for a
+        /// browser's cookie.
+        var azp: String?
         var iat: Int
         var exp: Int
     }
 
     /// The assertion for `user`, in `groups` now, addressed to `audience` (an origin), or nil when no key can sign
     /// (logged).
-    func assertion(for user: UserRecord, groups: [String], audience: String, now: Date = Date()) async -> String? {
-        if let recent = recentAssertion(for: user, groups: groups, audience: audience, now: now) { return recent }
-        let cacheKey = user.subject + "\u{1}" + audience
+    /// `client`: the client holding the bearer token the request came with (`azp`), nil for a browser.
+    func assertion(for user: UserRecord, groups: [String], audience: String, client: String? = nil, now: Date = Date()) async -> String? {
+        if let recent = recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) { return recent }
+        let cacheKey = Self.cacheKey(user, audience, client)
         do {
             var signing = try await keyring.signingKey("ES256", now: now)
             if signing == nil {
@@ -84,7 +88,8 @@ public final class IdentityAssertions: Sendable {
             let issuedAt = Int(now.timeIntervalSince1970)
             let claims = Claims(
                 iss: issuer, aud: audience, sub: user.subject, email: user.email, email_verified: user.email == nil ? nil : true,
-                is_private_email: user.isPrivateEmail, name: user.displayName, groups: groups, iat: issuedAt, exp: issuedAt + Int(Self.lifetime)
+                is_private_email: user.isPrivateEmail, name: user.displayName, groups: groups, azp: client, iat: issuedAt,
+                exp: issuedAt + Int(Self.lifetime)
             )
             let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: key)
             self.recent.withLock { recent in
@@ -101,13 +106,18 @@ public final class IdentityAssertions: Sendable {
     /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any, when it says the same
     /// `groups` (a change of groups is in force at once): no signing, no store, so it can be asked on an event loop
     /// (the front's fast path); nil sends the caller to `assertion`.
-    func recentAssertion(for user: UserRecord, groups: [String], audience: String, now: Date = Date()) -> String? {
-        let cacheKey = user.subject + "\u{1}" + audience
+    func recentAssertion(for user: UserRecord, groups: [String], audience: String, client: String? = nil, now: Date = Date()) -> String? {
+        let cacheKey = Self.cacheKey(user, audience, client)
         guard let recent = self.recent.withLock({ $0[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now,
             recent.groups == groups
         else {
             return nil
         }
         return recent.token
+    }
+
+    /// One assertion per person, audience and client (a browser's and an app's say different `azp`).
+    private static func cacheKey(_ user: UserRecord, _ audience: String, _ client: String?) -> String {
+        user.subject + "\u{1}" + audience + (client.map { "\u{1}" + $0 } ?? "")
     }
 }

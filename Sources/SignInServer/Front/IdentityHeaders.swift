@@ -13,15 +13,22 @@ public enum IdentityHeaders {
     public static let groups = HTTPField.Name("X-Auth-Request-Groups")
     /// The signed assertion (`IdentityAssertions`).
     public static let assertion = HTTPField.Name("X-Siwa-Assertion")
+    /// The client holding the bearer token the request came with: an OpenID client's id, a native app's bundle ID
+    /// (the assertion's `azp`); absent for a browser's cookie.
+    public static let client = HTTPField.Name("X-Auth-Request-Client")
+    /// A check's answer only: the request's `Authorization`, when a bearer token let it in and its rule passes it
+    /// (`pass_authorization`); the proxy sets the upstream's `Authorization` from it (none when absent).
+    public static let authorization = HTTPField.Name("X-Auth-Request-Authorization")
 
     /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, whether the
     /// email is a private relay address, and the person's `groups` now (none: no header).
-    static func fields(for user: UserRecord, groups: [String]) -> [HTTPField] {
+    static func fields(for user: UserRecord, groups: [String], client: String? = nil) -> [HTTPField] {
         var pairs: [(HTTPField.Name?, String)] = [(Self.user, user.subject)]
         if let email = user.email, !email.isEmpty { pairs.append((Self.email, email)) }
         if let name = user.displayName, !name.isEmpty { pairs.append((preferredUsername, name)) }
         pairs.append((privateEmail, user.isPrivateEmail ? "true" : "false"))
         if !groups.isEmpty { pairs.append((Self.groups, groups.joined(separator: ","))) }
+        if let client { pairs.append((Self.client, client)) }
         return pairs.compactMap { name, value in name.map { HTTPField(name: $0, value: headerSafe(value)) } }
     }
 
@@ -43,9 +50,9 @@ public enum IdentityHeaders {
 extension IdentityHeaders {
     /// The header fields of a check's answer that lets a request through (`/auth/check`, `/auth/forward`, by the
     /// handlers and the byte path alike): `no-store`, the identity headers, and the assertion when there is one.
-    static func checkFields(_ user: UserRecord, groups: [String], assertion: String?) -> HTTPFields {
+    static func checkFields(_ user: UserRecord, groups: [String], assertion: String?, client: String? = nil) -> HTTPFields {
         var fields: HTTPFields = [.cacheControl: "no-store"]
-        fields.append(contentsOf: IdentityHeaders.fields(for: user, groups: groups))
+        fields.append(contentsOf: IdentityHeaders.fields(for: user, groups: groups, client: client))
         if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
         return fields
     }

@@ -30,28 +30,45 @@ struct UpstreamGate: Sendable {
         if let refusal = policy.refusal(decision, at: .upstream, request: request, method: request.method.rawValue, original: front.publicOrigin + target.forwarded) {
             return refusal
         }
-        guard case .allow(let user, let groups) = decision else { return await forward(request, target: target, context: context, identity: []) }
-        return await forward(request, target: target, context: context, identity: await identity(of: user, groups: groups))
+        guard case .allow(let user, let groups, let client) = decision else { return await forward(request, target: target, context: context, identity: []) }
+        return await forward(
+            passed(request, client: client, target: target), target: target, context: context, identity: await identity(of: user, groups: groups, client: client)
+        )
     }
 
-    /// The policy's decision on `request` for `target`, the host it was sent to and its method: the session is looked
-    /// up only when the rule that applies needs a person.
+    /// The policy's decision on `request` for `target`, the host it was sent to and its method: the bearer token or
+    /// the session is looked up only when the rule that applies needs a person.
     func decision(_ request: Request, target: RequestTarget, context: ServerContext) async -> AccessDecision {
-        let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
-        return await policy.decide(asked, clientAddress: resolver.clientAddress(request, context: context), logger: context.logger) {
-            await sessions.visitor(request, context: context)
+        let method = request.method.rawValue
+        let asked = AccessRequest(host: request.head.authority, method: method, path: target.path, isPreflight: request.isCORSPreflight(method: method))
+        let credential = BearerCredential.read(authorization: request.headers[values: .authorization], query: request.uri.query.map { Substring($0) })
+        return await policy.decide(asked, credential: credential, clientAddress: resolver.clientAddress(request, context: context), logger: context.logger) {
+            await sessions.doorVisitor(request, credential: credential, context: context)
         }
     }
 
-    /// The identity headers of `user` (in `groups`) and, when a key can sign, the assertion addressed to the
-    /// upstream's origin.
-    func identity(of user: UserRecord, groups: [String]) async -> [HTTPField] {
-        Self.identityFields(user, groups: groups, assertion: await assertions.assertion(for: user, groups: groups, audience: forwarder.settings.origin))
+    /// `request` as it goes to the upstream when a bearer token let it in (`client` holds it): without its
+    /// `Authorization` field, for which the identity headers and the assertion stand, unless the rule passes it.
+    func passed(_ request: Request, client: String?, target: RequestTarget) -> Request {
+        guard client != nil else { return request }
+        let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
+        guard !front.access.passesAuthorization(asked) else { return request }
+        var head = request.head
+        head.headerFields[.authorization] = nil
+        return Request(head: head, body: request.body)
+    }
+
+    /// The identity headers of `user` (in `groups`, holding the bearer token of `client` when one let them in) and,
+    /// when a key can sign, the assertion addressed to the upstream's origin.
+    func identity(of user: UserRecord, groups: [String], client: String? = nil) async -> [HTTPField] {
+        Self.identityFields(
+            user, groups: groups, client: client, assertion: await assertions.assertion(for: user, groups: groups, audience: forwarder.settings.origin, client: client)
+        )
     }
 
     /// The identity headers of `user`, and `assertion` when there is one (also what the fast path sends).
-    static func identityFields(_ user: UserRecord, groups: [String], assertion: String?) -> [HTTPField] {
-        var fields = IdentityHeaders.fields(for: user, groups: groups)
+    static func identityFields(_ user: UserRecord, groups: [String], client: String? = nil, assertion: String?) -> [HTTPField] {
+        var fields = IdentityHeaders.fields(for: user, groups: groups, client: client)
         if let name = IdentityHeaders.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
         return fields
     }
@@ -62,10 +79,13 @@ struct UpstreamGate: Sendable {
     /// `failed`, as any carrier's).
     func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext) async -> Result<UpstreamWebSocket, UpstreamForwarder.Failure>? {
         let identity: [HTTPField]
+        var request = request
         switch await decision(request, target: target, context: context) {
         case .pass: identity = []
-        case .allow(let user, let groups): identity = await self.identity(of: user, groups: groups)
-        case .deny, .signIn, .unavailable: return nil
+        case .allow(let user, let groups, let client):
+            identity = await self.identity(of: user, groups: groups, client: client)
+            request = passed(request, client: client, target: target)
+        case .deny, .signIn, .unavailable, .badToken: return nil
         }
         do {
             return .success(try await forwarder.openWebSocket(request, target: target, context: context, identity: identity))

@@ -8,6 +8,8 @@ extension HTTPField.Name {
     /// `auth_request` location.
     static let xOriginalURI = HTTPField.Name("X-Original-URI")
     static let xOriginalMethod = HTTPField.Name("X-Original-Method")
+    /// A CORS preflight's (with `Origin`).
+    static let accessControlRequestMethod = HTTPField.Name("Access-Control-Request-Method")
 }
 
 extension ClientAddressResolver {
@@ -23,6 +25,17 @@ extension ClientAddressResolver {
         let uri = [HTTPField.Name.xForwardedUri, .xOriginalURI].lazy.compactMap { name in fields.first { $0.name == name }?.value }.first
             .map { String(Substring($0).trimmingBlanks) }
         let path = uri.flatMap { try? RequestTarget($0, host: host).path }
-        return AccessRequest(host: host, method: method, path: path)
+        // A preflight by the original method, which only a trusted proxy says: a client cannot claim OPTIONS for a GET.
+        let preflight = method?.uppercased() == "OPTIONS" && fields[.origin] != nil
+            && HTTPField.Name.accessControlRequestMethod.map { fields[$0] != nil } == true
+        return AccessRequest(host: host, method: method, path: path, isPreflight: preflight)
+    }
+
+    /// The query of the original request a trusted proxy names (`X-Forwarded-Uri`, `X-Original-URI`); nil without one.
+    func checkedQuery(_ fields: HTTPFields, fromTrusted: Bool) -> Substring? {
+        guard fromTrusted, let uri = [HTTPField.Name.xForwardedUri, .xOriginalURI].lazy.compactMap({ name in fields.first { $0.name == name }?.value }).first,
+            let mark = uri.firstIndex(of: "?")
+        else { return nil }
+        return Substring(uri[uri.index(after: mark)...])
     }
 }

@@ -34,7 +34,7 @@ struct SignedInContext: ChildRequestContext {
             self.user = user
         case .storeUnavailable(let retryURL):
             throw ErrorPage.storeUnavailable(retryURL: retryURL)
-        case .anonymous, .notLooked:
+        case .anonymous, .notLooked, .bearer, .badToken:
             throw ErrorPage.signedOut
         }
     }

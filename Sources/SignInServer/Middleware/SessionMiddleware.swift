@@ -18,6 +18,36 @@ struct SessionMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
+    /// Who asks at the door: the bearer token the request presents (`credential`), else its session cookie. A
+    /// native app's session token opens the door as its app (`native:` sessions only: a browser's session id is no
+    /// bearer token); an access token of siwa's OpenID provider as its client.
+    func doorVisitor(_ request: Request, credential: BearerCredential, context: ServerContext) async -> Visitor {
+        let token: String
+        switch credential {
+        case .none: return await visitor(request, context: context)
+        case .refused(let problem), .malformed(let problem): return .badToken(problem)
+        case .token(let presented): token = presented
+        }
+        let hash = SessionCookie.digest(token)
+        let client = resolver.clientAddress(request, context: context)
+        do {
+            let found = token.hasPrefix(BearerCredential.accessTokenPrefix)
+                ? try await store.accessToken(hash: hash, now: Date(), askedBy: client)
+                : try await store.session(idHash: hash, now: Date(), askedBy: client)
+            guard let (session, user) = found, let holder = session.bearerClient else {
+                context.logger.notice("bearer token refused at the door: unknown, expired or its session ended")
+                return .badToken(.notValid)
+            }
+            return .bearer(session, user, client: holder)
+        } catch let busy as SessionLookupsBusy {
+            context.logger.warning("token look-up not made: \(busy)")
+            return .storeUnavailable(retryURL: request.uri.path)
+        } catch {
+            context.logger.error("store unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return .storeUnavailable(retryURL: request.uri.path)
+        }
+    }
+
     func visitor(_ request: Request, context: ServerContext) async -> Visitor {
         guard let idHash = request.cookieValue(cookies.sessionName).flatMap(SessionCookie.hash) else { return .anonymous(hadCookie: false) }
         do {

@@ -130,7 +130,7 @@ struct AuthorizationController: Sendable {
         switch context.visitor {
         case .signedIn(let session, let user): signedIn = (session, user)
         case .storeUnavailable(let retryURL): throw ErrorPage.storeUnavailable(retryURL: retryURL)
-        case .anonymous, .notLooked: signedIn = nil
+        case .anonymous, .notLooked, .bearer, .badToken: signedIn = nil
         }
         let fresh = signedIn.map { session, _ in maxAge.map { now.timeIntervalSince(session.createdAt) <= $0 } ?? true } ?? false
         guard let (session, user) = signedIn, fresh, !prompts.contains("login") else {
@@ -237,7 +237,7 @@ struct AuthorizationController: Sendable {
             var response = Response.redirect(to: target ?? "/", type: .found)
             if hadCookie { response.setCookie(cookies.expired(cookies.sessionName)) }
             return response
-        case .notLooked: throw ErrorPage.internal()
+        case .notLooked, .bearer, .badToken: throw ErrorPage.internal()
         }
         guard request.method == .post, let token = parameters["csrf_token"] else {
             let language = request.pageLanguage

@@ -129,7 +129,8 @@ struct TokenController: Sendable {
         for user: UserRecord, client: ProviderClientRecord, scope: String, authTime: Date, nonce: String?, familyID: String, codeHash: String?,
         sessionID: String?, now: Date, context: ServerContext
     ) async throws -> Response {
-        let accessToken = RandomToken.generate()
+        // Prefixed: the door reads it as an access token (`BearerCredential`), and a leaked one is recognisable.
+        let accessToken = BearerCredential.accessTokenPrefix + RandomToken.generate()
         let refreshToken = RandomToken.generate()
         func record(_ token: String, _ kind: ProviderTokenRecord.Kind, lifetime: TimeInterval) -> ProviderTokenRecord {
             ProviderTokenRecord(

@@ -70,6 +70,23 @@ public struct SessionRecord: Sendable, Hashable {
     public var details: SessionDetails? = nil
     /// When the session was last used, to the minute (`SessionCache` notes, `SessionTouches` writes); nil until then.
     public var lastUsedAt: Date? = nil
+    /// How the session began, as a session look-up reads it (`SessionDetails.via`: `page`, `client:<id>`,
+    /// `native:<bundle ID>`); `token:<client_id>` for an access token read as a session (`accessToken(hash:)`).
+    public var via: String? = nil
+    /// For an access token read as a session: the public id of the session its grant began in (it ends with it).
+    public var parentSID: String? = nil
+
+    /// The client that holds this session as a bearer token: a native app's bundle ID, or the OpenID client an
+    /// access token was issued to; nil for a browser's session, which is no bearer token.
+    public var bearerClient: String? {
+        guard let via else { return nil }
+        if via.hasPrefix("native:") { return String(via.dropFirst(7)) }
+        if via.hasPrefix("token:") { return String(via.dropFirst(6)) }
+        return nil
+    }
+
+    /// Whether this is an access token's record, not a session a cookie or a native app holds.
+    public var isAccessToken: Bool { via?.hasPrefix("token:") == true }
 
     /// The session's public id (`sid` in id_tokens and Logout Tokens, the sessions page's and console's handle):
     /// derived from the stored hash by a second, labelled hash, so it names the session without revealing the

@@ -130,13 +130,18 @@ public final class PostgresStore: SignInStore {
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await bounded { [self] () async throws -> (SessionRecord, UserRecord)? in
             let rows = try await client.query(
-                "SELECT s.csrf_token, s.created_at, s.expires_at, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
+                "SELECT s.csrf_token, s.created_at, s.expires_at, s.via, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
                 logger: logger
             )
             for try await row in rows {
-                let (csrf, created, expires) = try row.decode((String, Double, Double).self)
-                let user = try UserRow(row: row, offset: 3).user
-                return (SessionRecord(idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires)), user)
+                let (csrf, created, expires, via) = try row.decode((String, Double, Double, String?).self)
+                let user = try UserRow(row: row, offset: 4).user
+                return (
+                    SessionRecord(
+                        idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created),
+                        expiresAt: Date(timeIntervalSince1970: expires), via: via
+                    ), user
+                )
             }
             return nil
         }
@@ -147,7 +152,11 @@ public final class PostgresStore: SignInStore {
             let logger = self.logger
             return try await client.withTransaction(logger: logger) { connection in
                 let rows = try await connection.query("DELETE FROM sessions WHERE id_hash = \(idHash) RETURNING 1", logger: logger).collect()
-                if !rows.isEmpty { _ = try await connection.rows(LogoutSQL.enqueue(session: SessionRecord.publicID(idHash: idHash), at: Date()), logger: logger) }
+                if !rows.isEmpty {
+                    let sid = SessionRecord.publicID(idHash: idHash)
+                    _ = try await connection.rows(LogoutSQL.enqueue(session: sid, at: Date()), logger: logger)
+                    _ = try await connection.run(ProviderSQL.revoke(session: sid), logger: logger)
+                }
                 return !rows.isEmpty
             }
         }

@@ -151,6 +151,14 @@ enum ProviderSQL {
             .map { ProviderStatement($0, .text(subject), .text(ProviderRevocation.subject.rawValue)) }
     }
 
+    /// Revokes every token and code issued in the session `sid` (the session ended: sign-out, by the person or an
+    /// operator): its codes no longer redeem, its access tokens no longer open the door or userinfo, its refresh
+    /// tokens no longer refresh.
+    static func revoke(session sid: String) -> [ProviderStatement] {
+        ["UPDATE provider_tokens SET revoked = $2 WHERE sid = $1 AND revoked IS NULL", "UPDATE authorization_codes SET revoked = $2 WHERE sid = $1 AND revoked IS NULL"]
+            .map { ProviderStatement($0, .text(sid), .text(ProviderRevocation.session.rawValue)) }
+    }
+
     /// Deletes every token and code of `subject` (the person's account is deleted).
     static func delete(subject: String) -> [ProviderStatement] {
         ["DELETE FROM provider_tokens WHERE sub = $1", "DELETE FROM authorization_codes WHERE sub = $1"].map { ProviderStatement($0, .text(subject)) }
@@ -188,6 +196,8 @@ enum ProviderRevocation: String, Sendable {
     case client
     /// The person's tokens (consent revoked, a failed refresh check).
     case subject
+    /// The session they were issued in ended.
+    case session
 }
 
 /// A value bound to a provider statement.

@@ -168,10 +168,10 @@ public final class SQLiteStore: SignInStore {
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await pool.read { db -> (SessionRecord, UserRecord)? in
             guard let row = try db.cachedRow(sql: Self.sessionQuery, arguments: [idHash, now.timeIntervalSince1970]) else { return nil }
-            let user = Self.user(row, from: 4)
+            let user = Self.user(row, from: 5)
             let session = SessionRecord(
                 idHash: row[0], subject: user.subject, csrfToken: row[1],
-                createdAt: Date(timeIntervalSince1970: row[2]), expiresAt: Date(timeIntervalSince1970: row[3])
+                createdAt: Date(timeIntervalSince1970: row[2]), expiresAt: Date(timeIntervalSince1970: row[3]), via: row[4]
             )
             return (session, user)
         }
@@ -181,7 +181,11 @@ public final class SQLiteStore: SignInStore {
         try await pool.write { db in
             try db.cachedExecute(sql: "DELETE FROM sessions WHERE id_hash = ?", arguments: [idHash])
             let ended = db.changesCount > 0
-            if ended { _ = try db.rows(LogoutSQL.enqueue(session: SessionRecord.publicID(idHash: idHash), at: Date())) }
+            if ended {
+                let sid = SessionRecord.publicID(idHash: idHash)
+                _ = try db.rows(LogoutSQL.enqueue(session: sid, at: Date()))
+                _ = try db.run(ProviderSQL.revoke(session: sid))
+            }
             return ended
         }
     }
@@ -348,7 +352,7 @@ public final class SQLiteStore: SignInStore {
     }
 
     private static let sessionQuery = """
-        SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at, \(UserRecord.joinedColumns)
+        SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at, s.via, \(UserRecord.joinedColumns)
         FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = ? AND s.expires_at > ?
         """
     private static let userQuery = "SELECT \(UserRecord.columns) FROM users WHERE sub = ?"

@@ -30,6 +30,8 @@ final class SessionCache: Sendable {
     private struct State {
         var entries: OldestFirstMap<Entry>
         var bySubject: [String: Set<String>] = [:]
+        /// Access tokens held here, by the public id of the session their grant began in (they end with it).
+        var bySID: [String: Set<String>] = [:]
         var generation: UInt64 = 0
         /// Cookies (by hash) the database did not know, and when it said so: asked about once, and again.
         var unknownOnce: OldestFirstMap<Date>
@@ -68,10 +70,10 @@ final class SessionCache: Sendable {
         state.withLock { state in
             guard let entry = state.entries[idHash] else { return nil }
             guard entry.session.expiresAt > now, now.timeIntervalSince(entry.cachedAt) < lifetime else {
-                Self.remove(idHash, subject: entry.session.subject, from: &state)
+                Self.remove(idHash, entry.session, from: &state)
                 return nil
             }
-            if now.timeIntervalSince(entry.touchedAt) >= Self.touchEvery {
+            if now.timeIntervalSince(entry.touchedAt) >= Self.touchEvery, !entry.session.isAccessToken {
                 state.entries.modify(idHash) { $0.touchedAt = now }
                 Self.note(idHash, now, in: &state, capacity: capacity)
             }
@@ -109,14 +111,15 @@ final class SessionCache: Sendable {
     func store(_ found: (SessionRecord, UserRecord), readAt generation: UInt64, now: Date) {
         state.withLock { state in
             // A session read from the database is one in use.
-            Self.note(found.0.idHash, now, in: &state, capacity: capacity)
+            if !found.0.isAccessToken { Self.note(found.0.idHash, now, in: &state, capacity: capacity) }
             guard lifetime > 0, state.generation == generation else { return }
             let (session, user) = found
-            if let previous = state.entries[session.idHash] { Self.remove(session.idHash, subject: previous.session.subject, from: &state) }
+            if let previous = state.entries[session.idHash] { Self.remove(session.idHash, previous.session, from: &state) }
             if let evicted = state.entries.set(Entry(session: session, user: user, cachedAt: now, touchedAt: now), for: session.idHash) {
-                Self.unindex(evicted.key, subject: evicted.value.session.subject, in: &state.bySubject)
+                Self.unindex(evicted.key, evicted.value.session, in: &state)
             }
             state.bySubject[session.subject, default: []].insert(session.idHash)
+            if let sid = session.parentSID { state.bySID[sid, default: []].insert(session.idHash) }
         }
     }
 
@@ -126,14 +129,20 @@ final class SessionCache: Sendable {
             state.generation &+= 1
             switch change {
             case .subject(let subject):
-                for idHash in state.bySubject.removeValue(forKey: subject) ?? [] {
-                    state.entries.remove(idHash)
+                for idHash in state.bySubject[subject] ?? [] {
+                    if let entry = state.entries[idHash] { Self.remove(idHash, entry.session, from: &state) }
                 }
+                state.bySubject.removeValue(forKey: subject)
             case .session(let idHash):
-                if let entry = state.entries[idHash] { Self.remove(idHash, subject: entry.session.subject, from: &state) }
+                if let entry = state.entries[idHash] { Self.remove(idHash, entry.session, from: &state) }
+                // The access tokens of grants that began in it end with it.
+                for token in state.bySID[SessionRecord.publicID(idHash: idHash)] ?? [] {
+                    if let entry = state.entries[token] { Self.remove(token, entry.session, from: &state) }
+                }
             case .everything:
                 state.entries.removeAll()
                 state.bySubject.removeAll()
+                state.bySID.removeAll()
             }
         }
     }
@@ -155,13 +164,16 @@ final class SessionCache: Sendable {
         }
     }
 
-    private static func remove(_ idHash: String, subject: String, from state: inout State) {
+    private static func remove(_ idHash: String, _ session: SessionRecord, from state: inout State) {
         state.entries.remove(idHash)
-        unindex(idHash, subject: subject, in: &state.bySubject)
+        unindex(idHash, session, in: &state)
     }
 
-    private static func unindex(_ idHash: String, subject: String, in bySubject: inout [String: Set<String>]) {
-        bySubject[subject]?.remove(idHash)
-        if bySubject[subject]?.isEmpty == true { bySubject.removeValue(forKey: subject) }
+    private static func unindex(_ idHash: String, _ session: SessionRecord, in state: inout State) {
+        state.bySubject[session.subject]?.remove(idHash)
+        if state.bySubject[session.subject]?.isEmpty == true { state.bySubject.removeValue(forKey: session.subject) }
+        guard let sid = session.parentSID else { return }
+        state.bySID[sid]?.remove(idHash)
+        if state.bySID[sid]?.isEmpty == true { state.bySID.removeValue(forKey: sid) }
     }
 }

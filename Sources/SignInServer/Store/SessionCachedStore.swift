@@ -79,12 +79,45 @@ final class SessionCachedStore: StoreLayer {
         cache.lookup(idHash, now: now)
     }
 
+    /// Access tokens share the cache with sessions (both are SHA-256 of random values), read as sessions of their
+    /// client; a session's own look-up never answers with one (an access token sent as a cookie opens nothing).
+    func accessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
+        if let cached = cache.lookup(hash, now: now) { return cached.0.isAccessToken ? cached : nil }
+        if cache.isUnknown(hash, now: now) { return nil }
+        return try await lookups.run(for: client) {
+            let generation = cache.generation
+            guard let token = try await backend.providerToken(hash: hash, kind: .access, now: now), let user = try await backend.user(subject: token.subject)
+            else {
+                cache.rememberUnknown(hash, now: now)
+                return nil
+            }
+            let found = (
+                SessionRecord(
+                    idHash: hash, subject: user.subject, csrfToken: "", createdAt: token.createdAt, expiresAt: token.expiresAt, via: "token:" + token.clientID,
+                    parentSID: token.sessionID
+                ), user
+            )
+            cache.store(found, readAt: generation, now: now)
+            return found
+        }
+    }
+
+    func revokeProviderToken(hash: String, clientID: String) async throws -> Bool {
+        // The access token itself leaves memory at once; the rest of its grant (revoking a refresh token) within
+        // check_cache_seconds, as its records say nothing here of which access tokens it holds.
+        try await write(.session(idHash: hash)) { try await backend.revokeProviderToken(hash: hash, clientID: clientID) }
+    }
+
+    func revokeProviderTokens(subject: String) async throws {
+        try await write(.subject(subject)) { try await backend.revokeProviderTokens(subject: subject) }
+    }
+
     func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await session(idHash: idHash, now: now, askedBy: "")
     }
 
     func session(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
-        if let cached = cache.lookup(idHash, now: now) { return cached }
+        if let cached = cache.lookup(idHash, now: now) { return cached.0.isAccessToken ? nil : cached }
         // Known to be unknown: no session, without asking again.
         if cache.isUnknown(idHash, now: now) { return nil }
         return try await lookups.run(for: client) {

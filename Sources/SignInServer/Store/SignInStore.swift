@@ -30,11 +30,18 @@ public protocol UsersAndSessions: Sendable {
     /// The live session with this id hash, only if this instance has it in memory (`check_cache_seconds`); never
     /// asks the database, so it can answer on an event loop (the front's fast path).
     func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)?
+    /// The live access token of siwa's OpenID provider whose SHA-256 is `hash`, read as a session of the client it
+    /// was issued to (`SessionRecord.via` `token:<client_id>`, `parentSID` its grant's session) with its person; nil
+    /// when unknown, expired or revoked (its session ended). For a request from the address `client`.
+    func accessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)?
 }
 
 extension UsersAndSessions {
     /// A store without a session cache has nothing in memory.
     public func cachedSession(idHash: String, now: Date) -> (SessionRecord, UserRecord)? { nil }
+
+    /// A store without the provider's records holds no access tokens (`SessionCachedStore` reads them).
+    public func accessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? { nil }
 
     /// A store without a session cache asks the database for whoever asks.
     public func session(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {

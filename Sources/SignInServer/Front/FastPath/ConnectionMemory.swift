@@ -44,7 +44,8 @@ final class ConnectionMemory {
     /// forwarded origin once per set of `X-Forwarded-*` values: a proxy asks for the same person again and again.
     func checkAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
         let path = Self.path(of: head.target)
-        guard DoorRoutes.Check(path: path) != nil else { return nil }
+        // A bearer token is the handlers' to read (`BearerCredential`).
+        guard DoorRoutes.Check(path: path) != nil, !head.mayHoldToken else { return nil }
         let query = head.target.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.target[head.target.index(after: $0)...] }
         let (checked, origin) = forwardedOrigin(head)
         guard let pass = answers.checkPass(
@@ -118,7 +119,7 @@ final class ConnectionMemory {
     /// The request the upstream gets for `head` (at the front of `source`, with its body if it has one; its target
     /// read as `target`), when it passes from memory; nil when the handlers decide.
     func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
-        guard let upstream = answers.upstream, let method = HTTPRequest.Method(head.method) else { return nil }
+        guard let upstream = answers.upstream, !head.mayHoldToken, let method = HTTPRequest.Method(head.method) else { return nil }
         let now = Date()
         guard let pass = answers.upstreamPass(method: method, host: head.host, target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
         let settings = upstream.rawPool.settings

@@ -93,10 +93,10 @@ struct FastPathAnswers: Sendable {
         switch decision {
         case .pass:
             return .anonymous
-        case .allow(let user, let groups):
+        case .allow(let user, let groups, _):
             guard let assertion = assertions.recentAssertion(for: user, groups: groups, audience: upstream.rawPool.settings.origin, now: now) else { return nil }
             return .identified(user, groups: groups, assertion: assertion)
-        case .deny, .signIn, .unavailable:
+        case .deny, .signIn, .unavailable, .badToken:
             // The handlers answer: a refusal is rendered and audited there, a session not in memory is looked up.
             return nil
         }
@@ -120,7 +120,7 @@ struct FastPathAnswers: Sendable {
         guard let check = DoorRoutes.Check(path: path) else { return nil }
         let status = check.passStatus
         let counter = check == .check ? metrics.fastChecks : metrics.fastForwards
-        guard let idHash, case .allow(let user, let groups) = AccessDecision(visitor(idHash: idHash, now: now), request: request, access: front.access, narrowing: narrowing)
+        guard let idHash, case .allow(let user, let groups, _) = AccessDecision(visitor(idHash: idHash, now: now), request: request, access: front.access, narrowing: narrowing)
         else { return nil }
         var assertion: String?
         if let audience {
@@ -144,14 +144,15 @@ struct FastPathAnswers: Sendable {
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
     func warmUpstream(sessionHash: String, request: AccessRequest, client: String) async {
         guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date(), askedBy: client) else { return }
-        guard case .allow(let user, let groups) = AccessDecision(.signedIn(session, user), request: request, access: front.access) else { return }
+        guard case .allow(let user, let groups, _) = AccessDecision(.signedIn(session, user), request: request, access: front.access) else { return }
         _ = await upstream.gate.identity(of: user, groups: groups)
     }
 
     /// Who the session whose cookie value hashes to `idHash` is, as far as this instance's memory knows: signed in,
     /// or not known here (`.notLooked`: the handlers look it up).
     func visitor(idHash: String, now: Date) -> Visitor {
-        guard let (session, user) = store.cachedSession(idHash: idHash, now: now) else { return .notLooked }
+        // An access token is no cookie (both share the cache): its record opens nothing sent as one.
+        guard let (session, user) = store.cachedSession(idHash: idHash, now: now), !session.isAccessToken else { return .notLooked }
         return .signedIn(session, user)
     }
 
