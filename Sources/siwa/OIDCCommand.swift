@@ -29,10 +29,11 @@ struct OIDCCommand: AsyncParsableCommand {
         @Flag(help: "Give it pairwise subjects (its own sub for each person, unlinkable to other clients'); every redirect URI on one host.") var pairwise = false
         @Option(name: .customLong("allowed-group"), help: "Sign in members of this group only (repeat for more); others get access_denied.") var allowedGroups: [String] = []
         @Option(name: .customLong("backchannel-logout-uri"), help: "Where siwa posts a Logout Token when a session the client has tokens of ends.") var backchannelLogoutURI: String?
+        @Flag(name: .customLong("no-iss-in-errors"), help: "Send the authorization endpoint's errors without iss (mod_auth_openidc needs it; RFC 9207 asks for iss).") var noIssInErrors = false
 
         func run() async throws {
             let secret = isPublic ? nil : RandomToken.generate()
-            let client: ProviderClientRecord
+            var client: ProviderClientRecord
             do {
                 client = try ProviderClientRecord.validated(
                     clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
@@ -42,8 +43,10 @@ struct OIDCCommand: AsyncParsableCommand {
             } catch {
                 throw ValidationError(error.description)
             }
+            client.issInErrors = !noIssInErrors
+            let registered = client
             try await KeysCommand.withStore(options) { store, plan in
-                guard try await store.addProviderClient(client) else {
+                guard try await store.addProviderClient(registered) else {
                     CLIOutput.stderr("siwa: a client named \(name) is already registered; remove it first to register it again")
                     throw ExitCode(1)
                 }

@@ -20,7 +20,7 @@ extension BrowserSignInTests {
         try await withApacheOIDC(provider: siwa, clientID: "apache", clientSecret: apacheSecret) { apache in
             try await withAuthlibRP(provider: siwa, clientID: "authlib", clientSecret: authlibSecret, authentication: .clientSecretPost) { rp in
                 let clients: [[String: Any]] = [
-                    ["client_id": "apache", "client_secret": apacheSecret, "redirect_uris": [apache.redirectURI], "post_logout_redirect_uris": [apache.loggedOutURL]],
+                    ["client_id": "apache", "client_secret": apacheSecret, "redirect_uris": [apache.redirectURI], "post_logout_redirect_uris": [apache.loggedOutURL], "iss_in_errors": false],
                     ["client_id": "authlib", "client_secret": authlibSecret, "redirect_uris": [rp.redirectURI], "post_logout_redirect_uris": [rp.postLogoutRedirectURI]],
                 ]
                 let json = String(decoding: try JSONSerialization.data(withJSONObject: clients), as: UTF8.self)

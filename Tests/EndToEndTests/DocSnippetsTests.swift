@@ -274,10 +274,13 @@ struct DocSnippetsTests {
         func values(_ option: String) -> [String] {
             arguments.indices.dropLast().filter { arguments[$0] == option }.map { arguments[$0 + 1] }
         }
-        #expect(Set(arguments.filter { $0.hasPrefix("--") }) == ["--redirect-uri", "--post-logout-redirect-uri"], "an option this test does not register: \(arguments)")
+        #expect(
+            Set(arguments.filter { $0.hasPrefix("--") }) == ["--redirect-uri", "--post-logout-redirect-uri", "--no-iss-in-errors"], "an option this test does not register: \(arguments)"
+        )
         let clients: [[String: Any]] = [[
             "client_id": arguments[2], "client_secret": secret,
             "redirect_uris": values("--redirect-uri"), "post_logout_redirect_uris": values("--post-logout-redirect-uri"),
+            "iss_in_errors": !arguments.contains("--no-iss-in-errors"),
         ]]
         return String(decoding: try JSONSerialization.data(withJSONObject: clients), as: UTF8.self)
     }

@@ -194,7 +194,7 @@ extension BrowserSignInTests {
             let secret = "apache-" + UUID().uuidString
             try await withApacheOIDC(provider: "http://127.0.0.1:\(siwaPort)", clientID: "apache", clientSecret: secret) { apache in
                 let client: [String: Any] = [
-                    "client_id": "apache", "client_secret": secret, "redirect_uris": [apache.redirectURI], "backchannel_logout_uri": backchannel(apache),
+                    "client_id": "apache", "client_secret": secret, "redirect_uris": [apache.redirectURI], "backchannel_logout_uri": backchannel(apache), "iss_in_errors": false,
                 ]
                 let clients = String(decoding: try JSONSerialization.data(withJSONObject: [client]), as: UTF8.self)
                 try await LocalSite.run(settings: ["port": String(siwaPort), "oidc_clients": clients]) { site in

@@ -128,9 +128,13 @@ struct ProviderTests {
         }
     }
 
-    @Test("without a session: to Sign in with Apple and back to the same authorization; prompt=none: login_required to the client with state, without iss (mod_auth_openidc reads an error with iss as a provider-started sign-in)")
+    @Test("without a session: to Sign in with Apple and back to the same authorization; prompt=none: login_required to the client with state and iss (RFC 9207), without iss for a client registered so (mod_auth_openidc reads an error with iss as a provider-started sign-in)")
     func withoutSession() async throws {
-        try await withServer(Self.options) { h in
+        var options = Self.options
+        var apache = ProviderClientRecord(clientID: "apache", secretHash: ProviderSettings.hash(Self.secret), redirectURIs: [Self.app], createdAt: Date())
+        apache.issInErrors = false
+        options.providerClients.append(apache)
+        try await withServer(options) { h in
             let query = FormEncoding.encode([("response_type", "code"), ("client_id", "app"), ("redirect_uri", Self.app), ("scope", "openid"), ("state", "xyz"), ("nonce", "n-1")])
             let away = try await h.get("/oauth2/authorize?" + query)
             #expect(away.status == .found)
@@ -149,7 +153,12 @@ struct ProviderTests {
             let fields = Dictionary(Fixtures.queryPairs(try #require(none.location)), uniquingKeysWith: { a, _ in a })
             #expect(fields["error"] == "login_required")
             #expect(fields["state"] == "xyz")
-            #expect(fields["iss"] == nil)
+            #expect(fields["iss"] == "http://localhost")
+            let apacheQuery = query.replacingOccurrences(of: "client_id=app", with: "client_id=apache")
+            let apacheNone = try await h.get("/oauth2/authorize?" + apacheQuery + "&prompt=none")
+            let apacheFields = Dictionary(Fixtures.queryPairs(try #require(apacheNone.location)), uniquingKeysWith: { a, _ in a })
+            #expect(apacheFields["error"] == "login_required")
+            #expect(apacheFields["iss"] == nil)
             // prompt=login sends a signed-in person to Apple again.
             let again = try await h.get("/oauth2/authorize?" + query + "&prompt=login", cookies: [h.sessionCookie: session])
             #expect(again.location?.hasPrefix("http://localhost/auth/apple?rd=") == true)
@@ -355,6 +364,42 @@ struct ProviderTests {
         }
     }
 
+    @Test("a code issued just before its session ends does not redeem afterwards (invalid_grant), and gives no tokens for the ended session")
+    func codeBoundToItsSession() async throws {
+        try await withServer(Self.options) { h in
+            let session = try #require(try await h.signIn().session)
+            let code = try await Self.code(h, session: session)
+            // The person signs out (the sessions page's, the console's and the sign-out page's way alike).
+            #expect(try await h.store.deleteSession(idHash: SignInFlow.hash(session)))
+            let answer = try await Self.exchange(h, code: code)
+            #expect(answer.status == .badRequest)
+            #expect(try Self.json(answer)["error"] as? String == "invalid_grant")
+            #expect(try h.database.count("provider_tokens") == 0)
+        }
+    }
+
+    @Test("end-session believes an id_token_hint siwa signed only: a forged hint naming a client is ignored, so its registered post-logout URI is not used; a genuine one, even expired, names its client")
+    func endSessionVerifiesTheHint() async throws {
+        try await withServer(Self.options) { h in
+            let session = try #require(try await h.signIn().session)
+            let tokens = try Self.json(try await Self.exchange(h, code: try await Self.code(h, session: session)))
+            let idToken = try #require(tokens["id_token"] as? String)
+            let uri = "&post_logout_redirect_uri=" + FormEncoding.encode(Self.appLogout)
+            let genuine = try await h.get("/oauth2/end-session?id_token_hint=" + idToken + uri, cookies: [h.sessionCookie: session])
+            #expect(genuine.status == .ok, "the confirmation page for the client the hint names")
+            // The same claims, re-signed by no key of siwa's (the signature of another token), and unsigned.
+            let parts = idToken.split(separator: ".")
+            let other = try #require(try Self.json(try await Self.exchange(h, code: try await Self.code(h, session: session, extra: [("nonce", "x")])))["id_token"] as? String)
+            let forged = parts[0] + "." + parts[1] + "." + other.split(separator: ".")[2]
+            let none = Base64URL.encode(Data(#"{"alg":"none"}"#.utf8)) + "." + parts[1] + "."
+            for hint in [String(forged), none] {
+                let answer = try await h.get("/oauth2/end-session?id_token_hint=" + hint + uri, cookies: [h.sessionCookie: session])
+                #expect(answer.status == .badRequest, "a hint siwa did not sign names no client: the URI is not registered for none")
+                #expect(h.logs.text.contains("id_token_hint siwa did not sign"))
+            }
+        }
+    }
+
     @Test("Apple's consent-revoked (the path a failed daily refresh check takes too) and an account deletion end the person's siwa-issued tokens with their sessions")
     func appleEventsRevokeTokens() async throws {
         try await withServer(Self.options) { h in
@@ -401,11 +446,17 @@ struct ProviderTests {
                 let idToken = try await Self.verifiedClaims(h, try #require(tokens["id_token"] as? String))
                 let info = try Self.json(try await h.get("/oauth2/userinfo", headers: [.authorization: "Bearer " + (tokens["access_token"] as? String ?? "")]))
                 #expect(idToken["sub"] as? String == info["sub"] as? String)
+                sids.append(try #require(idToken["sid"] as? String))
                 return (idToken["sub"] as? String, info["sub"] as? String)
             }
+            var sids: [String] = []
             let one = try await subjects("pw1", "https://one.example.net/cb").0
             let two = try await subjects("pw2", "https://two.example.net/cb").0
             let plain = try await subjects("app", Self.app).0
+            // One siwa session, three clients: three sids, none the session's own public id, so no two clients can
+            // link the person through it.
+            #expect(Set(sids).count == 3, "\(sids)")
+            #expect(!sids.contains(SessionRecord.publicID(idHash: SignInFlow.hash(session))))
             #expect(plain == Fixtures.ada)
             #expect(one != nil && two != nil && one != two)
             #expect(one != Fixtures.ada && two != Fixtures.ada)

@@ -51,12 +51,20 @@ struct StoreConformanceTests {
             #expect(try await fixture.sql.count("users") == 1)
             #expect(try await fixture.sql.count("sessions", sub: sub) == 2)
 
-            // A new name and a new address (the user re-authorized after removing the app) replace the old ones.
-            let third = try await store.completeSignIn(Records.signIn(sub, at: later.addingTimeInterval(60), email: "x@privaterelay.appleid.com", firstName: "Augusta"))
-            #expect(third.firstName == "Augusta")
+            // A later `user` field is unsigned and Apple sends none after the first sign-in: a name in it is forged or
+            // stale, and the first one stays. The address comes signed in the identity token and is taken.
+            let third = try await store.completeSignIn(Records.signIn(sub, at: later.addingTimeInterval(60), email: "x@privaterelay.appleid.com", firstName: "Mallory"))
+            #expect(third.firstName == "Ada")
             #expect(third.lastName == "Lovelace")
             #expect(third.email == "x@privaterelay.appleid.com")
             #expect(third.isPrivateEmail)
+
+            // The person removed the app (the link revoked): their next sign-in is a first one again, its name taken.
+            try await store.revokeLink(subject: sub, at: later.addingTimeInterval(120))
+            let fourth = try await store.completeSignIn(Records.signIn(sub, at: later.addingTimeInterval(180), firstName: "Augusta"))
+            #expect(fourth.firstName == "Augusta")
+            #expect(fourth.lastName == "Lovelace")
+            #expect(fourth.linkRevokedAt == nil)
         }
     }
 

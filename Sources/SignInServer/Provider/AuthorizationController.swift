@@ -97,7 +97,7 @@ struct AuthorizationController: Sendable {
         let state = parameters["state"]
         func fail(_ error: String, _ description: String) -> Response {
             context.logger.notice("authorization refused", metadata: ["client_id": "\(clientID)", "error": "\(error)"])
-            return redirect(to: redirectURI, [("error", error), ("error_description", description), ("state", state)], withIssuer: false)
+            return redirect(to: redirectURI, [("error", error), ("error_description", description), ("state", state)], withIssuer: client.issInErrors)
         }
         if parameters["request"] != nil { return fail("request_not_supported", "request objects are not supported") }
         if parameters["request_uri"] != nil { return fail("request_uri_not_supported", "request_uri is not supported") }
@@ -166,10 +166,10 @@ struct AuthorizationController: Sendable {
     }
 
     /// A redirect to the client's registered `uri` with `fields` (and `iss`, RFC 9207) added to its query. An error
-    /// goes back without `iss` (`withIssuer` false), a deviation from RFC 9207: mod_auth_openidc, to this day, takes
-    /// any authorization response carrying `iss` for a sign-in the provider started before it looks at `error`, and
-    /// shows a person a page about `target_link_uri`, or loops, instead of the refusal; an error carries no code, so
-    /// the mix-up attack `iss` guards against has nothing to take there.
+    /// carries `iss` too, as RFC 9207 asks and strict clients check, except for a client registered without it
+    /// (`issInErrors` false, `withIssuer`): mod_auth_openidc, to this day, takes any authorization response carrying
+    /// `iss` for a sign-in the provider started before it looks at `error`, and shows a person a page about
+    /// `target_link_uri`, or loops, instead of the refusal (its page in the docs registers it so).
     private func redirect(to uri: String, _ fields: [(String, String?)], withIssuer: Bool = true) -> Response {
         let pairs = fields.compactMap { name, value in value.map { (name, $0) } } + (withIssuer ? [("iss", settings.issuer)] : [])
         let separator = uri.contains("?") ? "&" : "?"
@@ -206,7 +206,15 @@ struct AuthorizationController: Sendable {
     /// the session ends and the browser goes there with `state`.
     @Sendable func endSession(_ request: Request, context: ServerContext) async throws -> Response {
         let parameters = try await Self.parameters(of: request, context: context)
-        let hintAudience = parameters["id_token_hint"].flatMap(Self.audience(ofHint:))
+        // A hint this provider did not sign names no client: it is ignored (and said in the log).
+        var hintAudience: String?
+        if let hint = parameters["id_token_hint"] {
+            if await keys.verifiesHint(hint, issuer: settings.issuer) {
+                hintAudience = Self.audience(ofHint: hint)
+            } else {
+                context.logger.notice("end-session: an id_token_hint siwa did not sign is ignored")
+            }
+        }
         let clientID = parameters["client_id"] ?? hintAudience
         if let named = parameters["client_id"], let hintAudience, named != hintAudience {
             context.logger.notice("end-session refused: client_id and id_token_hint name different clients")

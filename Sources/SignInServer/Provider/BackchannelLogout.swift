@@ -101,7 +101,7 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
             let issuedAt = Int(now.timeIntervalSince1970)
             let claims = LogoutClaims(
                 iss: issuer, aud: client.clientID, iat: issuedAt, exp: issuedAt + 120, jti: RandomToken.generate(byteCount: 16),
-                sub: try await keys.subject(delivery.subject, for: client), sid: delivery.sessionID
+                sub: try await keys.subject(delivery.subject, for: client), sid: ProviderKeys.sid(delivery.sessionID, for: client.clientID)
             )
             let token = try await keys.sign(claims, algorithm: client.idTokenAlgorithm, type: "logout+jwt", now: now)
             var request = HTTPClientRequest(url: uri)

@@ -72,6 +72,37 @@ public final class ProviderKeys: Sendable {
         }
     }
 
+    /// Whether `token` is a JWT this provider signed with one of its published keys (RS256 or ES256, by `kid`) and
+    /// issued as `issuer`: an `id_token_hint` is believed only then (RP-Initiated Logout 1.0 §2). Its expiry is not
+    /// checked: a hint is commonly an id_token that has expired.
+    func verifiesHint(_ token: String, issuer: String, now: Date = Date()) async -> Bool {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerData = Base64URL.decode(String(parts[0])), let payload = Base64URL.decode(String(parts[1])),
+            let signature = Base64URL.decode(String(parts[2])),
+            let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any], let kid = header["kid"] as? String,
+            let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any], claims["iss"] as? String == issuer,
+            let keys = try? await keyring.keys(now: now), let loaded = keys.first(where: { $0.record.kid == kid && $0.record.isPublished(at: now) })
+        else { return false }
+        let input = Data((parts[0] + "." + parts[1]).utf8)
+        switch (header["alg"] as? String, loaded.key) {
+        case ("RS256", .rsa(let key)):
+            return key.publicKey.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature), for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5
+            )
+        case ("ES256", .ec(let key)):
+            guard let parsed = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
+            return key.publicKey.isValidSignature(parsed, for: input)
+        default:
+            return false
+        }
+    }
+
+    /// The `sid` `clientID` is told for the siwa session `sessionSID` (id_tokens, Logout Tokens): its own, so two
+    /// clients (pairwise ones above all) cannot link a person through a shared session id.
+    static func sid(_ sessionSID: String, for clientID: String) -> String {
+        String(SessionCookie.digest("siwa-client-sid:" + clientID + "\u{1}" + sessionSID).prefix(32))
+    }
+
     // MARK: pairwise subjects
 
     /// `subject` as `client` knows it: pairwise for a pairwise client, Apple's otherwise (id_tokens, userinfo, and

@@ -144,7 +144,7 @@ struct TokenController: Sendable {
         let claims = IDTokenClaims(
             iss: settings.issuer, sub: subject, aud: client.clientID, exp: issuedAt + Int(settings.idTokenLifetime), iat: issuedAt,
             auth_time: Int(authTime.timeIntervalSince1970), nonce: nonce, at_hash: Digests.codeHash(accessToken),  // at_hash is formed as c_hash is
-            sid: sessionID, user: UserClaims(user, scopes: scopes, groups: access.groups(subject: user.subject, email: user.email))
+            sid: sessionID.map { ProviderKeys.sid($0, for: client.clientID) }, user: UserClaims(user, scopes: scopes, groups: access.groups(subject: user.subject, email: user.email))
         )
         let idToken: String
         do {

@@ -43,7 +43,7 @@ public struct ProviderSettings: Sendable {
             guard let object = element as? [String: Any] else { throw ProviderConfigurationError("entry \(index + 1) is not a JSON object") }
             let known: Set<String> = [
                 "client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris", "scopes", "public", "id_token_signed_response_alg", "pairwise_subject",
-                "allowed_groups", "backchannel_logout_uri",
+                "allowed_groups", "backchannel_logout_uri", "iss_in_errors",
             ]
             if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
                 throw ProviderConfigurationError("entry \(index + 1) has an unknown field \(unknown); known: \(known.sorted().joined(separator: ", "))")
@@ -64,8 +64,13 @@ public struct ProviderSettings: Sendable {
                 idTokenAlgorithm: object["id_token_signed_response_alg"] as? String ?? "RS256", pairwiseSubject: object["pairwise_subject"] as? Bool ?? false,
                 createdAt: now, allowedGroups: try strings("allowed_groups"), backchannelLogoutURI: object["backchannel_logout_uri"] as? String
             )
+            var checked = client
+            if let value = object["iss_in_errors"] {
+                guard let flag = value as? Bool else { throw ProviderConfigurationError("client \(clientID): iss_in_errors must be true or false") }
+                checked.issInErrors = flag
+            }
             guard !clients.contains(where: { $0.clientID == clientID }) else { throw ProviderConfigurationError("client \(clientID) is listed twice") }
-            clients.append(client)
+            clients.append(checked)
         }
         return clients
     }

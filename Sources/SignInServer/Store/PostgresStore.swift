@@ -103,8 +103,8 @@ public final class PostgresStore: SignInStore {
                     ON CONFLICT (sub) DO UPDATE SET
                         email = COALESCE(EXCLUDED.email, users.email),
                         is_private_email = CASE WHEN EXCLUDED.email IS NULL THEN users.is_private_email ELSE EXCLUDED.is_private_email END,
-                        first_name = COALESCE(EXCLUDED.first_name, users.first_name),
-                        last_name = COALESCE(EXCLUDED.last_name, users.last_name),
+                        first_name = CASE WHEN users.link_revoked_at IS NULL THEN COALESCE(users.first_name, EXCLUDED.first_name) ELSE COALESCE(EXCLUDED.first_name, users.first_name) END,
+                        last_name = CASE WHEN users.link_revoked_at IS NULL THEN COALESCE(users.last_name, EXCLUDED.last_name) ELSE COALESCE(EXCLUDED.last_name, users.last_name) END,
                         last_sign_in_at = EXCLUDED.last_sign_in_at,
                         link_revoked_at = NULL
                     """, logger: logger)
@@ -409,7 +409,8 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7)]
+    static let v7 = ProviderSQL.v7
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
     /// Issue 28: the sessions' details and last use.

@@ -24,6 +24,10 @@ public struct ProviderClientRecord: Sendable, Hashable {
     public var allowedGroups: [String]
     /// Where siwa posts a Logout Token when a session it issued tokens in ends (Back-Channel Logout 1.0).
     public var backchannelLogoutURI: String?
+    /// Whether the authorization endpoint's error responses carry `iss` as its others do (RFC 9207, the default);
+    /// false for mod_auth_openidc, which takes any response with `iss` for a sign-in the provider started
+    /// (`--no-iss-in-errors`, `"iss_in_errors": false`).
+    public var issInErrors: Bool = true
 
     /// A client as registered; only the id, the redirect URIs and the time have no default.
     public init(

@@ -35,11 +35,14 @@ enum ProviderSQL {
         "CREATE INDEX provider_tokens_expires ON provider_tokens(expires_at)",
     ]
 
-    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri"
+    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri, iss_in_errors"
     /// A code's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
     private static let codeColumns = "code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, used_at, revoked, sid"
     /// A token's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
     private static let tokenColumns = "token_hash, kind, client_id, sub, scope, auth_time, family_id, code_hash, created_at, expires_at, used_at, revoked, sid"
+
+    /// Migration v7 (issue 35): a client's `iss_in_errors`.
+    static let v7 = ["ALTER TABLE provider_clients ADD COLUMN iss_in_errors BOOLEAN NOT NULL DEFAULT TRUE"]
 
     // MARK: clients
 
@@ -48,10 +51,10 @@ enum ProviderSQL {
     /// Returns a row when the client was added, none when its id was taken.
     static func add(_ client: ProviderClientRecord) throws -> ProviderStatement {
         ProviderStatement(
-            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
+            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
             .text(client.clientID), .text(client.secretHash), .text(try list(client.redirectURIs)), .text(try list(client.postLogoutRedirectURIs)),
             .text(try list(client.scopes)), .flag(client.isPublic), .text(client.idTokenAlgorithm), .flag(client.pairwiseSubject), .real(client.createdAt.timeIntervalSince1970),
-            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI)
+            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI), .flag(client.issInErrors)
         )
     }
 
@@ -243,6 +246,7 @@ extension ProviderClientRecord {
             idTokenAlgorithm: try row.text(6), pairwiseSubject: try row.flag(7), createdAt: Date(timeIntervalSince1970: try row.real(8)),
             allowedGroups: try ProviderSQL.list(from: row.text(9)), backchannelLogoutURI: try row.optionalText(10)
         )
+        issInErrors = try row.flag(11)
     }
 }
 

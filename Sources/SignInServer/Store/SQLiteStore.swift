@@ -135,8 +135,8 @@ public final class SQLiteStore: SignInStore {
                     ON CONFLICT(sub) DO UPDATE SET
                         email = COALESCE(excluded.email, users.email),
                         is_private_email = CASE WHEN excluded.email IS NULL THEN users.is_private_email ELSE excluded.is_private_email END,
-                        first_name = COALESCE(excluded.first_name, users.first_name),
-                        last_name = COALESCE(excluded.last_name, users.last_name),
+                        first_name = CASE WHEN users.link_revoked_at IS NULL THEN COALESCE(users.first_name, excluded.first_name) ELSE COALESCE(excluded.first_name, users.first_name) END,
+                        last_name = CASE WHEN users.link_revoked_at IS NULL THEN COALESCE(users.last_name, excluded.last_name) ELSE COALESCE(excluded.last_name, users.last_name) END,
                         last_sign_in_at = excluded.last_sign_in_at,
                         link_revoked_at = NULL
                     """,
@@ -371,7 +371,8 @@ public final class SQLiteStore: SignInStore {
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7)]
+    static let v7 = ProviderSQL.v7.joined(separator: ";\n")
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
     /// Issue 28: the sessions' details and last use.

@@ -13,7 +13,9 @@ public protocol PendingSignIns: Sendable {
 
 /// Users and their sessions.
 public protocol UsersAndSessions: Sendable {
-    /// Upserts the user (never erasing a stored name; linking by `transfer_sub` during a team transfer),
+    /// Upserts the user (keeping the name of the first sign-in: Apple sends `user` only then, unsigned, so a later one
+    /// is forged or stale; after the person revoked the link, the next sign-in is a first one again and its name
+    /// is taken; linking by `transfer_sub` during a team transfer),
     /// stores the refresh token with its first check a day later, and creates the session.
     func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord
     /// The live session with this id hash, with its user.
