@@ -141,6 +141,10 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     ).addRoutes(to: router, sessions: sessions)
     TokenController(settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, access: settings.front.access)
         .addRoutes(to: router)
+    DeviceController(
+        settings: provider, clients: providerClients, store: components.store, renderer: renderer, front: settings.front, audit: components.audit, proxy: proxy,
+        guesses: DeviceGuesses()
+    ).addRoutes(to: router, sessions: sessions)
     LifecycleController(
         store: components.store, notifications: components.notifications, lifecycle: components.lifecycle, renderer: renderer, cookies: cookies, metrics: components.metrics,
         audit: components.audit

@@ -29,6 +29,7 @@ struct OIDCCommand: AsyncParsableCommand {
         @Flag(help: "Give it pairwise subjects (its own sub for each person, unlinkable to other clients'); every redirect URI on one host.") var pairwise = false
         @Option(name: .customLong("allowed-group"), help: "Sign in members of this group only (repeat for more); others get access_denied.") var allowedGroups: [String] = []
         @Option(name: .customLong("backchannel-logout-uri"), help: "Where siwa posts a Logout Token when a session the client has tokens of ends.") var backchannelLogoutURI: String?
+        @Flag(help: "Let it start the device flow (a command line: it shows a code the person enters at /auth/device); no redirect URI needed.") var device = false
         @Flag(name: .customLong("no-iss-in-errors"), help: "Send the authorization endpoint's errors without iss (mod_auth_openidc needs it; RFC 9207 asks for iss).") var noIssInErrors = false
 
         func run() async throws {
@@ -38,7 +39,7 @@ struct OIDCCommand: AsyncParsableCommand {
                 client = try ProviderClientRecord.validated(
                     clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
                     scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: pairwise, createdAt: Date(),
-                    allowedGroups: allowedGroups, backchannelLogoutURI: backchannelLogoutURI
+                    allowedGroups: allowedGroups, backchannelLogoutURI: backchannelLogoutURI, deviceFlow: device
                 )
             } catch {
                 throw ValidationError(error.description)
@@ -70,6 +71,7 @@ struct OIDCCommand: AsyncParsableCommand {
                             + (client.postLogoutRedirectURIs.isEmpty ? "" : "  post-logout: \(client.postLogoutRedirectURIs.joined(separator: " "))")
                             + (client.allowedGroups.isEmpty ? "" : "  groups: \(client.allowedGroups.joined(separator: " "))")
                             + (client.backchannelLogoutURI.map { "  backchannel-logout: \($0)" } ?? "")
+                            + (client.deviceFlow ? "  device" : "") + (client.issInErrors ? "" : "  no-iss-in-errors")
                     )
                 }
             }

@@ -100,12 +100,13 @@ struct ProviderTests {
             for (key, path) in [
                 ("authorization_endpoint", "/oauth2/authorize"), ("token_endpoint", "/oauth2/token"), ("userinfo_endpoint", "/oauth2/userinfo"),
                 ("jwks_uri", "/oauth2/jwks"), ("revocation_endpoint", "/oauth2/revoke"), ("end_session_endpoint", "/oauth2/end-session"),
+                ("device_authorization_endpoint", "/oauth2/device_authorization"),
             ] {
                 #expect(document[key] as? String == issuer + path)
             }
             #expect(document["code_challenge_methods_supported"] as? [String] == ["S256"])
             #expect(document["token_endpoint_auth_methods_supported"] as? [String] == ["client_secret_basic", "client_secret_post", "none"])
-            #expect(document["grant_types_supported"] as? [String] == ["authorization_code", "refresh_token"])
+            #expect(document["grant_types_supported"] as? [String] == ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"])
             #expect(document["authorization_response_iss_parameter_supported"] as? Bool == true)
         }
     }

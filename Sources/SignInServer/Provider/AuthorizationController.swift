@@ -40,10 +40,11 @@ struct AuthorizationController: Sendable {
             jwks_uri: issuer + "/oauth2/jwks",
             revocation_endpoint: issuer + "/oauth2/revoke",
             end_session_endpoint: issuer + "/oauth2/end-session",
+            device_authorization_endpoint: issuer + "/oauth2/device_authorization",
             scopes_supported: ProviderSettings.supportedScopes,
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
-            grant_types_supported: ["authorization_code", "refresh_token"],
+            grant_types_supported: ["authorization_code", "refresh_token", TokenController.deviceCodeGrant],
             subject_types_supported: ["public", "pairwise"],
             id_token_signing_alg_values_supported: ["RS256", "ES256"],
             token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
@@ -287,6 +288,7 @@ struct DiscoveryDocument: Encodable {
     var jwks_uri: String
     var revocation_endpoint: String
     var end_session_endpoint: String
+    var device_authorization_endpoint: String
     var scopes_supported: [String]
     var response_types_supported: [String]
     var response_modes_supported: [String]

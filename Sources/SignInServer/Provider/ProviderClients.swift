@@ -67,7 +67,9 @@ struct ClientCredentials: Sendable {
 
     /// Whether these credentials prove `client`: its secret for a confidential client, no secret for a public one.
     func authenticate(_ client: ProviderClientRecord) -> Bool {
-        if client.isPublic { return method == .none }
+        // A public client names itself in the form, or (as command-line OAuth libraries do) by HTTP Basic with an
+        // empty password.
+        if client.isPublic { return method == .none || (method == .basic && (secret ?? "").isEmpty) }
         guard let secret, let expected = client.secretHash else { return false }
         return ConstantTime.equals(ProviderSettings.hash(secret), expected)
     }

@@ -50,8 +50,9 @@ struct TokenController: Sendable {
             switch form["grant_type"] {
             case "authorization_code": return try await exchangeCode(form, client: client, context: context)
             case "refresh_token": return try await refresh(form, client: client, context: context)
+            case Self.deviceCodeGrant: return try await deviceToken(form, client: client, context: context)
             case nil: throw TokenError(code: "invalid_request", description: "grant_type is missing")
-            default: throw TokenError(code: "unsupported_grant_type", description: "grant_type must be authorization_code or refresh_token")
+            default: throw TokenError(code: "unsupported_grant_type", description: "grant_type must be authorization_code, refresh_token or \(Self.deviceCodeGrant)")
             }
         } catch let error as TokenError {
             if error.code != "invalid_client" { context.logger.notice("token request refused", metadata: ["error": "\(error.code)", "reason": "\(error.description)"]) }
@@ -125,9 +126,10 @@ struct TokenController: Sendable {
     }
 
     /// A new access token, refresh token and id_token for `user`, stored (hashed) before they are answered.
-    private func issue(
+    /// `refresh`: with a refresh token (a grant of the device flow has one only when `offline_access` was granted).
+    func issue(
         for user: UserRecord, client: ProviderClientRecord, scope: String, authTime: Date, nonce: String?, familyID: String, codeHash: String?,
-        sessionID: String?, now: Date, context: ServerContext
+        sessionID: String?, refresh: Bool = true, now: Date, context: ServerContext
     ) async throws -> Response {
         // Prefixed: the door reads it as an access token (`BearerCredential`), and a leaked one is recognisable.
         let accessToken = BearerCredential.accessTokenPrefix + RandomToken.generate()
@@ -153,13 +155,13 @@ struct TokenController: Sendable {
             context.logger.error("id_token not signed", metadata: ["error": "\(error)"])
             throw TokenError(status: .internalServerError, code: "server_error", description: "no key can sign the id_token now")
         }
-        try await store.saveProviderTokens([
-            record(accessToken, .access, lifetime: settings.accessTokenLifetime), record(refreshToken, .refresh, lifetime: settings.refreshTokenLifetime),
-        ])
+        try await store.saveProviderTokens(
+            [record(accessToken, .access, lifetime: settings.accessTokenLifetime)] + (refresh ? [record(refreshToken, .refresh, lifetime: settings.refreshTokenLifetime)] : [])
+        )
         context.logger.info("tokens issued", metadata: ["client_id": "\(client.clientID)"])
         var response = Response.json(TokenAnswer(
-            access_token: accessToken, token_type: "Bearer", expires_in: Int(settings.accessTokenLifetime), refresh_token: refreshToken, id_token: idToken,
-            scope: scope
+            access_token: accessToken, token_type: "Bearer", expires_in: Int(settings.accessTokenLifetime), refresh_token: refresh ? refreshToken : nil,
+            id_token: idToken, scope: scope
         ))
         if let pragma = HTTPField.Name.pragma { response.headers[pragma] = "no-cache" }
         return response
@@ -228,6 +230,12 @@ struct TokenController: Sendable {
     }
 
     private func authenticate(_ request: Request, form: [String: String], context: ServerContext) async throws -> ProviderClientRecord {
+        try await Self.authenticate(request, form: form, clients: clients, context: context)
+    }
+
+    /// The client a token-endpoint request (or a device authorization) comes from, proved as it was registered; an
+    /// `invalid_client` error otherwise.
+    static func authenticate(_ request: Request, form: [String: String], clients: ProviderClients, context: ServerContext) async throws -> ProviderClientRecord {
         let basic = request.headers[.authorization].map { $0.lowercased().hasPrefix("basic ") } ?? false
         guard let credentials = ClientCredentials.read(request, form: form) else {
             context.logger.notice("client authentication failed: no usable credentials")
@@ -240,7 +248,7 @@ struct TokenController: Sendable {
         return client
     }
 
-    private static func form(of request: Request) async throws -> [String: String] {
+    static func form(of request: Request) async throws -> [String: String] {
         guard request.headers[.contentType].map({ $0.lowercased().hasPrefix("application/x-www-form-urlencoded") }) ?? false else {
             throw TokenError(code: "invalid_request", description: "the body must be application/x-www-form-urlencoded")
         }
@@ -259,7 +267,7 @@ struct TokenAnswer: Encodable {
     var access_token: String
     var token_type: String
     var expires_in: Int
-    var refresh_token: String
+    var refresh_token: String?
     var id_token: String
     var scope: String
 }

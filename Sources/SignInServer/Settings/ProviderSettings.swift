@@ -43,7 +43,7 @@ public struct ProviderSettings: Sendable {
             guard let object = element as? [String: Any] else { throw ProviderConfigurationError("entry \(index + 1) is not a JSON object") }
             let known: Set<String> = [
                 "client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris", "scopes", "public", "id_token_signed_response_alg", "pairwise_subject",
-                "allowed_groups", "backchannel_logout_uri", "iss_in_errors",
+                "allowed_groups", "backchannel_logout_uri", "iss_in_errors", "device",
             ]
             if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
                 throw ProviderConfigurationError("entry \(index + 1) has an unknown field \(unknown); known: \(known.sorted().joined(separator: ", "))")
@@ -62,7 +62,8 @@ public struct ProviderSettings: Sendable {
                 clientID: clientID, secretHash: secret.map(hash), redirectURIs: try strings("redirect_uris"),
                 postLogoutRedirectURIs: try strings("post_logout_redirect_uris"), scopes: try strings("scopes"), isPublic: isPublic,
                 idTokenAlgorithm: object["id_token_signed_response_alg"] as? String ?? "RS256", pairwiseSubject: object["pairwise_subject"] as? Bool ?? false,
-                createdAt: now, allowedGroups: try strings("allowed_groups"), backchannelLogoutURI: object["backchannel_logout_uri"] as? String
+                createdAt: now, allowedGroups: try strings("allowed_groups"), backchannelLogoutURI: object["backchannel_logout_uri"] as? String,
+                deviceFlow: object["device"] as? Bool ?? false
             )
             var checked = client
             if let value = object["iss_in_errors"] {
@@ -88,7 +89,8 @@ extension ProviderClientRecord {
     /// known scopes, RS256 or ES256, group names that read as group names.
     public static func validated(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String], scopes: [String], isPublic: Bool,
-        idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date, allowedGroups: [String] = [], backchannelLogoutURI: String? = nil
+        idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date, allowedGroups: [String] = [], backchannelLogoutURI: String? = nil,
+        deviceFlow: Bool = false
     ) throws(ProviderConfigurationError) -> ProviderClientRecord {
         // Back-Channel Logout 1.0 §2.2: an absolute http(s) URI without a fragment (https, or http on a loopback host).
         if let uri = backchannelLogoutURI {
@@ -109,7 +111,8 @@ extension ProviderClientRecord {
         guard clientID.utf8.count <= 200, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F && $0 != ":" }) else {
             throw ProviderConfigurationError("client id \(clientID) must be printable ASCII without spaces or ':' (at most 200 characters)")
         }
-        guard !redirectURIs.isEmpty else { throw ProviderConfigurationError("client \(clientID): needs at least one redirect URI") }
+        // A command line of the device flow has no redirect URI (its person signs in at /auth/device).
+        guard !redirectURIs.isEmpty || deviceFlow else { throw ProviderConfigurationError("client \(clientID): needs at least one redirect URI (or --device)") }
         for uri in redirectURIs + postLogoutRedirectURIs {
             guard let components = URLComponents(string: uri), let scheme = components.scheme?.lowercased(), components.fragment == nil else {
                 throw ProviderConfigurationError("client \(clientID): \(uri) is not an absolute URI without a fragment")
@@ -131,11 +134,13 @@ extension ProviderClientRecord {
         guard ["RS256", "ES256"].contains(idTokenAlgorithm) else {
             throw ProviderConfigurationError("client \(clientID): id_token_signed_response_alg must be RS256 or ES256")
         }
-        return ProviderClientRecord(
+        var client = ProviderClientRecord(
             clientID: clientID, secretHash: secretHash, redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs, scopes: scopes,
             isPublic: isPublic, idTokenAlgorithm: idTokenAlgorithm, pairwiseSubject: pairwiseSubject, createdAt: createdAt,
             allowedGroups: allowedGroups.sorted(), backchannelLogoutURI: backchannelLogoutURI
         )
+        client.deviceFlow = deviceFlow
+        return client
     }
 
     /// The host its pairwise subjects are computed for (OpenID Connect Core §8.1): its redirect URIs' one host.

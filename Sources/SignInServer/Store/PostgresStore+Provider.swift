@@ -147,3 +147,41 @@ struct PostgresCells: ProviderRow, Sendable {
     func flag(_ index: Int) throws -> Bool { try cells[index].decode(Bool.self) }
     func integer(_ index: Int) throws -> Int64 { try cells[index].decode(Int64.self) }
 }
+
+/// The device flow's grants in PostgreSQL: a poll's read and its write in one transaction, the row locked, so two
+/// instances polled at once for an approved grant hand out its tokens once.
+extension PostgresStore {
+    public func saveDeviceGrant(_ grant: DeviceGrantRecord, now: Date) async throws -> Bool {
+        try await transaction { connection, logger in
+            _ = try await connection.rows(DeviceSQL.freeUserCode(grant.userCode, now: now), logger: logger)
+            return try await !connection.rows(DeviceSQL.save(grant), logger: logger).isEmpty
+        }
+    }
+
+    public func pendingDeviceGrant(userCode: String, now: Date) async throws -> DeviceGrantRecord? {
+        try await single(DeviceSQL.pending(userCode: userCode, now: now)).first.map(DeviceGrantRecord.init)
+    }
+
+    public func decideDeviceGrant(userCode: String, approve: Bool, subject: String, sessionID: String, authTime: Date, now: Date) async throws -> Bool {
+        try await !single(DeviceSQL.decide(userCode: userCode, approve: approve, subject: subject, sessionID: sessionID, authTime: authTime, now: now)).isEmpty
+    }
+
+    public func pollDeviceGrant(hash: String, clientID: String, now: Date) async throws -> DevicePoll {
+        try await transaction { connection, logger in
+            var read = DeviceSQL.grant(hash: hash)
+            read.sql += " FOR UPDATE"
+            let grant = try await connection.rows(read, logger: logger).first.map(DeviceGrantRecord.init)
+            switch DevicePollStep.decide(grant, clientID: clientID, now: now) {
+            case .answer(let poll): return poll
+            case .claim:
+                return try await connection.rows(DeviceSQL.claim(hash: hash, now: now), logger: logger).first.map { .approved(try DeviceGrantRecord($0)) } ?? .unknown
+            case .poll:
+                if let row = try await connection.rows(DeviceSQL.slowDown(hash: hash, now: now), logger: logger).first {
+                    return .slowDown(interval: Int(try row.integer(0)))
+                }
+                _ = try await connection.rows(DeviceSQL.polled(hash: hash, now: now), logger: logger)
+                return .pending
+            }
+        }
+    }
+}

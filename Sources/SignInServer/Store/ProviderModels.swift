@@ -28,6 +28,9 @@ public struct ProviderClientRecord: Sendable, Hashable {
     /// false for mod_auth_openidc, which takes any response with `iss` for a sign-in the provider started
     /// (`--no-iss-in-errors`, `"iss_in_errors": false`).
     public var issInErrors: Bool = true
+    /// Whether it may start the device flow (RFC 8628) at `/oauth2/device_authorization` (`--device`, `"device": true`):
+    /// a command line that shows a code the person enters at `/auth/device`.
+    public var deviceFlow: Bool = false
 
     /// A client as registered; only the id, the redirect URIs and the time have no default.
     public init(

@@ -35,7 +35,7 @@ enum ProviderSQL {
         "CREATE INDEX provider_tokens_expires ON provider_tokens(expires_at)",
     ]
 
-    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri, iss_in_errors"
+    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri, iss_in_errors, device_flow"
     /// A code's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
     private static let codeColumns = "code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, used_at, revoked, sid"
     /// A token's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
@@ -51,10 +51,10 @@ enum ProviderSQL {
     /// Returns a row when the client was added, none when its id was taken.
     static func add(_ client: ProviderClientRecord) throws -> ProviderStatement {
         ProviderStatement(
-            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
+            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
             .text(client.clientID), .text(client.secretHash), .text(try list(client.redirectURIs)), .text(try list(client.postLogoutRedirectURIs)),
             .text(try list(client.scopes)), .flag(client.isPublic), .text(client.idTokenAlgorithm), .flag(client.pairwiseSubject), .real(client.createdAt.timeIntervalSince1970),
-            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI), .flag(client.issInErrors)
+            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI), .flag(client.issInErrors), .flag(client.deviceFlow)
         )
     }
 
@@ -151,7 +151,7 @@ enum ProviderSQL {
     /// Revokes every token and code of `subject`.
     static func revoke(subject: String) -> [ProviderStatement] {
         ["UPDATE provider_tokens SET revoked = $2 WHERE sub = $1 AND revoked IS NULL", "UPDATE authorization_codes SET revoked = $2 WHERE sub = $1 AND revoked IS NULL"]
-            .map { ProviderStatement($0, .text(subject), .text(ProviderRevocation.subject.rawValue)) }
+            .map { ProviderStatement($0, .text(subject), .text(ProviderRevocation.subject.rawValue)) } + [DeviceSQL.revoke(subject: subject)]
     }
 
     /// Revokes every token and code issued in the session `sid` (the session ended: sign-out, by the person or an
@@ -159,17 +159,18 @@ enum ProviderSQL {
     /// tokens no longer refresh.
     static func revoke(session sid: String) -> [ProviderStatement] {
         ["UPDATE provider_tokens SET revoked = $2 WHERE sid = $1 AND revoked IS NULL", "UPDATE authorization_codes SET revoked = $2 WHERE sid = $1 AND revoked IS NULL"]
-            .map { ProviderStatement($0, .text(sid), .text(ProviderRevocation.session.rawValue)) }
+            .map { ProviderStatement($0, .text(sid), .text(ProviderRevocation.session.rawValue)) } + [DeviceSQL.revoke(session: sid)]
     }
 
     /// Deletes every token and code of `subject` (the person's account is deleted).
     static func delete(subject: String) -> [ProviderStatement] {
-        ["DELETE FROM provider_tokens WHERE sub = $1", "DELETE FROM authorization_codes WHERE sub = $1"].map { ProviderStatement($0, .text(subject)) }
+        ["DELETE FROM provider_tokens WHERE sub = $1", "DELETE FROM authorization_codes WHERE sub = $1", "DELETE FROM device_grants WHERE sub = $1"]
+            .map { ProviderStatement($0, .text(subject)) }
     }
 
     /// Deletes up to `limit` expired codes and up to `limit` expired tokens, a row returned for each.
     static func sweep(now: Date, limit: Int) -> [ProviderStatement] {
-        [("authorization_codes", "code_hash"), ("provider_tokens", "token_hash")].map { table, key in
+        [("authorization_codes", "code_hash"), ("provider_tokens", "token_hash"), ("device_grants", "device_code_hash")].map { table, key in
             ProviderStatement(
                 "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) WHERE expires_at <= $1 LIMIT $2) RETURNING 1",
                 .real(now.timeIntervalSince1970), .integer(limit)
@@ -247,6 +248,7 @@ extension ProviderClientRecord {
             allowedGroups: try ProviderSQL.list(from: row.text(9)), backchannelLogoutURI: try row.optionalText(10)
         )
         issInErrors = try row.flag(11)
+        deviceFlow = try row.flag(12)
     }
 }
 

@@ -90,3 +90,36 @@ extension Row: ProviderRow {
     func flag(_ index: Int) throws -> Bool { try decode(Bool.self, atIndex: index) }
     func integer(_ index: Int) throws -> Int64 { try decode(Int64.self, atIndex: index) }
 }
+
+/// The device flow's grants in SQLite: each write in one transaction of the single writer.
+extension SQLiteStore {
+    public func saveDeviceGrant(_ grant: DeviceGrantRecord, now: Date) async throws -> Bool {
+        try await pool.write { db in
+            _ = try db.rows(DeviceSQL.freeUserCode(grant.userCode, now: now))
+            return try !db.rows(DeviceSQL.save(grant)).isEmpty
+        }
+    }
+
+    public func pendingDeviceGrant(userCode: String, now: Date) async throws -> DeviceGrantRecord? {
+        try await pool.read { db in try db.rows(DeviceSQL.pending(userCode: userCode, now: now)).first.map(DeviceGrantRecord.init) }
+    }
+
+    public func decideDeviceGrant(userCode: String, approve: Bool, subject: String, sessionID: String, authTime: Date, now: Date) async throws -> Bool {
+        let statement = DeviceSQL.decide(userCode: userCode, approve: approve, subject: subject, sessionID: sessionID, authTime: authTime, now: now)
+        return try await pool.write { db in try !db.rows(statement).isEmpty }
+    }
+
+    public func pollDeviceGrant(hash: String, clientID: String, now: Date) async throws -> DevicePoll {
+        try await pool.write { db in
+            let grant = try db.rows(DeviceSQL.grant(hash: hash)).first.map(DeviceGrantRecord.init)
+            switch DevicePollStep.decide(grant, clientID: clientID, now: now) {
+            case .answer(let poll): return poll
+            case .claim: return try db.rows(DeviceSQL.claim(hash: hash, now: now)).first.map { .approved(try DeviceGrantRecord($0)) } ?? .unknown
+            case .poll:
+                if let row = try db.rows(DeviceSQL.slowDown(hash: hash, now: now)).first { return .slowDown(interval: Int(try row.integer(0))) }
+                _ = try db.rows(DeviceSQL.polled(hash: hash, now: now))
+                return .pending
+            }
+        }
+    }
+}

@@ -108,6 +108,19 @@ public protocol SigningKeyStore: Sendable {
     func retireSigningKeys(activeAt: Date, retiresAt: Date, except kid: String) async throws
 }
 
+/// The device flow's grants (RFC 8628): issued to a command line, decided by a person, polled for tokens.
+public protocol DeviceGrants: Sendable {
+    /// Saves a new grant; false when its user code is held by a live grant (the caller draws another).
+    func saveDeviceGrant(_ grant: DeviceGrantRecord, now: Date) async throws -> Bool
+    /// The live pending grant of `userCode` (normalized), if any.
+    func pendingDeviceGrant(userCode: String, now: Date) async throws -> DeviceGrantRecord?
+    /// The person's decision on a live pending grant; false when it was no longer pending.
+    func decideDeviceGrant(userCode: String, approve: Bool, subject: String, sessionID: String, authTime: Date, now: Date) async throws -> Bool
+    /// A poll of the token endpoint by `clientID` with the device code whose SHA-256 is `hash`: atomic, so of two
+    /// polls of an approved grant one gets it.
+    func pollDeviceGrant(hash: String, clientID: String, now: Date) async throws -> DevicePoll
+}
+
 /// What siwa's OpenID Provider keeps: its clients, the codes it issued and the tokens it issued (hashed only). A
 /// revoked code or token stays, marked, until it expires, so that a token issued into a revoked grant afterwards
 /// (a refresh racing the revocation) is saved revoked too; removing a client or deleting a person deletes them.
@@ -142,4 +155,4 @@ public protocol ProviderStore: Sendable {
 
 /// Everything the server keeps between requests. One implementation per database; chosen once at start.
 /// Each part of the server is given only the parts of it that it uses.
-public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore, GroupStore, LogoutQueue, SessionList, PeopleDirectory {}
+public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore, DeviceGrants, GroupStore, LogoutQueue, SessionList, PeopleDirectory {}

@@ -76,6 +76,24 @@ extension StoreLayer {
         try await backend.revokeProviderTokens(subject: subject)
     }
 
+    // MARK: DeviceGrants
+
+    func saveDeviceGrant(_ grant: DeviceGrantRecord, now: Date) async throws -> Bool {
+        try await backend.saveDeviceGrant(grant, now: now)
+    }
+
+    func pendingDeviceGrant(userCode: String, now: Date) async throws -> DeviceGrantRecord? {
+        try await backend.pendingDeviceGrant(userCode: userCode, now: now)
+    }
+
+    func decideDeviceGrant(userCode: String, approve: Bool, subject: String, sessionID: String, authTime: Date, now: Date) async throws -> Bool {
+        try await backend.decideDeviceGrant(userCode: userCode, approve: approve, subject: subject, sessionID: sessionID, authTime: authTime, now: now)
+    }
+
+    func pollDeviceGrant(hash: String, clientID: String, now: Date) async throws -> DevicePoll {
+        try await backend.pollDeviceGrant(hash: hash, clientID: clientID, now: now)
+    }
+
     // MARK: GroupStore
 
     func groupMemberships() async throws -> [GroupMembershipRecord] {
