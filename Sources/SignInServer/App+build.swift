@@ -139,8 +139,9 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
         settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, renderer: renderer, cookies: cookies, front: settings.front,
         audit: components.audit
     ).addRoutes(to: router, sessions: sessions)
-    TokenController(settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, access: settings.front.access)
-        .addRoutes(to: router)
+    TokenController(
+        settings: provider, clients: providerClients, store: components.store, keys: components.providerKeys, access: settings.front.access, audit: components.audit
+    ).addRoutes(to: router)
     DeviceController(
         settings: provider, clients: providerClients, store: components.store, renderer: renderer, front: settings.front, audit: components.audit, proxy: proxy,
         guesses: DeviceGuesses()

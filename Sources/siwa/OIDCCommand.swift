@@ -10,7 +10,7 @@ struct OIDCCommand: AsyncParsableCommand {
         commandName: "oidc",
         abstract: "Register, list and remove the apps that sign their users in through siwa's OpenID Provider.",
         discussion: "Example: siwa oidc add-client grafana --redirect-uri https://grafana.example.com/login/generic_oauth",
-        subcommands: [AddClient.self, ListClients.self, RemoveClient.self]
+        subcommands: [AddClient.self, ListClients.self, RemoveClient.self, RotateSecret.self]
     )
 
     struct AddClient: AsyncParsableCommand {
@@ -29,6 +29,8 @@ struct OIDCCommand: AsyncParsableCommand {
         @Flag(help: "Give it pairwise subjects (its own sub for each person, unlinkable to other clients'); every redirect URI on one host.") var pairwise = false
         @Option(name: .customLong("allowed-group"), help: "Sign in members of this group only (repeat for more); others get access_denied.") var allowedGroups: [String] = []
         @Option(name: .customLong("backchannel-logout-uri"), help: "Where siwa posts a Logout Token when a session the client has tokens of ends.") var backchannelLogoutURI: String?
+        @Flag(help: "A service: it gets client_credentials tokens naming itself (service:NAME), never a person; no redirect URI needed.") var service = false
+        @Option(name: .customLong("group"), help: "With --service: a group the service is a member of (repeat for more), for rules that name groups.") var groups: [String] = []
         @Flag(help: "Let it start the device flow (a command line: it shows a code the person enters at /auth/device); no redirect URI needed.") var device = false
         @Flag(name: .customLong("no-iss-in-errors"), help: "Send the authorization endpoint's errors without iss (mod_auth_openidc needs it; RFC 9207 asks for iss).") var noIssInErrors = false
 
@@ -39,12 +41,14 @@ struct OIDCCommand: AsyncParsableCommand {
                 client = try ProviderClientRecord.validated(
                     clientID: name, secretHash: secret.map(ProviderSettings.hash), redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogoutRedirectURIs,
                     scopes: scopes, isPublic: isPublic, idTokenAlgorithm: idTokenAlg, pairwiseSubject: pairwise, createdAt: Date(),
-                    allowedGroups: allowedGroups, backchannelLogoutURI: backchannelLogoutURI, deviceFlow: device
+                    allowedGroups: allowedGroups, backchannelLogoutURI: backchannelLogoutURI, deviceFlow: device, isService: service
                 )
             } catch {
                 throw ValidationError(error.description)
             }
             client.issInErrors = !noIssInErrors
+            guard groups.isEmpty || service else { throw ValidationError("--group is for a service (--service); --allowed-group limits who a client signs in") }
+            let members = try groups.map { try GroupsCommand.checked($0, ["sub:" + client.serviceSubject]) }
             let registered = client
             try await KeysCommand.withStore(options) { store, plan in
                 guard try await store.addProviderClient(registered) else {
@@ -52,6 +56,11 @@ struct OIDCCommand: AsyncParsableCommand {
                     throw ExitCode(1)
                 }
                 GroupsCommand.audit(AuditEvent("client-added", reason: name, actor: "cli"), plan)
+                // A service's groups are memberships of its subject, as a person's are: rules and the console see them alike.
+                for (group, member) in zip(groups, members) {
+                    _ = try await store.addGroupMembers(member, to: group, at: Date())
+                    GroupsCommand.audit(AuditEvent("groups-changed", reason: "\(group) +" + member.joined(separator: " +"), actor: "cli"), plan)
+                }
                 CLIOutput.stdout("client_id: \(name)" + (secret.map { "\nclient_secret: \($0)" } ?? ""))
             }
         }
@@ -67,7 +76,7 @@ struct OIDCCommand: AsyncParsableCommand {
             try await KeysCommand.withStore(options) { store in
                 for client in try await store.providerClients().sorted(by: { $0.clientID < $1.clientID }) {
                     CLIOutput.stdout(
-                        "\(client.clientID)  \(client.isPublic ? "public" : "confidential")  \(client.idTokenAlgorithm)  redirect: \(client.redirectURIs.joined(separator: " "))"
+                        "\(client.clientID)  \(client.isService ? "service" : client.isPublic ? "public" : "confidential")  \(client.idTokenAlgorithm)  redirect: \(client.redirectURIs.joined(separator: " "))"
                             + (client.postLogoutRedirectURIs.isEmpty ? "" : "  post-logout: \(client.postLogoutRedirectURIs.joined(separator: " "))")
                             + (client.allowedGroups.isEmpty ? "" : "  groups: \(client.allowedGroups.joined(separator: " "))")
                             + (client.backchannelLogoutURI.map { "  backchannel-logout: \($0)" } ?? "")
@@ -93,6 +102,31 @@ struct OIDCCommand: AsyncParsableCommand {
                 }
                 GroupsCommand.audit(AuditEvent("client-removed", reason: name, actor: "cli"), plan)
                 CLIOutput.stdout("removed \(name); its tokens are revoked")
+            }
+        }
+    }
+
+    struct RotateSecret: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rotate-secret",
+            abstract: "Give a confidential client (a service above all) a new secret; the old one stays valid for --overlap hours, so its deployments can move over.",
+            discussion: "Example: siwa oidc rotate-secret billing --overlap 24"
+        )
+        @OptionGroup var options: KeysCommand.Options
+        @Argument(help: "The client_id.") var name: String
+        @Option(help: "Hours the replaced secret stays valid (0 ends it now).") var overlap: Double = 24
+
+        func run() async throws {
+            guard overlap >= 0, overlap <= 24 * 90 else { throw ValidationError("--overlap is hours, from 0 to 2160") }
+            let secret = RandomToken.generate()
+            let until = Date().addingTimeInterval(overlap * 3600)
+            try await KeysCommand.withStore(options) { store, plan in
+                guard try await store.rotateProviderSecret(clientID: name, secretHash: ProviderSettings.hash(secret), until: until) else {
+                    CLIOutput.stderr("siwa: no confidential client named \(name) is registered in the store")
+                    throw ExitCode(1)
+                }
+                GroupsCommand.audit(AuditEvent("client-secret-rotated", reason: name, actor: "cli"), plan)
+                CLIOutput.stdout("client_id: \(name)\nclient_secret: \(secret)\nthe previous secret is accepted until \(ISO8601DateFormatter().string(from: until))")
             }
         }
     }

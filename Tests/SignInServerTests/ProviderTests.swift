@@ -106,7 +106,7 @@ struct ProviderTests {
             }
             #expect(document["code_challenge_methods_supported"] as? [String] == ["S256"])
             #expect(document["token_endpoint_auth_methods_supported"] as? [String] == ["client_secret_basic", "client_secret_post", "none"])
-            #expect(document["grant_types_supported"] as? [String] == ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"])
+            #expect(document["grant_types_supported"] as? [String] == ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code", "client_credentials"])
             #expect(document["authorization_response_iss_parameter_supported"] as? Bool == true)
         }
     }

@@ -18,7 +18,8 @@ extension ConsoleController {
         let list: [[String: Any]] = all.map { client, inStore in
             [
                 "clientID": client.clientID,
-                "kind": renderer.string(client.isPublic ? "adminPublic" : "adminConfidential", language)
+                "kind": renderer.string(client.isService ? "adminService" : client.isPublic ? "adminPublic" : "adminConfidential", language)
+                    + (client.deviceFlow ? ", " + renderer.string("adminDevice", language) : "")
                     + (inStore ? "" : ", " + renderer.string("adminFromConfiguration", language)),
                 "redirects": client.redirectURIs.joined(separator: " "), "stored": inStore, "csrfToken": op.session.csrfToken,
             ]

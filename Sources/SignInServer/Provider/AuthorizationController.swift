@@ -44,7 +44,7 @@ struct AuthorizationController: Sendable {
             scopes_supported: ProviderSettings.supportedScopes,
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
-            grant_types_supported: ["authorization_code", "refresh_token", TokenController.deviceCodeGrant],
+            grant_types_supported: ["authorization_code", "refresh_token", TokenController.deviceCodeGrant, TokenController.clientCredentialsGrant],
             subject_types_supported: ["public", "pairwise"],
             id_token_signing_alg_values_supported: ["RS256", "ES256"],
             token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],

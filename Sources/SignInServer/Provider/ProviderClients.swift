@@ -66,11 +66,15 @@ struct ClientCredentials: Sendable {
     }
 
     /// Whether these credentials prove `client`: its secret for a confidential client, no secret for a public one.
-    func authenticate(_ client: ProviderClientRecord) -> Bool {
+    func authenticate(_ client: ProviderClientRecord, now: Date = Date()) -> Bool {
         // A public client names itself in the form, or (as command-line OAuth libraries do) by HTTP Basic with an
         // empty password.
         if client.isPublic { return method == .none || (method == .basic && (secret ?? "").isEmpty) }
         guard let secret, let expected = client.secretHash else { return false }
-        return ConstantTime.equals(ProviderSettings.hash(secret), expected)
+        let presented = ProviderSettings.hash(secret)
+        if ConstantTime.equals(presented, expected) { return true }
+        // The secret `siwa oidc rotate-secret` replaced, during the overlap it was given.
+        guard let previous = client.previousSecretHash, let until = client.previousSecretUntil, now < until else { return false }
+        return ConstantTime.equals(presented, previous)
     }
 }

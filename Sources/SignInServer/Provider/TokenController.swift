@@ -16,6 +16,8 @@ struct TokenController: Sendable {
     let keys: ProviderKeys
     /// The groups in force (`groups` scope).
     let access: AccessControl
+    /// Where each service token issued is recorded.
+    let audit: AuditTrail
 
     func addRoutes(to router: Router<ServerContext>) {
         router.post("/oauth2/token", use: token)
@@ -51,8 +53,9 @@ struct TokenController: Sendable {
             case "authorization_code": return try await exchangeCode(form, client: client, context: context)
             case "refresh_token": return try await refresh(form, client: client, context: context)
             case Self.deviceCodeGrant: return try await deviceToken(form, client: client, context: context)
+            case Self.clientCredentialsGrant: return try await serviceToken(client: client, context: context)
             case nil: throw TokenError(code: "invalid_request", description: "grant_type is missing")
-            default: throw TokenError(code: "unsupported_grant_type", description: "grant_type must be authorization_code, refresh_token or \(Self.deviceCodeGrant)")
+            default: throw TokenError(code: "unsupported_grant_type", description: "grant_type must be authorization_code, refresh_token, client_credentials or \(Self.deviceCodeGrant)")
             }
         } catch let error as TokenError {
             if error.code != "invalid_client" { context.logger.notice("token request refused", metadata: ["error": "\(error.code)", "reason": "\(error.description)"]) }

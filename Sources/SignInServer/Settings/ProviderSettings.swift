@@ -43,7 +43,7 @@ public struct ProviderSettings: Sendable {
             guard let object = element as? [String: Any] else { throw ProviderConfigurationError("entry \(index + 1) is not a JSON object") }
             let known: Set<String> = [
                 "client_id", "client_secret", "redirect_uris", "post_logout_redirect_uris", "scopes", "public", "id_token_signed_response_alg", "pairwise_subject",
-                "allowed_groups", "backchannel_logout_uri", "iss_in_errors", "device",
+                "allowed_groups", "backchannel_logout_uri", "iss_in_errors", "device", "service",
             ]
             if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
                 throw ProviderConfigurationError("entry \(index + 1) has an unknown field \(unknown); known: \(known.sorted().joined(separator: ", "))")
@@ -63,7 +63,7 @@ public struct ProviderSettings: Sendable {
                 postLogoutRedirectURIs: try strings("post_logout_redirect_uris"), scopes: try strings("scopes"), isPublic: isPublic,
                 idTokenAlgorithm: object["id_token_signed_response_alg"] as? String ?? "RS256", pairwiseSubject: object["pairwise_subject"] as? Bool ?? false,
                 createdAt: now, allowedGroups: try strings("allowed_groups"), backchannelLogoutURI: object["backchannel_logout_uri"] as? String,
-                deviceFlow: object["device"] as? Bool ?? false
+                deviceFlow: object["device"] as? Bool ?? false, isService: object["service"] as? Bool ?? false
             )
             var checked = client
             if let value = object["iss_in_errors"] {
@@ -90,8 +90,12 @@ extension ProviderClientRecord {
     public static func validated(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String], scopes: [String], isPublic: Bool,
         idTokenAlgorithm: String, pairwiseSubject: Bool, createdAt: Date, allowedGroups: [String] = [], backchannelLogoutURI: String? = nil,
-        deviceFlow: Bool = false
+        deviceFlow: Bool = false, isService: Bool = false
     ) throws(ProviderConfigurationError) -> ProviderClientRecord {
+        if isService {
+            guard !isPublic, secretHash != nil else { throw ProviderConfigurationError("client \(clientID): a service is confidential: it needs a secret") }
+            guard !deviceFlow else { throw ProviderConfigurationError("client \(clientID): a service gets its tokens itself; --device is for command lines a person approves") }
+        }
         // Back-Channel Logout 1.0 §2.2: an absolute http(s) URI without a fragment (https, or http on a loopback host).
         if let uri = backchannelLogoutURI {
             guard let components = URLComponents(string: uri), let scheme = components.scheme?.lowercased(), components.fragment == nil,
@@ -112,7 +116,7 @@ extension ProviderClientRecord {
             throw ProviderConfigurationError("client id \(clientID) must be printable ASCII without spaces or ':' (at most 200 characters)")
         }
         // A command line of the device flow has no redirect URI (its person signs in at /auth/device).
-        guard !redirectURIs.isEmpty || deviceFlow else { throw ProviderConfigurationError("client \(clientID): needs at least one redirect URI (or --device)") }
+        guard !redirectURIs.isEmpty || deviceFlow || isService else { throw ProviderConfigurationError("client \(clientID): needs at least one redirect URI (or --device)") }
         for uri in redirectURIs + postLogoutRedirectURIs {
             guard let components = URLComponents(string: uri), let scheme = components.scheme?.lowercased(), components.fragment == nil else {
                 throw ProviderConfigurationError("client \(clientID): \(uri) is not an absolute URI without a fragment")
@@ -140,6 +144,7 @@ extension ProviderClientRecord {
             allowedGroups: allowedGroups.sorted(), backchannelLogoutURI: backchannelLogoutURI
         )
         client.deviceFlow = deviceFlow
+        client.isService = isService
         return client
     }
 

@@ -19,6 +19,10 @@ extension PostgresStore {
         try await transaction { connection, logger in try await connection.run(ProviderSQL.remove(clientID: clientID), logger: logger)[0] > 0 }
     }
 
+    public func rotateProviderSecret(clientID: String, secretHash: String, until: Date) async throws -> Bool {
+        try await !single(ProviderSQL.rotateSecret(clientID: clientID, secretHash: secretHash, until: until)).isEmpty
+    }
+
     public func saveAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
         _ = try await single(ProviderSQL.save(code))
     }
@@ -112,6 +116,7 @@ extension PostgresConnection {
             switch value {
             case .text(let text): binds.append(text)
             case .real(let real): binds.append(real)
+            case .optionalReal(let real): binds.append(real)
             case .flag(let flag): binds.append(flag)
             case .integer(let integer): binds.append(integer)
             }

@@ -409,9 +409,10 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9)]
     static let v7 = ProviderSQL.v7
     static let v8 = DeviceSQL.v8
+    static let v9 = ProviderSQL.v9
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
     /// Issue 28: the sessions' details and last use.

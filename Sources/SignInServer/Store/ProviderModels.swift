@@ -31,6 +31,15 @@ public struct ProviderClientRecord: Sendable, Hashable {
     /// Whether it may start the device flow (RFC 8628) at `/oauth2/device_authorization` (`--device`, `"device": true`):
     /// a command line that shows a code the person enters at `/auth/device`.
     public var deviceFlow: Bool = false
+    /// A service (`--service`): a confidential client that gets `client_credentials` tokens naming itself
+    /// (`service:<client_id>`), never a person, with the groups it was registered in.
+    public var isService: Bool = false
+    /// The secret replaced by `siwa oidc rotate-secret`, still accepted until `previousSecretUntil`.
+    public var previousSecretHash: String? = nil
+    public var previousSecretUntil: Date? = nil
+
+    /// The subject a service's tokens carry (`X-Auth-Request-User`, the assertion's `sub`): never an Apple sub.
+    public var serviceSubject: String { ServiceIdentity.prefix + clientID }
 
     /// A client as registered; only the id, the redirect URIs and the time have no default.
     public init(
@@ -176,4 +185,15 @@ public enum RefreshRedemption: Sendable, Hashable {
     case reused(ProviderTokenRecord)
     /// Not a live refresh token of ours: unknown, expired, or revoked by its client or with its person's tokens.
     case unknown
+}
+
+/// How a service presents itself at the door.
+public enum ServiceIdentity {
+    /// `service:` and the client id: a group member `sub:service:<client_id>` names the service.
+    public static let prefix = "service:"
+
+    /// The identity a service's access token stands for: no email, no name.
+    static func user(_ subject: String, since: Date) -> UserRecord {
+        UserRecord(subject: subject, email: nil, isPrivateEmail: false, firstName: nil, lastName: nil, createdAt: since, lastSignInAt: since)
+    }
 }

@@ -35,7 +35,7 @@ enum ProviderSQL {
         "CREATE INDEX provider_tokens_expires ON provider_tokens(expires_at)",
     ]
 
-    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri, iss_in_errors, device_flow"
+    private static let clientColumns = "client_id, secret_hash, redirect_uris, post_logout_redirect_uris, scopes, is_public, id_token_algorithm, pairwise_subject, created_at, allowed_groups, backchannel_logout_uri, iss_in_errors, device_flow, service, previous_secret_hash, previous_secret_until"
     /// A code's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
     private static let codeColumns = "code_hash, client_id, redirect_uri, sub, scope, nonce, code_challenge, auth_time, created_at, expires_at, used_at, revoked, sid"
     /// A token's columns, then `used_at, revoked` (positions 10 and 11), then `sid` (12).
@@ -44,6 +44,21 @@ enum ProviderSQL {
     /// Migration v7 (issue 35): a client's `iss_in_errors`.
     static let v7 = ["ALTER TABLE provider_clients ADD COLUMN iss_in_errors BOOLEAN NOT NULL DEFAULT TRUE"]
 
+    /// Migration v9 (issue 35): services, and a rotated secret's overlap.
+    static let v9 = [
+        "ALTER TABLE provider_clients ADD COLUMN service BOOLEAN NOT NULL DEFAULT FALSE",
+        "ALTER TABLE provider_clients ADD COLUMN previous_secret_hash TEXT",
+        "ALTER TABLE provider_clients ADD COLUMN previous_secret_until DOUBLE PRECISION",
+    ]
+
+    /// A new secret for `clientID`; the one it replaces stays valid until `until`. A row when the client exists.
+    static func rotateSecret(clientID: String, secretHash: String, until: Date) -> ProviderStatement {
+        ProviderStatement(
+            "UPDATE provider_clients SET previous_secret_hash = secret_hash, previous_secret_until = $3, secret_hash = $2 WHERE client_id = $1 AND secret_hash IS NOT NULL RETURNING client_id",
+            .text(clientID), .text(secretHash), .real(until.timeIntervalSince1970)
+        )
+    }
+
     // MARK: clients
 
     static let clients = ProviderStatement("SELECT \(clientColumns) FROM provider_clients ORDER BY client_id")
@@ -51,10 +66,11 @@ enum ProviderSQL {
     /// Returns a row when the client was added, none when its id was taken.
     static func add(_ client: ProviderClientRecord) throws -> ProviderStatement {
         ProviderStatement(
-            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
+            "INSERT INTO provider_clients (\(clientColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT (client_id) DO NOTHING RETURNING client_id",
             .text(client.clientID), .text(client.secretHash), .text(try list(client.redirectURIs)), .text(try list(client.postLogoutRedirectURIs)),
             .text(try list(client.scopes)), .flag(client.isPublic), .text(client.idTokenAlgorithm), .flag(client.pairwiseSubject), .real(client.createdAt.timeIntervalSince1970),
-            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI), .flag(client.issInErrors), .flag(client.deviceFlow)
+            .text(try list(client.allowedGroups)), .text(client.backchannelLogoutURI), .flag(client.issInErrors), .flag(client.deviceFlow), .flag(client.isService),
+            .text(client.previousSecretHash), .optionalReal(client.previousSecretUntil?.timeIntervalSince1970)
         )
     }
 
@@ -208,6 +224,8 @@ enum ProviderRevocation: String, Sendable {
 enum ProviderValue: Sendable {
     case text(String?)
     case real(Double)
+    /// A real that may be NULL (typed as one for PostgreSQL).
+    case optionalReal(Double?)
     case flag(Bool)
     case integer(Int)
 }
@@ -249,6 +267,9 @@ extension ProviderClientRecord {
         )
         issInErrors = try row.flag(11)
         deviceFlow = try row.flag(12)
+        isService = try row.flag(13)
+        previousSecretHash = try row.optionalText(14)
+        previousSecretUntil = try row.optionalReal(15).map { Date(timeIntervalSince1970: $0) }
     }
 }
 

@@ -17,6 +17,10 @@ extension SQLiteStore {
         try await pool.write { db in try db.run(ProviderSQL.remove(clientID: clientID))[0] > 0 }
     }
 
+    public func rotateProviderSecret(clientID: String, secretHash: String, until: Date) async throws -> Bool {
+        try await pool.write { db in try !db.rows(ProviderSQL.rotateSecret(clientID: clientID, secretHash: secretHash, until: until)).isEmpty }
+    }
+
     public func saveAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
         try await pool.write { db in _ = try db.rows(ProviderSQL.save(code)) }
     }
@@ -69,6 +73,7 @@ extension Database {
             switch value {
             case .text(let text): ("\(index + 1)", text)
             case .real(let real): ("\(index + 1)", real)
+            case .optionalReal(let real): ("\(index + 1)", real)
             case .flag(let flag): ("\(index + 1)", flag)
             case .integer(let integer): ("\(index + 1)", integer)
             }

@@ -86,7 +86,10 @@ final class SessionCachedStore: StoreLayer {
         if cache.isUnknown(hash, now: now) { return nil }
         return try await lookups.run(for: client) {
             let generation = cache.generation
-            guard let token = try await backend.providerToken(hash: hash, kind: .access, now: now), let user = try await backend.user(subject: token.subject)
+            // A service's token names the service (`ServiceIdentity`); any other a person, who must still exist.
+            guard let token = try await backend.providerToken(hash: hash, kind: .access, now: now),
+                let user = token.subject.hasPrefix(ServiceIdentity.prefix)
+                    ? ServiceIdentity.user(token.subject, since: token.createdAt) : try await backend.user(subject: token.subject)
             else {
                 cache.rememberUnknown(hash, now: now)
                 return nil
@@ -106,6 +109,11 @@ final class SessionCachedStore: StoreLayer {
         // The access token itself leaves memory at once; the rest of its grant (revoking a refresh token) within
         // check_cache_seconds, as its records say nothing here of which access tokens it holds.
         try await write(.session(idHash: hash)) { try await backend.revokeProviderToken(hash: hash, clientID: clientID) }
+    }
+
+    func removeProviderClient(clientID: String) async throws -> Bool {
+        // Its tokens go with it: a service's at once (they are all of its subject), a person's within check_cache_seconds.
+        try await write(.subject(ServiceIdentity.prefix + clientID)) { try await backend.removeProviderClient(clientID: clientID) }
     }
 
     func revokeProviderTokens(subject: String) async throws {

@@ -131,6 +131,9 @@ public protocol ProviderStore: Sendable {
     func addProviderClient(_ client: ProviderClientRecord) async throws -> Bool
     /// Removes a client and deletes its codes and tokens; false when there was no such client.
     func removeProviderClient(clientID: String) async throws -> Bool
+    /// Gives a confidential client a new secret (its SHA-256); the one it replaces stays valid until `until`. False
+    /// when there is no such client with a secret.
+    func rotateProviderSecret(clientID: String, secretHash: String, until: Date) async throws -> Bool
     /// Saves a code the authorization endpoint issued.
     func saveAuthorizationCode(_ code: AuthorizationCodeRecord) async throws
     /// Atomic, single use across instances: the first call for an unexpired code marks it used and returns .redeemed;

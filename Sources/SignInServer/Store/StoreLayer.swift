@@ -48,6 +48,10 @@ extension StoreLayer {
         try await backend.removeProviderClient(clientID: clientID)
     }
 
+    func rotateProviderSecret(clientID: String, secretHash: String, until: Date) async throws -> Bool {
+        try await backend.rotateProviderSecret(clientID: clientID, secretHash: secretHash, until: until)
+    }
+
     func saveAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
         try await backend.saveAuthorizationCode(code)
     }
