@@ -100,7 +100,7 @@ struct ProviderTests {
             for (key, path) in [
                 ("authorization_endpoint", "/oauth2/authorize"), ("token_endpoint", "/oauth2/token"), ("userinfo_endpoint", "/oauth2/userinfo"),
                 ("jwks_uri", "/oauth2/jwks"), ("revocation_endpoint", "/oauth2/revoke"), ("end_session_endpoint", "/oauth2/end-session"),
-                ("device_authorization_endpoint", "/oauth2/device_authorization"),
+                ("device_authorization_endpoint", "/oauth2/device_authorization"), ("introspection_endpoint", "/oauth2/introspect"),
             ] {
                 #expect(document[key] as? String == issuer + path)
             }

@@ -90,6 +90,37 @@ struct ServiceClientTests {
         }
     }
 
+    @Test("introspection (RFC 7662): a confidential client learns whether an access token is active and whom it stands for; unknown, revoked or a refresh token: active false; a public client may not ask")
+    func introspection() async throws {
+        try await withServer(try Self.options()) { h in
+            func introspect(_ token: String, as client: String = "billing", secret: String = Self.secret, hint: String? = nil) async throws -> [String: Any] {
+                let form = FormEncoding.encode([("token", token)] + (hint.map { [("token_type_hint", $0)] } ?? []))
+                return try ProviderTests.json(try await h.post("/oauth2/introspect", form: form, headers: ProviderTests.basic(client, secret)))
+            }
+            let session = try #require(try await h.signIn().session)
+            let tokens = try await h.accessToken(session: session)
+            let access = try #require(tokens["access_token"] as? String)
+            let person = try await introspect(access)
+            #expect(person["active"] as? Bool == true)
+            #expect(person["sub"] as? String == Fixtures.ada)
+            #expect(person["client_id"] as? String == "app")
+            #expect(person["token_type"] as? String == "Bearer")
+            #expect((person["exp"] as? Int ?? 0) > Int(Date().timeIntervalSince1970))
+            let service = try await introspect(try #require(try ProviderTests.json(try await Self.token(h, "billing"))["access_token"] as? String), as: "reports")
+            #expect(service["active"] as? Bool == true)
+            #expect(service["sub"] as? String == "service:billing")
+            #expect(service["groups"] as? [String] == ["machines"])
+            for inactive in ["nothing-" + RandomToken.generate(), try #require(tokens["refresh_token"] as? String)] {
+                #expect(try await introspect(inactive).keys.sorted() == ["active"])
+                #expect(try await introspect(inactive)["active"] as? Bool == false)
+            }
+            _ = try await h.post("/oauth2/revoke", form: FormEncoding.encode([("token", access)]), headers: ProviderTests.basic("app", ProviderTests.secret))
+            #expect(try await introspect(access)["active"] as? Bool == false)
+            let spa = try await h.post("/oauth2/introspect", form: FormEncoding.encode([("token", access), ("client_id", "spa")]))
+            #expect(spa.status == .unauthorized)
+        }
+    }
+
     @Test("rotate-secret: the new secret works at once, the replaced one until its overlap ends, then not")
     func rotation() async throws {
         try await withServer(try Self.options()) { h in

@@ -41,6 +41,7 @@ struct AuthorizationController: Sendable {
             revocation_endpoint: issuer + "/oauth2/revoke",
             end_session_endpoint: issuer + "/oauth2/end-session",
             device_authorization_endpoint: issuer + "/oauth2/device_authorization",
+            introspection_endpoint: issuer + "/oauth2/introspect",
             scopes_supported: ProviderSettings.supportedScopes,
             response_types_supported: ["code"],
             response_modes_supported: ["query"],
@@ -289,6 +290,7 @@ struct DiscoveryDocument: Encodable {
     var revocation_endpoint: String
     var end_session_endpoint: String
     var device_authorization_endpoint: String
+    var introspection_endpoint: String
     var scopes_supported: [String]
     var response_types_supported: [String]
     var response_modes_supported: [String]

@@ -24,6 +24,7 @@ struct TokenController: Sendable {
         router.get("/oauth2/userinfo", use: userinfo)
         router.post("/oauth2/userinfo", use: userinfo)
         router.post("/oauth2/revoke", use: revoke)
+        router.post("/oauth2/introspect", use: introspect)
     }
 
     /// An RFC 6749 §5.2 error answer.
