@@ -53,12 +53,14 @@ struct DocSnippetsTests {
     static let authlib = Shown(page: "docs/provider-authlib.md", language: "python", after: "## The app")
     /// Run by `grafanaSettings`.
     static let grafana = Shown(page: "docs/provider-apps.md", language: "ini", after: "## Grafana")
+    /// Run by `BearerProxiesTests`, behind each proxy.
+    static let bearerRules = Shown(page: "docs/front.md", language: "json", after: "**Apps and scripts with a token.**")
     /// Run by `accessRulesExample`.
     static let accessRules = Shown(page: "docs/access.md", language: "json", after: "A worked example")
 
     /// Every block a page shows for a reader to copy into a file: the configuration, and the programs
     /// (`programLanguages`).
-    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit]
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit]
 
     /// The README's opening commands; checked by `readmeLocalMode`, which runs the first (the second, `./scripts/test`,
     /// is what runs these tests).
@@ -185,21 +187,7 @@ struct DocSnippetsTests {
     func traefikForwardAuth() async throws {
         try await withEchoUpstream { app in
             try await LocalSite.run(settings: Self.frontSettings) { site in
-                let middleware = try DocSnippets.substituting(try Self.traefik.text(), ["http://127.0.0.1:8080/": "http://127.0.0.1:\(site.port)/"])
-                // The reader's own router and service, under the same `http:` as the block's middleware.
-                let routing = """
-                      routers:
-                        app:
-                          rule: "PathPrefix(`/`)"
-                          middlewares: [siwa]
-                          service: app
-                      services:
-                        app:
-                          loadBalancer:
-                            servers: [{url: "http://127.0.0.1:\(app)"}]
-
-                    """
-                try await withTraefik(dynamicConfiguration: { _ in middleware + routing }) { traefik in
+                try await Self.withFrontTraefik(site: site, app: app) { traefik in
                     try await Visit.withClient { visit in
                         try await NginxFrontTests.walkThrough(site: site, proxy: traefik, visit: visit)
                         try await Self.groupsHandedOn(site: site, proxy: traefik, visit: visit)
@@ -209,15 +197,30 @@ struct DocSnippetsTests {
         }
     }
 
+    /// docs/front.md's Traefik block with siwa at `site`, and the reader's own router and service beside it, under the
+    /// same `http:` as the block's middleware: every path through siwa to the app on port `app`.
+    static func withFrontTraefik<T>(site: LocalSite, app: Int, _ body: (RunningProxy) async throws -> T) async throws -> T {
+        let middleware = try DocSnippets.substituting(try Self.traefik.text(), ["http://127.0.0.1:8080/": "http://127.0.0.1:\(site.port)/"])
+        let routing = """
+              routers:
+                app:
+                  rule: "PathPrefix(`/`)"
+                  middlewares: [siwa]
+                  service: app
+              services:
+                app:
+                  loadBalancer:
+                    servers: [{url: "http://127.0.0.1:\(app)"}]
+
+            """
+        return try await withTraefik(dynamicConfiguration: { _ in middleware + routing }, body)
+    }
+
     @Test("docs/front.md's Caddy block (its site address made this Caddy's): the nginx walk-through through Caddy, and the groups header set from siwa's answer, never the client's")
     func caddyForwardAuth() async throws {
         try await withEchoUpstream { app in
             try await LocalSite.run(settings: Self.frontSettings) { site in
-                // Caddy's port is known only once it is chosen: `{port}` stands for it until then.
-                let block = try DocSnippets.substituting(try Self.caddy.text(), [
-                    "app.example.com {": "http://127.0.0.1:{port} {", "127.0.0.1:8080": "127.0.0.1:\(site.port)", "127.0.0.1:3000": "127.0.0.1:\(app)",
-                ])
-                try await withCaddy(configuration: { port in block.replacingOccurrences(of: "{port}", with: String(port)) }) { caddy in
+                try await Self.withFrontCaddy(site: site, app: app) { caddy in
                     try await Visit.withClient { visit in
                         try await NginxFrontTests.walkThrough(site: site, proxy: caddy, visit: visit)
                         try await Self.groupsHandedOn(site: site, proxy: caddy, visit: visit)
@@ -229,6 +232,15 @@ struct DocSnippetsTests {
                 }
             }
         }
+    }
+
+    /// docs/front.md's Caddy block with siwa at `site` and the app on port `app`, its site address made this Caddy's
+    /// (known only once its port is chosen: `{port}` stands for it until then).
+    static func withFrontCaddy<T>(site: LocalSite, app: Int, _ body: (RunningProxy) async throws -> T) async throws -> T {
+        let block = try DocSnippets.substituting(try Self.caddy.text(), [
+            "app.example.com {": "http://127.0.0.1:{port} {", "127.0.0.1:8080": "127.0.0.1:\(site.port)", "127.0.0.1:3000": "127.0.0.1:\(app)",
+        ])
+        return try await withCaddy(configuration: { port in block.replacingOccurrences(of: "{port}", with: String(port)) }, body)
     }
 
     /// Ada (in admins) and 李雷 (in no group) behind `proxy`, each sending a forged `X-Auth-Request-Groups`: the app

@@ -26,14 +26,19 @@ struct NginxFrontTests {
         try await withEchoUpstream { app in
             // Grace is not on the list.
             try await LocalSite.run(settings: ["allowed_emails": "ada@example.com,lilei@example.cn"]) { site in
-                let block = try Self.readmeBlock(siwa: site.port, app: app)
-                try await withNginx(configuration: { port in Self.server(port: port, block) }) { nginx in
+                try await Self.withFrontNginx(site: site, app: app) { nginx in
                     try await Visit.withClient { visit in
                         try await Self.walkThrough(site: site, proxy: nginx, visit: visit)
                     }
                 }
             }
         }
+    }
+
+    /// nginx with docs/front.md's block in its one `server`, siwa at `site` and the app on port `app`.
+    static func withFrontNginx<T>(site: LocalSite, app: Int, _ body: (RunningProxy) async throws -> T) async throws -> T {
+        let block = try readmeBlock(siwa: site.port, app: app)
+        return try await withNginx(configuration: { port in server(port: port, block) }, body)
     }
 
     @Test("the README's nginx block with siwa on a Unix socket (socket), siwa's own pages served by the same nginx: the same walk-through, the socket's peer believed as a proxy (the assertion is addressed to nginx's origin)")

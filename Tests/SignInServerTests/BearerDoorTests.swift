@@ -232,6 +232,56 @@ struct BearerDoorTests {
             #expect(try await h.get("/auth/check", headers: withoutOrigin.merging([Self.uri: "/api/items", Self.method: "OPTIONS"])).status == .unauthorized)
         }
     }
+
+    @Test("a check's answer names the Authorization the upstream is to get, as X-Auth-Request-Authorization and as Authorization (Traefik copies a field under its own name only): the token on a pass_authorization rule, none for a token its rule keeps, the request's own on a public rule and for a cookie")
+    func upstreamAuthorization() async throws {
+        let rules = #"[{"paths": ["^/files/"], "policy": "allow", "pass_authorization": true}, {"paths": ["^/open/"], "policy": "public"}]"#
+        try await withServer(try Self.options(rules: rules, trusted: true)) { h in
+            let token = try await h.nativeToken()
+            let session = try #require(try await h.signIn().session)
+            let basic = "Basic b3BzOnNlY3JldA=="
+            let cases: [(uri: String, authorization: String, cookie: Bool, upstream: String?)] = [
+                ("/files/a", "Bearer " + token, false, "Bearer " + token),
+                ("/api/a", "Bearer " + token, false, nil),
+                ("/open/a", basic, false, basic),
+                ("/api/a", basic, true, basic),
+            ]
+            for (uri, authorization, cookie, upstream) in cases {
+                for path in ["/auth/check", "/auth/forward"] {
+                    let answer = try await h.get(
+                        path, cookies: cookie ? [h.sessionCookie: session] : [:], headers: [Self.host: "app.localhost", Self.uri: uri, .authorization: authorization]
+                    )
+                    #expect(answer.status.code / 100 == 2, "\(path) \(uri): \(answer.status) \(answer.text)")
+                    #expect(Self.header(answer, "X-Auth-Request-Authorization") == upstream, "\(path) \(uri) \(authorization.prefix(6))")
+                    #expect(answer.headers[.authorization] == upstream, "\(path) \(uri) \(authorization.prefix(6))")
+                }
+            }
+        }
+    }
+
+    @Test("a proxy names the original request by one field of each pair and passes the client's others on: when X-Forwarded-Uri and X-Original-URI, or X-Forwarded-Method and X-Original-Method, differ, siwa believes neither, so a client behind nginx cannot have a public path or a preflight judged in place of its request")
+    func disagreeingOriginals() async throws {
+        let rules = #"[{"paths": ["^/open/"], "policy": "public"}, {"paths": ["^/api/"], "policy": "allow", "cors_preflight": true}]"#
+        try await withServer(try Self.options(rules: rules, trusted: true)) { h in
+            let original = HTTPField.Name("X-Original-URI")!
+            let originalMethod = HTTPField.Name("X-Original-Method")!
+            func check(_ fields: HTTPFields) async throws -> HTTPResponse.Status {
+                try await h.get("/auth/check", headers: fields.merging([Self.host: "app.localhost"])).status
+            }
+            // What nginx's auth_request sends: its own X-Original-URI, and the client's X-Forwarded-Uri.
+            let alone = try await check([original: "/open/x"])
+            #expect(alone == .accepted)
+            #expect(try await check([original: "/api/x", Self.uri: "/open/x"]) == .unauthorized)
+            #expect(try await check([original: "/api/x", Self.uri: "/api/x"]) == .unauthorized)
+            #expect(try await check([original: "/open/x", Self.uri: "/open/x"]) == .accepted)
+            // A preflight only when the method the proxy wrote says OPTIONS.
+            let cors: HTTPFields = [original: "/api/x", .origin: "http://web.localhost", Self.requestMethod: "PUT"]
+            #expect(try await check(cors.merging([originalMethod: "OPTIONS"])) == .accepted)
+            #expect(try await check(cors.merging([originalMethod: "options", Self.method: "OPTIONS"])) == .accepted)
+            #expect(try await check(cors.merging([originalMethod: "GET", Self.method: "OPTIONS"])) == .unauthorized)
+            #expect(try await check(cors.merging([originalMethod: "OPTIONS", Self.method: "GET"])) == .unauthorized)
+        }
+    }
 }
 
 extension HTTPFields {

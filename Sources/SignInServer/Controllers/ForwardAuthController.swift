@@ -39,20 +39,46 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func check(_ request: Request, context: ServerContext) async throws -> Response {
-        let decision = await decision(request, context: context)
-        if let refusal = policy.refusal(decision, at: .check, request: request, method: request.method.rawValue, original: nil) { return refusal }
-        guard case .allow(let user, let groups, let client) = decision else { return DoorPolicy.empty(.accepted) }
-        return await allowed(user, groups: groups, client: client, status: .accepted, request: request, context: context)
+        await answer(request, at: .check, method: request.method.rawValue, original: nil, passStatus: .accepted, context: context)
     }
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
-        let decision = await decision(request, context: context)
         let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue
-        if let refusal = policy.refusal(decision, at: .forward, request: request, method: method, original: original(request, context: context)) {
-            return refusal
+        return await answer(request, at: .forward, method: method, original: original(request, context: context), passStatus: .ok, context: context)
+    }
+
+    /// A check's answer at `door`: the refusal, or `passStatus` with the identity when a person is let in, and the
+    /// `Authorization` the upstream is to get (`upstreamAuthorization`).
+    private func answer(
+        _ request: Request, at door: DoorPolicy.Door, method: String, original: String?, passStatus: HTTPResponse.Status, context: ServerContext
+    ) async -> Response {
+        let decision = await decision(request, context: context)
+        if let refusal = policy.refusal(decision, at: door, request: request, method: method, original: original) { return refusal }
+        var response = DoorPolicy.empty(passStatus)
+        var client: String?
+        if case .allow(let user, let groups, let holder) = decision {
+            response = await allowed(user, groups: groups, client: holder, status: passStatus, request: request, context: context)
+            client = holder
         }
-        guard case .allow(let user, let groups, let client) = decision else { return DoorPolicy.empty(.ok) }
-        return await allowed(user, groups: groups, client: client, status: .ok, request: request, context: context)
+        if let authorization = upstreamAuthorization(request, client: client, context: context) {
+            response.headers[.authorization] = authorization
+            if let name = IdentityHeaders.authorization { response.headers[name] = authorization }
+        }
+        return response
+    }
+
+    /// The request's `Authorization` when the upstream is to get it, as `--upstream` passes it (`UpstreamGate.passed`):
+    /// always, unless a bearer token let the request in (`client` holds it) and its rule does not pass it
+    /// (`pass_authorization`); the identity headers and the assertion stand for the token then. Said twice in the
+    /// answer: as `X-Auth-Request-Authorization` (nginx's `auth_request_set`, Caddy's `copy_headers`) and as
+    /// `Authorization` (Traefik's `authResponseHeaders` copies a field under its own name only), so that a proxy
+    /// configured as docs/front.md shows sets the upstream's `Authorization` from the answer, and drops it when the
+    /// answer has none.
+    private func upstreamAuthorization(_ request: Request, client: String?, context: ServerContext) -> String? {
+        guard let authorization = request.headers[.authorization] else { return nil }
+        guard client != nil else { return authorization }
+        let asked = proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress))
+        return policy.front.access.passesAuthorization(asked) ? authorization : nil
     }
 
     /// The door policy's decision on the request the proxy asks about (`ClientAddressResolver.checkedRequest`),
@@ -72,22 +98,14 @@ struct ForwardAuthController: Sendable {
     }
 
     /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
-    /// `-Host`); without a forwarded origin there is no audience, so no assertion.
-    /// With a bearer token (`client` holds it), `X-Auth-Request-Authorization` carries the request's `Authorization`
-    /// back when the rule passes it (`pass_authorization`), so that a proxy configured as the docs show sets the
-    /// upstream's `Authorization` from it, and none otherwise.
+    /// `-Host`); without a forwarded origin there is no audience, so no assertion. `client`: who holds the bearer
+    /// token that let the person in (`X-Auth-Request-Client`, the assertion's `azp`).
     private func allowed(_ user: UserRecord, groups: [String], client: String?, status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
         var token: String?
         if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
             token = await assertions.assertion(for: user, groups: groups, audience: audience, client: client)
         }
-        var fields = IdentityHeaders.checkFields(user, groups: groups, assertion: token, client: client)
-        if client != nil, let authorization = request.headers[.authorization], let name = IdentityHeaders.authorization,
-            policy.front.access.passesAuthorization(proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress)))
-        {
-            fields[name] = authorization
-        }
-        return Response(status: status, headers: fields)
+        return Response(status: status, headers: IdentityHeaders.checkFields(user, groups: groups, assertion: token, client: client))
     }
 
     /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.

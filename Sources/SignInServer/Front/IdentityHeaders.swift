@@ -16,8 +16,9 @@ public enum IdentityHeaders {
     /// The client holding the bearer token the request came with: an OpenID client's id, a native app's bundle ID
     /// (the assertion's `azp`); absent for a browser's cookie.
     public static let client = HTTPField.Name("X-Auth-Request-Client")
-    /// A check's answer only: the request's `Authorization`, when a bearer token let it in and its rule passes it
-    /// (`pass_authorization`); the proxy sets the upstream's `Authorization` from it (none when absent).
+    /// A check's answer only: the `Authorization` the upstream is to get, the request's own unless a bearer token let
+    /// it in and its rule does not pass it (`pass_authorization`); the proxy sets the upstream's `Authorization` from
+    /// it (none when absent).
     public static let authorization = HTTPField.Name("X-Auth-Request-Authorization")
 
     /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, whether the

@@ -17,14 +17,16 @@ extension ClientAddressResolver {
     /// from `X-Forwarded-Method` or `X-Original-Method`, and the path from `X-Forwarded-Uri` or `X-Original-URI`,
     /// read as the door reads a target (`RequestTarget`), believed only from a trusted proxy (`fromTrusted`). What
     /// is not said, or is a target the door refuses, is nil: a rule that needs it cannot apply (`AccessControl`).
+    /// A proxy sets one name of each pair and passes the client's fields on (nginx's `auth_request` sends the
+    /// client's `X-Forwarded-Uri` beside its own `X-Original-URI`), so when both names are present and differ,
+    /// which one the proxy wrote is not known: neither is believed.
     func checkedRequest(_ fields: HTTPFields, fromTrusted: Bool) -> AccessRequest {
         guard fromTrusted else { return AccessRequest(host: nil, method: nil, path: nil) }
         let host = forwarded(.xForwardedHost, fields, fromTrusted: true)
-        let method = forwarded(.xForwardedMethod, fields, fromTrusted: true) ?? forwarded(.xOriginalMethod, fields, fromTrusted: true)
-        // A target may hold commas: the whole first field, not its first item.
-        let uri = [HTTPField.Name.xForwardedUri, .xOriginalURI].lazy.compactMap { name in fields.first { $0.name == name }?.value }.first
-            .map { String(Substring($0).trimmingBlanks) }
-        let path = uri.flatMap { try? RequestTarget($0, host: host).path }
+        let method = Self.agreed(forwarded(.xForwardedMethod, fields, fromTrusted: true), forwarded(.xOriginalMethod, fields, fromTrusted: true)) {
+            $0.uppercased() == $1.uppercased()
+        }
+        let path = originalURI(fields).flatMap { try? RequestTarget($0, host: host).path }
         // A preflight by the original method, which only a trusted proxy says: a client cannot claim OPTIONS for a GET.
         let preflight = method?.uppercased() == "OPTIONS" && fields[.origin] != nil
             && HTTPField.Name.accessControlRequestMethod.map { fields[$0] != nil } == true
@@ -33,9 +35,22 @@ extension ClientAddressResolver {
 
     /// The query of the original request a trusted proxy names (`X-Forwarded-Uri`, `X-Original-URI`); nil without one.
     func checkedQuery(_ fields: HTTPFields, fromTrusted: Bool) -> Substring? {
-        guard fromTrusted, let uri = [HTTPField.Name.xForwardedUri, .xOriginalURI].lazy.compactMap({ name in fields.first { $0.name == name }?.value }).first,
-            let mark = uri.firstIndex(of: "?")
-        else { return nil }
+        guard fromTrusted, let uri = originalURI(fields), let mark = uri.firstIndex(of: "?") else { return nil }
         return Substring(uri[uri.index(after: mark)...])
+    }
+
+    /// The original target a trusted proxy names, `X-Forwarded-Uri` or `X-Original-URI` (each its whole first field:
+    /// a target may hold commas); nil when neither is said, or both are and differ.
+    private func originalURI(_ fields: HTTPFields) -> String? {
+        func first(_ name: HTTPField.Name?) -> String? {
+            fields.first { $0.name == name }.map { String(Substring($0.value).trimmingBlanks) }
+        }
+        return Self.agreed(first(.xForwardedUri), first(.xOriginalURI), by: ==)
+    }
+
+    /// The one value two names of the same thing say: either when only one is said, nil when they differ.
+    private static func agreed(_ one: String?, _ other: String?, by same: (String, String) -> Bool) -> String? {
+        guard let one, let other else { return one ?? other }
+        return same(one, other) ? one : nil
     }
 }
