@@ -128,6 +128,11 @@ struct BearerDoorTests {
                 #expect(answer.status == .badRequest, "\(query)")
                 #expect(answer.text.contains("access_token"))
             }
+            // The client's own X-Forwarded-Uri beside the proxy's X-Original-URI (nginx passes both): the token in
+            // either is refused.
+            let original = HTTPField.Name("X-Original-URI")!
+            let hidden = try await h.get("/auth/forward", headers: [Self.uri: "/open/x", original: "/open/x?access_token=abc", Self.host: "app.localhost"])
+            #expect(hidden.status == .badRequest)
             // Near names are not the token's parameter; a public path passes them.
             for query in ["my_access_token=1", "access_tokens=1", "token=1"] {
                 #expect(try await h.get("/auth/forward", headers: [Self.uri: "/open/x?" + query, Self.host: "app.localhost"]).status == .ok, "\(query)")

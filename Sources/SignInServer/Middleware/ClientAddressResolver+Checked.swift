@@ -34,9 +34,15 @@ extension ClientAddressResolver {
     }
 
     /// The query of the original request a trusted proxy names (`X-Forwarded-Uri`, `X-Original-URI`); nil without one.
+    /// Every original target a trusted proxy passed is looked at (joined, `&` between): one that carries a token in
+    /// its query is refused even when the two names disagree and neither target is believed for the rules.
     func checkedQuery(_ fields: HTTPFields, fromTrusted: Bool) -> Substring? {
-        guard fromTrusted, let uri = originalURI(fields), let mark = uri.firstIndex(of: "?") else { return nil }
-        return Substring(uri[uri.index(after: mark)...])
+        guard fromTrusted else { return nil }
+        let queries = fields.filter { $0.name == .xForwardedUri || $0.name == .xOriginalURI }.compactMap { field -> Substring? in
+            guard let mark = field.value.firstIndex(of: "?") else { return nil }
+            return field.value[field.value.index(after: mark)...]
+        }
+        return queries.isEmpty ? nil : Substring(queries.joined(separator: "&"))
     }
 
     /// The original target a trusted proxy names, `X-Forwarded-Uri` or `X-Original-URI` (each its whole first field:
