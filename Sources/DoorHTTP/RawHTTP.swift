@@ -43,8 +43,11 @@ package enum RawHTTP {
         package let lines: [Line]
         package let host: String
         package let cookie: String?
-        /// It carries an `Authorization` field, or its query names `access_token`: a bearer token (or what may be
-        /// one) the handlers read (`BearerCredential`), never the byte path.
+        /// The value of its one `Authorization` field (a bearer token the byte path reads from memory, or another
+        /// scheme it passes on); nil without one.
+        package let authorization: String?
+        /// It carries two `Authorization` fields, or its query names `access_token`: a token presented where the door
+        /// refuses it, which the handlers answer (`BearerCredential`), never the byte path.
         package let mayHoldToken: Bool
         /// `Connection` values (`close`, and the names of the headers that stay on this hop).
         package let connection: [String]
@@ -124,7 +127,8 @@ package enum RawHTTP {
         guard let lines = headerLines(bytes, from: index, end: end, allowsObsText: false, limit: headerCountLimit) else { return .notTaken }
         var host: String?
         var cookie: String?
-        var authorization = false
+        var authorization: String?
+        var authorizations = 0
         var contentLength: Int?
         var connection: [String] = []
         var forwarded: [(name: String, value: String)] = []
@@ -148,7 +152,8 @@ package enum RawHTTP {
                 guard cookie == nil else { return .notTaken }
                 cookie = value()
             case "authorization":
-                authorization = true
+                authorizations += 1
+                authorization = value()
             case "connection":
                 connection.append(value())
             default:
@@ -159,7 +164,7 @@ package enum RawHTTP {
         return .head(
             RequestHead(
                 method: method, length: end, contentLength: contentLength, target: target, lines: lines, host: host, cookie: cookie,
-                mayHoldToken: authorization || Self.queryMayHoldToken(target), connection: connection, forwarded: forwarded, isHTTP10: isHTTP10
+                authorization: authorizations == 1 ? authorization : nil, mayHoldToken: authorizations > 1 || Self.queryMayHoldToken(target), connection: connection, forwarded: forwarded, isHTTP10: isHTTP10
             )
         )
     }

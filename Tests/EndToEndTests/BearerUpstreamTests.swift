@@ -75,6 +75,45 @@ struct BearerUpstreamTests {
         }
     }
 
+    @Test("the byte path answers a bearer token from memory as the handlers do: the same fields reach the upstream (identity, client, assertion's azp, Authorization kept or not by the rule) and the same check answer, counted as the fast path's; after the person's sign-out everywhere, neither passes it")
+    func bytePathAgreesWithTheHandlers() async throws {
+        // This test's client is also the trusted proxy that asks /auth/check about the original request.
+        try await UpstreamProxyTests.withEchoSite(["access_rules": Self.rules, "trusted_proxies": "127.0.0.1"]) { site, visit in
+            let person = site.user("Ada")
+            let token = try await Self.nativeToken(site, visit, sub: person.sub)
+            let bearer = [("Authorization", "Bearer " + token)]
+            for path in ["/api/ios/me", "/api/pass/x"] {
+                let before = try await BytePathTests.counted("upstream_bytes", site, visit)
+                // The first is the handlers' (the token is looked up); the second memory's.
+                let first = try await visit.send(site.url(path), headers: bearer).echoed()
+                let second = try await visit.send(site.url(path), headers: bearer).echoed()
+                #expect(try await BytePathTests.counted("upstream_bytes", site, visit) >= before + 1, "\(path): the second went the byte path")
+                for name in ["x-auth-request-user", "x-auth-request-client", "x-auth-request-groups", "authorization", "x-siwa-private-email"] {
+                    #expect(first.values(name) == second.values(name), "\(path) \(name): \(first.values(name)) vs \(second.values(name))")
+                }
+                #expect(first.values("authorization").isEmpty == (path == "/api/ios/me"))
+                let claims = try Self.claims(try #require(second.values("x-siwa-assertion").first))
+                #expect(claims["azp"] as? String == Self.bundle)
+            }
+            let checks = try await BytePathTests.counted("check", site, visit)
+            let original = [("X-Forwarded-Uri", "/api/pass/y"), ("X-Forwarded-Host", "127.0.0.1"), ("X-Forwarded-Method", "GET")]
+            let handlers = try await visit.send(site.url("/auth/check"), headers: bearer + original)
+            let memory = try await visit.send(site.url("/auth/check"), headers: bearer + original)
+            #expect(handlers.status == 202 && memory.status == 202)
+            #expect(try await BytePathTests.counted("check", site, visit) >= checks + 1)
+            for name in ["x-auth-request-user", "x-auth-request-client", "x-auth-request-authorization", "authorization"] {
+                #expect(handlers.headers[name] == memory.headers[name], "\(name)")
+            }
+            // Apple's consent-revoked (every session of the person ends): refused at once on either path.
+            _ = try await visit.send(
+                site.emulatorOrigin + "/emulator/admin/notify", method: .POST, headers: [("Content-Type", "application/json")],
+                body: #"{"type": "consent-revoked", "sub": "\#(person.sub)"}"#
+            )
+            #expect(try await visit.send(site.url("/api/ios/me"), headers: bearer).status == 401)
+            #expect(try await visit.send(site.url("/auth/check"), headers: bearer + original).status == 401)
+        }
+    }
+
     @Test("a token in the query is refused with 400 before any rule and never reaches the upstream; two Authorization fields too")
     func tokenInTheWrongPlace() async throws {
         try await ScriptedUpstream.run { upstream in

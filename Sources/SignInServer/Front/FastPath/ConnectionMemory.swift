@@ -17,8 +17,11 @@ final class ConnectionMemory {
     private var lastCookie: (header: String, sessionHash: String?)?
     /// The last identity sent on this connection, as header fields.
     private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, fields: [HTTPField])?
-    /// The last check answered from memory on this connection: its status line and header lines before `Date`.
-    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, lines: ByteBuffer)?
+    /// The last check answered from memory on this connection: what it said, and its status line and header lines
+    /// before `Date`.
+    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, client: String?, authorization: String?, lines: ByteBuffer)?
+    /// The last `Authorization` value seen on this connection and what it presents (a bearer token's hash).
+    private var lastAuthorization: (header: String, presented: FastPathAnswers.Presented?)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
     private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
 
@@ -48,16 +51,19 @@ final class ConnectionMemory {
         guard DoorRoutes.Check(path: path) != nil, !head.mayHoldToken else { return nil }
         let query = head.target.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.target[head.target.index(after: $0)...] }
         let (checked, origin) = forwardedOrigin(head)
-        guard let pass = answers.checkPass(
-            path: path, request: checked, narrowing: query.map(CheckNarrowing.parse) ?? [], audience: origin, idHash: sessionHash(head.cookie), now: Date()
+        guard let presented = presented(head), let pass = answers.checkPass(
+            path: path, request: checked, narrowing: query.map(CheckNarrowing.parse) ?? [], audience: origin, presented: presented,
+            authorization: head.authorization, now: Date()
         ) else { return nil }
         let lines: ByteBuffer
-        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user, last.groups == pass.groups {
+        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user, last.groups == pass.groups,
+            last.client == pass.client, last.authorization == pass.authorization
+        {
             lines = last.lines
         } else {
             var made = allocator.buffer(capacity: 1024)
             ByteHead.writeStatusAndFields(&made, pass.status, answers.checkFields(pass))
-            lastCheck = (pass.status, pass.user, pass.groups, pass.assertion, made)
+            lastCheck = (pass.status, pass.user, pass.groups, pass.assertion, pass.client, pass.authorization, made)
             lines = made
         }
         var out = allocator.buffer(capacity: lines.readableBytes + 80)
@@ -121,7 +127,8 @@ final class ConnectionMemory {
     func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
         guard let upstream = answers.upstream, !head.mayHoldToken, let method = HTTPRequest.Method(head.method) else { return nil }
         let now = Date()
-        guard let pass = answers.upstreamPass(method: method, host: head.host, target: target, sessionHash: { sessionHash(head.cookie) }, now: now) else { return nil }
+        guard let presented = presented(head), let pass = answers.upstreamPass(method: method, host: head.host, target: target, presented: { presented }, now: now)
+        else { return nil }
         let settings = upstream.rawPool.settings
         let forwarder = upstream.gate.forwarder
         var out = allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
@@ -144,9 +151,14 @@ final class ConnectionMemory {
             forwarded = .init(for: resolver.peerName(peer), proto: "http", host: head.host)
         }
         var identity: [HTTPField] = []
-        if case .identified(let user, let groups, let assertion) = pass { identity = identityFields(user, groups: groups, assertion: assertion) }
-        // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`).
-        let fields = head.lines.lazy.map { line -> (String, String, String) in
+        var dropsAuthorization = false
+        if case .identified(let user, let groups, let assertion, let client, let drops) = pass {
+            identity = identityFields(user, groups: groups, client: client, assertion: assertion)
+            dropsAuthorization = drops
+        }
+        // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`); the
+        // bearer token that let the person in stays here unless the rule passes it (`UpstreamGate.passed`).
+        let fields = head.lines.lazy.filter { !dropsAuthorization || $0.name != "authorization" }.map { line -> (String, String, String) in
             let name = source.getString(at: source.readerIndex + line.line.lowerBound, length: line.name.utf8.count) ?? line.name
             let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
             return (line.name, name, value)
@@ -171,11 +183,28 @@ final class ConnectionMemory {
 
     /// The identity fields of `user` in `groups` with `assertion`, made once per person, groups and assertion on a
     /// connection.
-    private func identityFields(_ user: UserRecord, groups: [String], assertion: String) -> [HTTPField] {
+    private func identityFields(_ user: UserRecord, groups: [String], client: String?, assertion: String) -> [HTTPField] {
         if let last = lastIdentity, last.assertion == assertion, last.user == user, last.groups == groups { return last.fields }
-        let fields = UpstreamGate.identityFields(user, groups: groups, assertion: assertion)
+        let fields = UpstreamGate.identityFields(user, groups: groups, client: client, assertion: assertion)
         lastIdentity = (user, groups, assertion, fields)
         return fields
+    }
+
+    /// What `head` presents: its bearer token (read once per `Authorization` value on a connection), else its
+    /// session cookie; nil when the handlers read it (a malformed `Bearer` value).
+    private func presented(_ head: RawHTTP.RequestHead) -> FastPathAnswers.Presented? {
+        guard let authorization = head.authorization else { return .cookie(sessionHash(head.cookie)) }
+        if let last = lastAuthorization, last.header == authorization {
+            return last.presented ?? .cookie(sessionHash(head.cookie))
+        }
+        let presented: FastPathAnswers.Presented?
+        switch BearerCredential.read(authorization: [authorization], query: nil) {
+        case .token(let token): presented = .bearer(SessionCookie.digest(token), access: token.hasPrefix(BearerCredential.accessTokenPrefix))
+        case .none: presented = nil
+        case .refused, .malformed: return nil
+        }
+        lastAuthorization = (authorization, presented)
+        return presented ?? .cookie(sessionHash(head.cookie))
     }
 
     /// The SHA-256 of the session cookie in `cookie` (the `Cookie` header).

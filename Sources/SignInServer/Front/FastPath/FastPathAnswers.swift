@@ -75,27 +75,38 @@ struct FastPathAnswers: Sendable {
     enum UpstreamPass {
         /// On a `public` rule: without identity headers.
         case anonymous
-        /// A person let in, with their groups and the assertion addressed to the upstream.
-        case identified(UserRecord, groups: [String], assertion: String)
+        /// A person let in, with their groups and the assertion addressed to the upstream; `client` holds the bearer
+        /// token that let them in, and then `dropsAuthorization` unless the rule passes it (`UpstreamGate.passed`).
+        case identified(UserRecord, groups: [String], assertion: String, client: String?, dropsAuthorization: Bool)
+    }
+
+    /// What a request presents, as the byte path read it: a session cookie's hash (nil for none), or a bearer
+    /// token's, with whether it is an access token (`siwa_at_`) or a native app's session token.
+    enum Presented {
+        case cookie(String?)
+        case bearer(String, access: Bool)
     }
 
     /// As whom a request of `method` for `target` (the upstream's, as `SiwaPaths.route` read it; no upgrade), sent
     /// to `host`, passes to the upstream, decided from memory by the rules the gate applies (`UpstreamGate.decision`):
     /// nil when the handlers decide (no session in memory, a person turned away, no recent assertion). The session
     /// is found by the SHA-256 of its cookie, `sessionHash` (only asked for when the rule needs a person).
-    func upstreamPass(method: HTTPRequest.Method, host: String, target: RequestTarget, sessionHash: () -> String?, now: Date) -> UpstreamPass? {
+    func upstreamPass(method: HTTPRequest.Method, host: String, target: RequestTarget, presented: () -> Presented, now: Date) -> UpstreamPass? {
         guard let upstream else { return nil }
         let request = AccessRequest(host: host, method: method.rawValue, path: target.path)
-        // The gate's decision (`AccessDecision`), with the session as memory holds it: the session is only asked for
-        // when the rule needs a person, as the gate asks.
+        // The gate's decision (`AccessDecision`), with the session or token as memory holds it: only asked for when
+        // the rule needs a person, as the gate asks.
         var decision = AccessDecision(.notLooked, request: request, access: front.access)
-        if case .signIn = decision, let idHash = sessionHash() { decision = AccessDecision(visitor(idHash: idHash, now: now), request: request, access: front.access) }
+        if case .signIn = decision { decision = AccessDecision(visitor(presented(), now: now), request: request, access: front.access) }
         switch decision {
         case .pass:
             return .anonymous
-        case .allow(let user, let groups, _):
-            guard let assertion = assertions.recentAssertion(for: user, groups: groups, audience: upstream.rawPool.settings.origin, now: now) else { return nil }
-            return .identified(user, groups: groups, assertion: assertion)
+        case .allow(let user, let groups, let client):
+            let audience = upstream.rawPool.settings.origin
+            guard let assertion = assertions.recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) else { return nil }
+            return .identified(
+                user, groups: groups, assertion: assertion, client: client, dropsAuthorization: client != nil && !front.access.passesAuthorization(request)
+            )
         case .deny, .signIn, .unavailable, .badToken:
             // The handlers answer: a refusal is rendered and audited there, a session not in memory is looked up.
             return nil
@@ -109,6 +120,10 @@ struct FastPathAnswers: Sendable {
         let user: UserRecord
         let groups: [String]
         let assertion: String?
+        /// Who holds the bearer token that let the person in.
+        let client: String?
+        /// The `Authorization` the upstream is to get, said back (`ForwardAuthController.upstreamAuthorization`).
+        let authorization: String?
     }
 
     /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in, decided from memory for `request`
@@ -116,25 +131,33 @@ struct FastPathAnswers: Sendable {
     /// (the forwarded origin, nil when no trusted proxy names one) and counted; nil for any other path, or when the
     /// handlers answer (no session in memory, a person turned away, a public or deny rule, no recent assertion).
     /// The byte path's way in (`RawFrontPath`), which writes the answer's lines itself.
-    func checkPass(path: String, request: AccessRequest, narrowing: [AccessPolicy], audience: String?, idHash: String?, now: Date) -> CheckPass? {
+    /// `authorization`: the request's `Authorization` field, said back as the handlers say it.
+    func checkPass(
+        path: String, request: AccessRequest, narrowing: [AccessPolicy], audience: String?, presented: Presented, authorization: String?, now: Date
+    ) -> CheckPass? {
         guard let check = DoorRoutes.Check(path: path) else { return nil }
         let status = check.passStatus
         let counter = check == .check ? metrics.fastChecks : metrics.fastForwards
-        guard let idHash, case .allow(let user, let groups, _) = AccessDecision(visitor(idHash: idHash, now: now), request: request, access: front.access, narrowing: narrowing)
+        guard case .allow(let user, let groups, let client) = AccessDecision(visitor(presented, now: now), request: request, access: front.access, narrowing: narrowing)
         else { return nil }
         var assertion: String?
         if let audience {
-            guard let recent = assertions.recentAssertion(for: user, groups: groups, audience: audience, now: now) else { return nil }
+            guard let recent = assertions.recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) else { return nil }
             assertion = recent
         }
         counter.increment()
-        return CheckPass(status: status, user: user, groups: groups, assertion: assertion)
+        let said = client == nil || front.access.passesAuthorization(request) ? authorization : nil
+        return CheckPass(status: status, user: user, groups: groups, assertion: assertion, client: client, authorization: said)
     }
 
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
     /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
     func checkFields(_ pass: CheckPass) -> HTTPFields {
-        var fields = IdentityHeaders.checkFields(pass.user, groups: pass.groups, assertion: pass.assertion)
+        var fields = IdentityHeaders.checkFields(pass.user, groups: pass.groups, assertion: pass.assertion, client: pass.client)
+        if let authorization = pass.authorization {
+            fields[.authorization] = authorization
+            if let name = IdentityHeaders.authorization { fields[name] = authorization }
+        }
         fields.append(contentsOf: checkExtras)
         return fields
     }
@@ -150,6 +173,20 @@ struct FastPathAnswers: Sendable {
 
     /// Who the session whose cookie value hashes to `idHash` is, as far as this instance's memory knows: signed in,
     /// or not known here (`.notLooked`: the handlers look it up).
+    /// Who presents `presented`, as far as this instance's memory knows (`.notLooked`: the handlers look it up). A
+    /// token's record must be of the kind its form says: an access token's for `siwa_at_`, a native app's session
+    /// for any other (a browser's session id is no bearer token).
+    func visitor(_ presented: Presented, now: Date) -> Visitor {
+        switch presented {
+        case .cookie(let idHash?): return visitor(idHash: idHash, now: now)
+        case .cookie(nil): return .notLooked
+        case .bearer(let hash, let access):
+            guard let (session, user) = store.cachedSession(idHash: hash, now: now), session.isAccessToken == access, let client = session.bearerClient
+            else { return .notLooked }
+            return .bearer(session, user, client: client)
+        }
+    }
+
     func visitor(idHash: String, now: Date) -> Visitor {
         // An access token is no cookie (both share the cache): its record opens nothing sent as one.
         guard let (session, user) = store.cachedSession(idHash: idHash, now: now), !session.isAccessToken else { return .notLooked }
