@@ -459,7 +459,7 @@ struct BrowserSignInTests {
         _ = try await e2e.browser.element("#continue")
     }
 
-    private func userRadio(_ user: EmulatorConfiguration.User) -> String {
+    func userRadio(_ user: EmulatorConfiguration.User) -> String {
         "input[name=emulator_user][value=\"\(user.sub)\"]"
     }
 
