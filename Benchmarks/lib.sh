@@ -184,7 +184,8 @@ with c:
     c.executemany("INSERT INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at) "
                   "VALUES (?, ?, 0, 'Bench', ?, ?, ?)",
                   ((sub(i), f"user{i}@example.com", f"User {i}", now, now) for i in range(1, n + 1)))
-    c.executemany("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+    # Each session is also a native app's (via native:…), so its value serves as a bearer token too (issue 35).
+    c.executemany("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at, via) VALUES (?, ?, ?, ?, ?, 'native:com.example.bench')",
                   ((hashlib.sha256(f"benchsession{i:031d}".encode()).hexdigest(), sub(i), os.urandom(16).hex(), now, now + 7 * 86400)
                    for i in range(1, n + 1)))
 PY
@@ -221,10 +222,10 @@ seed_postgres() {
         SELECT '000999.frontbench' || lpad(i::text, 27, '0') || '.' || lpad((i % 10000)::text, 4, '0'), 'user' || i || '@example.com',
                false, 'Bench', 'User ' || i, extract(epoch FROM now()), extract(epoch FROM now())
         FROM generate_series(1, $1) i;
-        INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at)
+        INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at, via)
         SELECT encode(sha256(convert_to('benchsession' || lpad(i::text, 31, '0'), 'UTF8')), 'hex'),
                '000999.frontbench' || lpad(i::text, 27, '0') || '.' || lpad((i % 10000)::text, 4, '0'),
-               md5(random()::text), extract(epoch FROM now()), extract(epoch FROM now()) + 7 * 86400
+               md5(random()::text), extract(epoch FROM now()), extract(epoch FROM now()) + 7 * 86400, 'native:com.example.bench'
         FROM generate_series(1, $1) i;" >/dev/null
     psql_q "VACUUM ANALYZE users" >/dev/null; psql_q "VACUUM ANALYZE sessions" >/dev/null
 }

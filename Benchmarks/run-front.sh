@@ -91,6 +91,8 @@ start_siwa "$db" --trusted-proxies 127.0.0.1 "${access[@]}"
 # "benchsession" + 31 digits and the store keeps its SHA-256 in hex (SignInFlow.hash).
 seed_sqlite "$db" "$SESSIONS"
 export SESSION_COOKIE="siwa_session=benchsession$(printf '%031d' 1)"
+# The same session's value as a native app's bearer token (issue 35: every seeded session is also a native one).
+export BEARER="Bearer benchsession$(printf '%031d' 1)"
 
 # The HTTP ceiling.
 hport="$(free_port)"
@@ -189,6 +191,8 @@ return202_url="http://127.0.0.1:$rport/auth/check"
 expect 202 "$check_url" -H "Cookie: $SESSION_COOKIE" "${check_original[@]}"
 expect 401 "$check_url" "${check_original[@]}"
 expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
+expect 200 "$proxy_url" -H "Authorization: $BEARER"
+expect 202 "$check_url" -H "Authorization: $BEARER" "${check_original[@]}"
 expect 401 "$proxy_url"
 expect 200 "$direct_url"
 expect 202 "$return202_url"
@@ -224,12 +228,14 @@ for round in $(seq 1 "$ROUNDS"); do
     wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/session.lua "${check_original[@]}"
     wrk_run "direct.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "proxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/session.lua
+    wrk_run "checkbearer.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/bearer.lua "${check_original[@]}"
+    wrk_run "proxybearer.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/bearer.lua
     wrk_run "authreq.r$round" "$authreq_url" "$front_pid $siwa_pid" -s Benchmarks/lua/session.lua
     wrk_run "authsock.r$round" "$authsock_url" "$front_pid $sock_pid" -s Benchmarks/lua/session.lua
     wrk_run "postdirect.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/post4k.lua
     wrk_run "postproxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/post4k.lua
 done
-for name in hello return202 check direct proxy authreq authsock postdirect postproxy; do best_round "$name"; done
+for name in hello return202 check direct proxy checkbearer proxybearer authreq authsock postdirect postproxy; do best_round "$name"; done
 kill "$sock_pid" 2>/dev/null || true
 kill "$hello_pid" 2>/dev/null || true
 stop_siwa
@@ -247,8 +253,11 @@ memory_run() {
     echo "(4) $label: /auth/check across $SESSIONS sessions for $MEMORY_SECS s" >&2
     SECS_SAVED="$SECS"; SECS="$MEMORY_SECS"
     wrk_run "$name" "$check_url" "$siwa_pid" -s Benchmarks/lua/check_many.lua
-    SECS="$SECS_SAVED"
     mem_rows+=("| $label | $sessions_stored | $(mb "$idle") MB | $(mb "$(kb VmRSS "$siwa_pid")") MB | $(mb "$(kb VmHWM "$siwa_pid")") MB | $(wrk_rate "$name") | $(wrk_pct "$name" 99) | $(cat "$work/$name.cpu") µs | $(wrk_errors "$name") |")
+    # The same sessions as native apps' bearer tokens, in the same process after the cookies (issue 35).
+    wrk_run "$name-bearer" "$check_url" "$siwa_pid" -s Benchmarks/lua/bearer_many.lua
+    SECS="$SECS_SAVED"
+    mem_rows+=("| $label, bearer tokens after the cookies | $sessions_stored | | $(mb "$(kb VmRSS "$siwa_pid")") MB | $(mb "$(kb VmHWM "$siwa_pid")") MB | $(wrk_rate "$name-bearer") | $(wrk_pct "$name-bearer" 99) | $(cat "$work/$name-bearer.cpu") µs | $(wrk_errors "$name-bearer") |")
     stop_siwa
 }
 memory_run SQLite "$db" sqlite "$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM sessions").fetchone()[0])' "$db")"
@@ -293,6 +302,8 @@ $(row "(6) nginx \`return 202\` from memory (a stricter ceiling)" return202)
 $(row "(1) \`GET /auth/check\`, valid session (202)" check)
 $(row "(2)(3) nginx → upstream, no auth" direct)
 $(row "(2) \`siwa serve --upstream\` → upstream, valid session" proxy)
+$(row "(7) \`GET /auth/check\`, a native app's bearer token (202)" checkbearer)
+$(row "(7) \`siwa serve --upstream\` → upstream, a native app's bearer token" proxybearer)
 $(row "(3) nginx + \`auth_request\` → siwa \`/auth/check\`, then → upstream" authreq)
 $(row "(3) the same, siwa on a Unix socket (\`socket\`)" authsock)
 $(row "(5) nginx → upstream, 4 KB \`POST\`, no auth" postdirect)
@@ -310,6 +321,8 @@ both for (3)) over the round, divided by its requests; the upstream's and wrk's 
 | (3) the same, siwa on a Unix socket | $(ratio "$(wrk_rate authsock)" "$(wrk_rate direct)") | $(verdict "$(wrk_rate authsock)" "$(wrk_rate direct)" 50) |
 | (5) 4 KB \`POST\` through \`siwa --upstream\` ≥ 50 % of nginx direct | $(ratio "$(wrk_rate postproxy)" "$(wrk_rate postdirect)") | $(verdict "$(wrk_rate postproxy)" "$(wrk_rate postdirect)" 50) |
 | (6) \`/auth/check\` ≥ 60 % of nginx \`return 202\` | $(ratio "$(wrk_rate check)" "$(wrk_rate return202)") | $(verdict "$(wrk_rate check)" "$(wrk_rate return202)" 60) |
+| (7) \`/auth/check\` with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate checkbearer)" "$(wrk_rate check)") | $(verdict "$(wrk_rate checkbearer)" "$(wrk_rate check)" 90) |
+| (7) \`--upstream\` GET with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate proxybearer)" "$(wrk_rate proxy)") | $(verdict "$(wrk_rate proxybearer)" "$(wrk_rate proxy)" 90) |
 
 (4) Resident memory of \`siwa serve --upstream\` (restarted on the store), idle 2 s after start, then after
 ${MEMORY_SECS} s of \`GET /auth/check\` at ${CONNS} connections, each request with the cookie of a random one of the

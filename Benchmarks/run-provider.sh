@@ -72,7 +72,9 @@ redirect_uri="https://app.example/cb"
 apache_redirect="http://127.0.0.1:$aport/protected/redirect_uri"
 clients="[{\"client_id\":\"bench\",\"client_secret\":\"$bench_secret\",\"redirect_uris\":[\"$redirect_uri\"]},
           {\"client_id\":\"bench-es256\",\"client_secret\":\"$es_secret\",\"redirect_uris\":[\"$redirect_uri\"],\"id_token_signed_response_alg\":\"ES256\"},
-          {\"client_id\":\"apache\",\"client_secret\":\"$apache_secret\",\"redirect_uris\":[\"$apache_redirect\"]}]"
+          {\"client_id\":\"apache\",\"client_secret\":\"$apache_secret\",\"redirect_uris\":[\"$apache_redirect\"]},
+          {\"client_id\":\"bench-device\",\"public\":true,\"device\":true},
+          {\"client_id\":\"bench-service\",\"client_secret\":\"$bench_secret\",\"service\":true}]"
 # In the environment: siwa 0addf72 takes `--oidc-clients` on the command line but ignores it (config file and
 # environment work).
 SIWA_OIDC_CLIENTS="$clients" start_siwa "$db"
@@ -98,6 +100,10 @@ with c:
                   "auth_time, created_at, expires_at) VALUES (?, ?, ?, ?, 'openid email profile', ?, NULL, ?, ?, ?)",
                   ((sha(f"benchcode{i:034d}"), "bench" if i < n else "bench-es256", redirect, sub, f"nonce{i}", now, now, now + 86400)
                    for i in range(2 * n)))
+    # Device grants the person approved, each polled once for its tokens (issue 35): "benchdevice" + 34 digits.
+    c.executemany("INSERT INTO device_grants (device_code_hash, user_code, client_id, scope, created_at, expires_at, interval_seconds, status, sub, auth_time) "
+                  "VALUES (?, ?, 'bench-device', 'openid profile', ?, ?, 5, 'approved', ?, ?)",
+                  ((sha(f"benchdevice{i:034d}"), f"U{i:011d}", now, now + 86400, sub, now) for i in range(n)))
 PY
 codes_used() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM authorization_codes WHERE used_at IS NOT NULL").fetchone()[0])' "$db"; }
 siwa_cookie="siwa_session=benchsession$(printf '%031d' 1)"
@@ -211,8 +217,19 @@ page_bytes="$(curl -s "$open_url" | wc -c)"
 # 2 × CODES - 1), split between wrk's threads. token_run NAME rs|es
 per_run=$((CODES / (ROUNDS + 2)))
 export CODES_PER_THREAD=$((per_run / WRK_THREADS))
-next_rs=0; next_es="$CODES"
+next_rs=0; next_es="$CODES"; next_dev=0
+svc_basic="$(printf 'bench-service:%s' "$bench_secret" | base64 -w0)"
+device_form="grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=bench-device&device_code=benchdevice%034d"
 token_run() {
+    if [ "$2" = device ]; then
+        CODE_FIRST="$next_dev" CLIENT_BASIC="" TOKEN_FORM="$device_form" wrk_run "$1" "$token_url" "$siwa_pid" -s Benchmarks/lua/token.lua
+        next_dev=$((next_dev + per_run))
+        return
+    fi
+    if [ "$2" = service ]; then
+        CLIENT_BASIC="$svc_basic" wrk_run "$1" "$token_url" "$siwa_pid" -s Benchmarks/lua/service.lua
+        return
+    fi
     if [ "$2" = es ]; then
         CODE_FIRST="$next_es" CLIENT_BASIC="$es_basic" wrk_run "$1" "$token_url" "$siwa_pid" -s Benchmarks/lua/token.lua
         next_es=$((next_es + per_run))
@@ -234,6 +251,8 @@ wrk_run hello.w "$hello_url" "$hello_pid" -s Benchmarks/lua/form.lua
 SESSION_COOKIE="$siwa_cookie" EXPECT_STATUS=202 wrk_run check.w "$check_url" "$siwa_pid" -s Benchmarks/lua/page.lua
 token_run token.w rs
 token_run tokenes.w es
+token_run device.w device
+token_run service.w service
 pages .w
 SECS="$SECS_SAVED"
 
@@ -244,10 +263,12 @@ for round in $(seq 1 "$ROUNDS"); do
     SESSION_COOKIE="$siwa_cookie" EXPECT_STATUS=202 wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/page.lua
     token_run "token.r$round" rs
     token_run "tokenes.r$round" es
+    token_run "device.r$round" device
+    token_run "service.r$round" service
     pages ".r$round"
 done
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
-for name in hello check token tokenes apache proxy open; do best_round "$name"; done
+for name in hello check token tokenes device service apache proxy open; do best_round "$name"; done
 
 # Every token run's answers, the warm-up's included: the codes the store marked used, and the answers other than 200.
 token_sent=0; token_bad=0; token_overrun=0; token_done=0
@@ -298,6 +319,8 @@ $(row "Hummingbird hello-world, the token request's headers and body (HTTP ceili
 $(row "\`GET /auth/check\`, valid session (202)" check "$(unexpected check)")
 $(row "\`POST /oauth2/token\`, authorization_code, client_secret_basic (RS256 id_token)" token "$(unexpected token)")
 $(row "the same, a client with \`id_token_signed_response_alg\` ES256" tokenes "$(unexpected tokenes)")
+$(row "\`POST /oauth2/token\`, device_code, an approved grant polled once (public client; RS256 id_token)" device "$(unexpected device)")
+$(row "\`POST /oauth2/token\`, client_credentials, a service by client_secret_basic (no id_token)" service)
 
 Code exchanges over all ${ROUNDS} rounds and the warm-ups, both clients: ${token_sent} codes sent (${token_done} answered within the runs),
 ${consumed} codes marked used in the store, ${tokens_stored} tokens stored (an access and a refresh token per exchange),

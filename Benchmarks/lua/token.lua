@@ -7,21 +7,23 @@
 tallies = { "unexpected", "sent", "overrun" }
 dofile("Benchmarks/lua/count.lua")
 
+-- TOKEN_FORM (optional): the form with "%034d" where the number goes, for another grant (the device flow's polls of
+-- approved grants, "benchdevice" + 34 digits); CLIENT_BASIC empty: no Authorization (a public client in the form).
 function init(args)
   local per = tonumber(os.getenv("CODES_PER_THREAD"))
   next_code = tonumber(os.getenv("CODE_FIRST")) + id * per
   last_code = next_code + per - 1
   sent, overrun = 0, 0
-  headers = {
-    ["Authorization"] = "Basic " .. os.getenv("CLIENT_BASIC"),
-    ["Content-Type"] = "application/x-www-form-urlencoded",
-  }
-  tail = "&redirect_uri=" .. os.getenv("REDIRECT_URI")
+  headers = { ["Content-Type"] = "application/x-www-form-urlencoded" }
+  local basic = os.getenv("CLIENT_BASIC") or ""
+  if basic ~= "" then headers["Authorization"] = "Basic " .. basic end
+  form = os.getenv("TOKEN_FORM") or ""
+  if form == "" then form = "grant_type=authorization_code&code=benchcode%034d&redirect_uri=" .. os.getenv("REDIRECT_URI") end
 end
 
 function request()
   if next_code > last_code then overrun = overrun + 1 end
-  local body = string.format("grant_type=authorization_code&code=benchcode%034d", next_code) .. tail
+  local body = string.format(form, next_code)
   next_code = next_code + 1
   sent = sent + 1
   return wrk.format("POST", nil, headers, body)
