@@ -104,7 +104,8 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     if settings.rateLimitPerMinute > 0 {
         router.add(middleware: RateLimitMiddleware(
             perMinute: settings.rateLimitPerMinute,
-            paths: ["/auth/apple", "/auth/apple/callback", "/auth/apple/popup", "/api/apple/native", "/auth/api/apple/native"],
+            // Each of these starts something a flood could pile up (a pending sign-in, a session, a device grant).
+            paths: ["/auth/apple", "/auth/apple/callback", "/auth/apple/popup", "/api/apple/native", "/auth/api/apple/native", "/oauth2/device_authorization"],
             resolver: proxy, renderer: renderer
         ))
     }

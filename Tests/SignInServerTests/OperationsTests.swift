@@ -91,6 +91,16 @@ struct OperationsTests {
                 #expect(statuses.prefix(3).allSatisfy { $0 != .tooManyRequests } && statuses.last == .tooManyRequests, "\(path): \(statuses)")
             }
         }
+        // So are device authorizations: each is a grant stored for ten minutes.
+        var device = options
+        var cli = ProviderClientRecord(clientID: "cli", redirectURIs: [], isPublic: true, createdAt: Date())
+        cli.deviceFlow = true
+        device.providerClients = [cli]
+        try await withServer(device) { h in
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<4 { statuses.append(try await h.post("/oauth2/device_authorization", form: "client_id=cli").status) }
+            #expect(statuses.prefix(3).allSatisfy { $0 == .ok } && statuses.last == .tooManyRequests, "\(statuses)")
+        }
     }
 
     @Test("behind a trusted proxy each client gets its own limit by X-Forwarded-For; from anyone else the header is ignored")
