@@ -219,7 +219,8 @@ per_run=$((CODES / (ROUNDS + 2)))
 export CODES_PER_THREAD=$((per_run / WRK_THREADS))
 next_rs=0; next_es="$CODES"; next_dev=0
 svc_basic="$(printf 'bench-service:%s' "$bench_secret" | base64 -w0)"
-device_form="grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&client_id=bench-device&device_code=benchdevice%034d"
+# A Lua format string: its percent signs doubled, but for the number's.
+device_form="grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3Agrant-type%%3Adevice_code&client_id=bench-device&device_code=benchdevice%034d"
 token_run() {
     if [ "$2" = device ]; then
         CODE_FIRST="$next_dev" CLIENT_BASIC="" TOKEN_FORM="$device_form" wrk_run "$1" "$token_url" "$siwa_pid" -s Benchmarks/lua/token.lua

@@ -18,7 +18,8 @@ function init(args)
   local basic = os.getenv("CLIENT_BASIC") or ""
   if basic ~= "" then headers["Authorization"] = "Basic " .. basic end
   form = os.getenv("TOKEN_FORM") or ""
-  if form == "" then form = "grant_type=authorization_code&code=benchcode%034d&redirect_uri=" .. os.getenv("REDIRECT_URI") end
+  -- The form is a format string: the redirect URI's percent-encoding is doubled so that it stays as it is.
+  if form == "" then form = "grant_type=authorization_code&code=benchcode%034d&redirect_uri=" .. os.getenv("REDIRECT_URI"):gsub("%%", "%%%%") end
 end
 
 function request()

@@ -108,6 +108,7 @@ struct DeviceController: Sendable {
         let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
         guard let token = fields["csrf_token"], ConstantTime.equals(token, session.csrfToken) else { throw ErrorPage.csrf(retryURL: "/auth/device") }
         let address = proxy.clientAddress(request, context: context)
+        guard guesses.allows(session: session.publicID, address: address) else { return tooManyTries(request, user: user, address: address) }
         guard let code = fields["user_code"].flatMap(DeviceCodes.normalized), let decision = fields["decision"], ["approve", "deny"].contains(decision) else {
             return render(request, ["entry": true, "wrong": true])
         }
