@@ -19,7 +19,8 @@ import Darwin
 /// with `siwa rules test`, the systemd unit the operations page points to, and the PyJWT and jwt-kit checks of the
 /// assertion (`DocSnippetsTests+Assertion.swift`); and the README's commands, docs/front.md's, the provider page's
 /// registration, and docs/access.md's and docs/getting-started.md's, run by the built `siwa` (`DocSnippetsTests+README.swift`,
-/// `+Front.swift`, `+Provider.swift`, `+Pages.swift`). A person signs in headlessly through the emulator.
+/// `+Front.swift`, `+Provider.swift`, `+Pages.swift`); docs/apis.md's every block, curl and jq run by `sh`
+/// (`+APIs.swift`). A person signs in headlessly through the emulator.
 @Suite("The documentation's configuration blocks, run as written")
 struct DocSnippetsTests {
     /// A block a page shows, where a reader finds it: the `nth` block in `language` after the text `after`.
@@ -60,7 +61,7 @@ struct DocSnippetsTests {
 
     /// Every block a page shows for a reader to copy into a file: the configuration, and the programs
     /// (`programLanguages`).
-    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit]
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit, apisConfiguration, apisSwift]
 
     /// The README's opening commands; checked by `readmeLocalMode`, which runs the first (the second, `./scripts/test`,
     /// is what runs these tests).
@@ -90,18 +91,18 @@ struct DocSnippetsTests {
     static let appleMode = Shown(page: "docs/getting-started.md", language: "sh", after: "## Apple mode")
 
     /// The command blocks a test runs (```sh, and the ```console session of getting started, its commands after `$ `):
-    /// every block of the README, docs/front.md, docs/access.md and docs/getting-started.md, and the registrations of
-    /// the clients' pages.
+    /// every block of the README, docs/front.md, docs/access.md and docs/getting-started.md, the registrations of
+    /// the clients' pages, and docs/apis.md's (`apisCommands`).
     static let commands = [
         readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest, frontSocket, frontUpstream,
         groupsCommands, localModeSession, appleMode,
-    ]
+    ] + apisCommands
 
     /// The pages every block of which, commands too, a test runs: the README, getting started, the page of siwa in front
-    /// of a site, who may enter which app, and the OpenID provider's pages.
+    /// of a site, who may enter which app, the OpenID provider's pages, and APIs, apps and scripts.
     static let whollyRun: Set<String> = [
         "README.md", "docs/getting-started.md", "docs/front.md", "docs/access.md", "docs/provider.md", "docs/provider-apache.md", "docs/provider-authlib.md",
-        "docs/provider-apps.md",
+        "docs/provider-apps.md", "docs/apis.md",
     ]
 
     /// The languages of a program a reader copies into their own (Authlib's app, the assertion's verification).
