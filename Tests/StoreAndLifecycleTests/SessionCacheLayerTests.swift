@@ -55,10 +55,12 @@ struct SessionCacheLayerTests {
                 // `AccountLifecycle`'s daily check: Apple no longer knows the refresh token.
                 try await store.revokeLink(subject: sub, at: now)
             case .signInAgain:
-                _ = try await store.completeSignIn(Records.signIn(sub, at: now, sessionID: "tablet", firstName: "Augusta"))
+                // A later sign-in whose identity token carries another address (the name of the first sign-in is kept).
+                _ = try await store.completeSignIn(Records.signIn(sub, at: now, sessionID: "tablet", email: "augusta@example.org", firstName: "Augusta"))
                 ended = []
-                #expect(store.cachedSession(idHash: phone, now: now)?.1.firstName != "Ada", "the page still shows the old name")
-                #expect(try await store.session(idHash: phone, now: now)?.1.firstName == "Augusta")
+                #expect(store.cachedSession(idHash: phone, now: now).map { $0.1.email == "augusta@example.org" } ?? true, "the page still shows the old address")
+                #expect(try await store.session(idHash: phone, now: now)?.1.email == "augusta@example.org")
+                #expect(try await store.session(idHash: phone, now: now)?.1.firstName == "Ada")
             case .teamTransfer:
                 // A sign-in under the new team's sub takes the old user over: what memory holds of anyone is forgotten.
                 try await store.setTransferSubject("transfer-" + sub, for: sub)
