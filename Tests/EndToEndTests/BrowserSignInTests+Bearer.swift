@@ -56,6 +56,38 @@ extension BrowserSignInTests {
         try await e2e.startClean()
     }
 
+    @Test("behind nginx configured as docs/front.md shows: a page of another origin in Chromium PUTs to the API with the app's bearer token, nginx's auth_request letting the CORS preflight through without one (its original method passed to siwa) and the PUT as the app's person")
+    func preflightThroughNginxInChromium() async throws {
+        let e2e = try EndToEnd.current()
+        let browser = e2e.browser
+        try await e2e.startClean()
+        let cors = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: PUT\r\nAccess-Control-Allow-Headers: authorization, content-type\r\n"
+        let extra: [String: (bytes: String, close: Bool)] = [
+            "OPTIONS /api/items": ("HTTP/1.1 204 No Content\r\n" + cors + "\r\n", false),
+            "PUT /api/items": ("HTTP/1.1 200 OK\r\n" + cors + "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}", false),
+        ]
+        try await ScriptedUpstream.run(extra: extra) { upstream in
+            try await LocalSite.run(settings: ["access_rules": BearerUpstreamTests.rules]) { site in
+                try await NginxFrontTests.withFrontNginx(site: site, app: upstream.port) { nginx in
+                    let token = try await Visit.withClient { visit in try await BearerUpstreamTests.nativeToken(site, visit, sub: site.user("Ada").sub) }
+                    try await browser.open(site.emulatorOrigin + "/emulator/admin/counters")
+                    let put = try await browser.execute(
+                        "return fetch(arguments[0], {method: 'PUT', headers: {'Authorization': 'Bearer ' + arguments[1], 'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status + ' ' + r.headers.get('content-type'), e => 'failed: ' + e)",
+                        [.string(nginx.url("/api/items")), .string(token)]
+                    ).string
+                    #expect(put == "200 application/json", "\(put ?? "nil")\n\(nginx.logs())")
+                    #expect(upstream.connections.value >= 1)
+                    let anonymous = try await browser.execute(
+                        "return fetch(arguments[0], {method: 'PUT', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => String(r.status), e => 'failed')",
+                        [.string(nginx.url("/api/items"))]
+                    ).string
+                    #expect(anonymous == "failed", "without the token siwa's 401 carries no CORS headers")
+                }
+            }
+        }
+        try await e2e.startClean()
+    }
+
     @Test("a command line's device flow approved in Chromium: the person opens verification_uri_complete, signs in with Apple, sees the client and approves; the command line's poll gets its tokens and calls the API behind --upstream as the person, with its client")
     func deviceFlowInChromium() async throws {
         let e2e = try EndToEnd.current()
