@@ -272,7 +272,8 @@ struct DoorTests {
                     // A byte more within the limit does not extend it: the limit counts from the head's first byte.
                     let trickled = try await RawSocket.exchange(port: site.port, "GET /healthz HT", then: ["T"])
                     #expect(trickled.hasPrefix("HTTP/1.1 408 Request Timeout\r\n"), "\(upstream ?? "plain"): \(trickled)")
-                    #expect(ContinuousClock.now - started < .seconds(5))
+                    // Ended by siwa, not by the reader's own 20 s limit (the time itself is no target under load).
+                    #expect(ContinuousClock.now - started < .seconds(15))
                     // A connection that asked one thing and then nothing: answered, then ended when idle.
                     let idleStart = ContinuousClock.now
                     let answered = try await RawSocket.exchange(port: site.port, "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
