@@ -33,7 +33,9 @@ public final class IdentityAssertions: Sendable {
 
     /// Creates the first key when the store has none that can sign now (first start).
     public func prepare(now: Date = Date()) async throws {
-        if try await keyring.ensureSigningKey("ES256", now: now, make: { Self.newKey(now: now, activatesAt: now) }) {
+        // Active from a second before it is made: stored as seconds since 1970 and read back, `now` may come back a
+        // hair later than itself, and a key active "from now" would then not sign now ("no key can sign").
+        if try await keyring.ensureSigningKey("ES256", now: now, make: { Self.newKey(now: now, activatesAt: now.addingTimeInterval(-1)) }) {
             logger.info("created the first identity assertion signing key")
         }
     }

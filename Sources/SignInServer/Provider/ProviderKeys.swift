@@ -26,7 +26,9 @@ public final class ProviderKeys: Sendable {
 
     /// Creates the first RS256 key when none can sign now (first start).
     public func prepare(now: Date = Date()) async throws {
-        if try await keyring.ensureSigningKey("RS256", now: now, make: { try Self.newRSAKey(now: now, activatesAt: now) }) {
+        // Active from a second before it is made (see `IdentityAssertions.prepare`: a date read back from the store
+        // may be a hair later than the one written, and the key would not sign at the moment it was made for).
+        if try await keyring.ensureSigningKey("RS256", now: now, make: { try Self.newRSAKey(now: now, activatesAt: now.addingTimeInterval(-1)) }) {
             logger.info("created the first id_token signing key (RS256)")
         }
     }

@@ -72,7 +72,9 @@ struct EmulatorHarness: Sendable {
             request.body = .bytes(ByteBuffer(string: body))
             request.headers.add(name: "Content-Type", value: contentType ?? "application/json")
         }
-        let response = try await http.execute(request, timeout: .seconds(15))
+        // Long: an admin call may itself deliver (a notification to a port that refuses), and under the full suite's
+        // load on two cores 15 s ran out once; the tests are about what the emulator does, not how fast.
+        let response = try await http.execute(request, timeout: .seconds(60))
         let bytes = try await response.body.collect(upTo: 1024 * 1024)
         var headers: [String: String] = [:]
         for header in response.headers {
