@@ -10,17 +10,28 @@ import TestSupport
 /// of another origin calls an API behind siwa with the app's token (its CORS preflight passing without one), and a
 /// command line's device flow is approved by a person in Chromium.
 extension BrowserSignInTests {
+    /// An API that answers CORS as an app would: its preflight for `PUT /api/items` and the PUT itself.
+    static let corsAPI: [String: (bytes: String, close: Bool)] = {
+        let cors = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: PUT\r\nAccess-Control-Allow-Headers: authorization, content-type\r\n"
+        return [
+            "OPTIONS /api/items": ("HTTP/1.1 204 No Content\r\n" + cors + "\r\n", false),
+            "PUT /api/items": ("HTTP/1.1 200 OK\r\n" + cors + "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}", false),
+        ]
+    }()
+
+    /// A page's script: `PUT` JSON to `arguments[0]` with the bearer token `arguments[1]` (a preflight first, from
+    /// another origin); its status and content type, or `failed: …` when the browser let the page read nothing.
+    static let putWithToken =
+        "return fetch(arguments[0], {method: 'PUT', headers: {'Authorization': 'Bearer ' + arguments[1], 'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status + ' ' + r.headers.get('content-type'), e => 'failed: ' + e)"
+    /// The same without a token: `failed` when siwa's 401 (no CORS headers) could not be read.
+    static let putWithoutToken = "return fetch(arguments[0], {method: 'PUT', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => String(r.status), e => 'failed')"
+
     @Test("one URL behind --upstream: Chromium's navigation is sent to sign in; the page's fetch() gets 401 problem details with WWW-Authenticate it can read; a page of another origin PUTs to the API with the app's bearer token, its preflight passing without one")
     func scriptsAndPreflightsInChromium() async throws {
         let e2e = try EndToEnd.current()
         let browser = e2e.browser
         try await e2e.startClean()
-        let cors = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: PUT\r\nAccess-Control-Allow-Headers: authorization, content-type\r\n"
-        let extra: [String: (bytes: String, close: Bool)] = [
-            "OPTIONS /api/items": ("HTTP/1.1 204 No Content\r\n" + cors + "\r\n", false),
-            "PUT /api/items": ("HTTP/1.1 200 OK\r\n" + cors + "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}", false),
-        ]
-        try await ScriptedUpstream.run(extra: extra) { upstream in
+        try await ScriptedUpstream.run(extra: Self.corsAPI) { upstream in
             let settings: [String: String?] = ["upstream": "http://127.0.0.1:\(upstream.port)", "trusted_proxies": nil, "access_rules": BearerUpstreamTests.rules]
             try await LocalSite.run(settings: settings) { site in
                 let token = try await Visit.withClient { visit in try await BearerUpstreamTests.nativeToken(site, visit, sub: site.user("Ada").sub) }
@@ -37,13 +48,13 @@ extension BrowserSignInTests {
                 // Another origin (the emulator's page): Chromium sends the preflight, then the PUT with the token.
                 try await browser.open(site.emulatorOrigin + "/emulator/admin/counters")
                 let put = try await browser.execute(
-                    "return fetch(arguments[0], {method: 'PUT', headers: {'Authorization': 'Bearer ' + arguments[1], 'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status + ' ' + r.headers.get('content-type'), e => 'failed: ' + e)",
+                    Self.putWithToken,
                     [.string(site.url("/api/items")), .string(token)]
                 ).string
                 #expect(put == "200 application/json", "\(put ?? "nil")")
                 // Without the token the PUT is siwa's 401, which carries no CORS headers: the page cannot read it.
                 let anonymous = try await browser.execute(
-                    "return fetch(arguments[0], {method: 'PUT', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => String(r.status), e => 'failed')",
+                    Self.putWithoutToken,
                     [.string(site.url("/api/items"))]
                 ).string
                 #expect(anonymous == "failed")
@@ -61,24 +72,19 @@ extension BrowserSignInTests {
         let e2e = try EndToEnd.current()
         let browser = e2e.browser
         try await e2e.startClean()
-        let cors = "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Methods: PUT\r\nAccess-Control-Allow-Headers: authorization, content-type\r\n"
-        let extra: [String: (bytes: String, close: Bool)] = [
-            "OPTIONS /api/items": ("HTTP/1.1 204 No Content\r\n" + cors + "\r\n", false),
-            "PUT /api/items": ("HTTP/1.1 200 OK\r\n" + cors + "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}", false),
-        ]
-        try await ScriptedUpstream.run(extra: extra) { upstream in
+        try await ScriptedUpstream.run(extra: Self.corsAPI) { upstream in
             try await LocalSite.run(settings: ["access_rules": BearerUpstreamTests.rules]) { site in
                 try await NginxFrontTests.withFrontNginx(site: site, app: upstream.port) { nginx in
                     let token = try await Visit.withClient { visit in try await BearerUpstreamTests.nativeToken(site, visit, sub: site.user("Ada").sub) }
                     try await browser.open(site.emulatorOrigin + "/emulator/admin/counters")
                     let put = try await browser.execute(
-                        "return fetch(arguments[0], {method: 'PUT', headers: {'Authorization': 'Bearer ' + arguments[1], 'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status + ' ' + r.headers.get('content-type'), e => 'failed: ' + e)",
+                        Self.putWithToken,
                         [.string(nginx.url("/api/items")), .string(token)]
                     ).string
                     #expect(put == "200 application/json", "\(put ?? "nil")\n\(nginx.logs())")
                     #expect(upstream.connections.value >= 1)
                     let anonymous = try await browser.execute(
-                        "return fetch(arguments[0], {method: 'PUT', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => String(r.status), e => 'failed')",
+                        Self.putWithoutToken,
                         [.string(nginx.url("/api/items"))]
                     ).string
                     #expect(anonymous == "failed", "without the token siwa's 401 carries no CORS headers")
