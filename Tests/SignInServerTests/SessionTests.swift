@@ -22,12 +22,14 @@ struct SessionTests {
 
     @Test("a session past its lifetime is over: the cookie's Max-Age says so and the server refuses it")
     func sessionExpires() async throws {
-        try await withServer(ServerOptions(sessionLifetime: 4)) { h in
+        // 15 s: the session must still be live for the first look, which under the full suite's load came more than
+        // 4 s after the sign-in (CI's run of 57b92e6).
+        try await withServer(ServerOptions(sessionLifetime: 15)) { h in
             let signIn = try await h.signIn()
-            #expect(signIn.response.setCookie(h.sessionCookie)?["Max-Age"] == "4")
+            #expect(signIn.response.setCookie(h.sessionCookie)?["Max-Age"] == "15")
             let session = try #require(signIn.session)
             #expect(try await h.sessionPage(session).status == .ok)
-            try await Task.sleep(for: .milliseconds(4500))
+            try await Task.sleep(for: .milliseconds(15_500))
             let page = try await h.sessionPage(session)
             #expect(page.status == .unauthorized)
             #expect(page.errorTitle == Fixtures.Heading.signedOut)

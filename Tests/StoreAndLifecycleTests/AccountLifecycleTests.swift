@@ -93,7 +93,7 @@ struct AccountLifecycleTests {
             // The user's token is revoked at Apple; the next day's check finds out and signs them out.
             let sealed = try #require(try await site.sql.texts("SELECT token FROM refresh_tokens WHERE sub = \(Support.literal(Site.ada))").first ?? nil)
             let token = try TokenCipher(base64Keys: site.settings.dataKeys).open(sealed)
-            let apple = AppleIDClient(configuration: site.settings.apple, httpClient: .shared, secrets: ClientSecretSigner(configuration: site.settings.apple), timeout: .seconds(5))
+            let apple = AppleIDClient(configuration: site.settings.apple, httpClient: .shared, secrets: ClientSecretSigner(configuration: site.settings.apple), timeout: .seconds(60))
             try await apple.revoke(token: token)
             let dayTwo = signedInAt.addingTimeInterval(2 * 86_400 + 3 * 3_600)
             #expect(try await afterRestart.runRefreshChecks(now: dayTwo, logger: logger) == 1)

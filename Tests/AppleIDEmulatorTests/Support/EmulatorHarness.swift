@@ -182,7 +182,7 @@ struct EmulatorHarness: Sendable {
             policy.retryAfterFailure = 0
         }
         return AppleKeySet(
-            source: .remote(URL(string: baseURL + "/auth/keys")!, HTTPClient.shared, timeout: .seconds(5)),
+            source: .remote(URL(string: baseURL + "/auth/keys")!, HTTPClient.shared, timeout: .seconds(60)),
             policy: policy, logger: Fixtures.logger("test-key-set")
         )
     }
