@@ -88,7 +88,7 @@ func buildSitePages(settings: ServerSettings, components: ServerComponents, rend
     return SitePages(
         signIn: SignInController(
             flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics,
-            proxy: ClientAddressResolver(trustedProxies: settings.proxies)
+            proxy: settings.addressResolver
         ),
         session: SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects, audit: components.audit),
         store: components.store, cookies: cookies
@@ -100,7 +100,7 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     let router = Router(context: ServerContext.self)
     router.add(middleware: SecurityHeadersMiddleware(settings: settings))
     router.add(middleware: ErrorPageMiddleware(renderer: renderer))
-    let proxy = ClientAddressResolver(trustedProxies: settings.proxies)
+    let proxy = settings.addressResolver
     if settings.rateLimitPerMinute > 0 {
         router.add(middleware: RateLimitMiddleware(
             perMinute: settings.rateLimitPerMinute,
@@ -166,14 +166,14 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     // `skip_auth_routes`: public rules ahead of `access_rules`, for every carrier and the checks alike.
     settings.front.access.install(skipRoutes: client.settings.skipAuthRoutes)
     let forwarder = UpstreamForwarder(
-        settings: client.settings, client: client.client, resolver: ClientAddressResolver(trustedProxies: settings.proxies),
+        settings: client.settings, client: client.client, resolver: settings.addressResolver,
         ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission,
         failures: DoorFailures(settings: client.settings, metrics: components.metrics)
     )
     return UpstreamGate(
-        forwarder: forwarder, sessions: SessionMiddleware(store: components.store, cookies: cookies, resolver: ClientAddressResolver(trustedProxies: settings.proxies)),
+        forwarder: forwarder, sessions: SessionMiddleware(store: components.store, cookies: cookies, resolver: settings.addressResolver),
         policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), assertions: components.assertions,
-        resolver: ClientAddressResolver(trustedProxies: settings.proxies)
+        resolver: settings.addressResolver
     )
 }
 
@@ -220,22 +220,57 @@ public func buildApplication(
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).
     let fastPath = FastPathAnswers(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
-        front: settings.front, resolver: ClientAddressResolver(trustedProxies: settings.proxies), assertions: components.assertions,
+        front: settings.front, resolver: settings.addressResolver, assertions: components.assertions,
         security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
         upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) },
         // In front of an upstream, `/` and `/session` are the upstream's.
         pages: gate == nil ? pages : nil, logger: logger
     )
-    let server: HTTPServerBuilder = gate.map { gate in
-        HTTPServerBuilder { responder in UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits) }
-    } ?? HTTPServerBuilder { responder in
-        FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits)
+    // siwa alone at the edge (issue 36): HTTPS on `https_port`, HTTP/1.1 or HTTP/2 by ALPN, the same door beneath;
+    // `port` then serves only the redirect to HTTPS, ACME's HTTP-01 and the health checks.
+    let edge = settings.edge.map { edge in
+        let certificates = EdgeCertificates(domains: edge.domains)
+        let http01 = HTTP01Answers()
+        let service = EdgeCertificateService(
+            settings: edge, certificates: certificates, http01: http01, store: components.store, metrics: components.metrics, logger: logger.module("siwa.edge")
+        )
+        return (settings: edge, service: service)
     }
+    let metrics = components.metrics
+    let idle = TimeAmount.milliseconds(Int64(settings.clientLimits.idleTimeoutMS))
+    let handshake = TimeAmount.milliseconds(Int64(settings.clientLimits.headerTimeoutMS))
+    let server: HTTPServerBuilder = gate.map { gate in
+        HTTPServerBuilder { responder in
+            let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits)
+            guard let edge else { return http1 }
+            return EdgeChannel(
+                http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics),
+                certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics
+            )
+        }
+    } ?? HTTPServerBuilder { responder in
+        let http1 = FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits)
+        guard let edge else { return http1 }
+        return EdgeChannel(
+            http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics),
+            certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics
+        )
+    }
+    var edgeServices: [any Service] = []
+    if let edge {
+        let redirects = Application(
+            router: buildRedirectRouter(edge: edge.settings, http01: edge.service.http01, operations: OperationsController(components: components)),
+            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"), logger: logger
+        )
+        edgeServices = [edge.service, redirects]
+    }
+    let address: BindAddress = edge.map { .hostname($0.settings.host, port: $0.settings.httpsPort) }
+        ?? settings.socketPath.map { .unixDomainSocket(path: $0) } ?? .hostname(settings.host, port: settings.port)
     var app = Application(
         router: front,
         server: server,
-        configuration: .init(address: settings.socketPath.map { .unixDomainSocket(path: $0) } ?? .hostname(settings.host, port: settings.port), serverName: "siwa"),
-        services: allServices + [lifecycle],
+        configuration: .init(address: address, serverName: "siwa"),
+        services: allServices + edgeServices + [lifecycle],
         onServerRunning: { channel in
             if let path = settings.socketPath {
                 // Owner and group may connect (the proxy's user joins siwa's group), nobody else: every peer of the
@@ -250,6 +285,8 @@ public func buildApplication(
     app.beforeServerStarts {
         // The store needed its services running first (a PostgreSQL pool): migrate once they are.
         if storeNeedsServices { try await components.store.migrate() }
+        // The operator's certificate files must load before HTTPS listens; a stored ACME certificate is served at once.
+        try await edge?.service.prepare()
         // The store's groups are in force from the first request.
         await groups.refresh()
         // The first signing keys of the identity assertion and, when the provider has clients, of id_tokens, on the

@@ -17,7 +17,9 @@ extension ServePlan {
     /// `creatingLocalKey: false` (the doctor) checks without creating local mode's data key file.
     init(values: LayeredValues, creatingLocalKey: Bool = true) throws {
         let host = values.string("host") ?? "127.0.0.1"
-        let port = try values.int("port", default: 8080)
+        // With siwa's own TLS, `port` serves the redirect to HTTPS: 80 unless said.
+        let tlsOn = !values.list("tls_domains").isEmpty || values.string("tls_cert_file") != nil
+        let port = try values.int("port", default: tlsOn ? 80 : 8080)
         guard (0...65535).contains(port) else { throw ConfigurationError(field: "port", "must be between 0 and 65535") }
         let emulatorPort = try values.int("emulator_port", default: 9090)
         let appleFields = ["team_id", "key_id", "key_file", "services_id", "return_url"]
@@ -56,6 +58,12 @@ extension ServePlan {
             return text
         }
         let socket = try Self.socket(values, publicURL: publicURL)
+        let edge = try Self.edge(values, host: host, port: port)
+        if edge != nil, socket != nil { throw ConfigurationError(field: "socket", "siwa listens on a Unix socket behind a proxy, or terminates TLS itself: not both") }
+        if let edge, edge.domains.isEmpty, publicURL == nil {
+            throw ConfigurationError(field: "tls_domains", "names the domain browsers reach siwa at; with tls_cert_file give it (or public_url) too")
+        }
+        let hstsMaxAge = try Self.hstsMaxAge(values)
         let redirects = RedirectPolicy(domains: values.list("allowed_redirect_domains"))
         for domain in redirects.domains where domain.contains(":") || domain.contains("/") || domain.contains("*") || domain.contains(where: \.isWhitespace) {
             throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme, port or wildcard (app.example.com, or .example.com for its subdomains); got \(domain)")
@@ -93,7 +101,7 @@ extension ServePlan {
 
         if given.isEmpty {
             let publicHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : host
-            let direct = "http://\(publicHost):\(port)"
+            let direct = edge.map(Self.origin(of:)) ?? "http://\(publicHost):\(port)"
             // Behind a proxy (`public_url`), the browser returns there; Apple's notifications come straight here.
             let origin = publicURL.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } ?? direct
             let returnURL = origin + "/auth/apple/callback"
@@ -124,8 +132,9 @@ extension ServePlan {
             settings.checkCacheSeconds = checkCacheSeconds
             settings.auditLogPath = auditLog
             settings.adminGroups = adminGroups
-        settings.clientLimits = clientLimits
             settings.clientLimits = clientLimits
+            settings.edge = edge
+            settings.hstsMaxAge = hstsMaxAge
             try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
             // On a Unix socket siwa is reached through the proxy only, the emulator's notifications too.
             emulator = .defaults(redirectURIs: [returnURL], notificationURL: (socket == nil ? direct : origin) + "/auth/apple/notifications")
@@ -165,6 +174,8 @@ extension ServePlan {
         settings.auditLogPath = auditLog
         settings.adminGroups = adminGroups
         settings.clientLimits = clientLimits
+        settings.edge = edge
+        settings.hstsMaxAge = hstsMaxAge
         try Self.check(cookieDomain: cookieDomain, covers: settings.returnURL)
         emulator = nil
         self.emulatorPort = emulatorPort

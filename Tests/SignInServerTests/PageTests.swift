@@ -8,7 +8,7 @@ import Testing
 
 @Suite("Pages, headers, languages, modes")
 struct PageTests {
-    static func expectSecurityHeaders(_ response: TestResponse, hsts: Bool = false, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectSecurityHeaders(_ response: TestResponse, hsts: String? = nil, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
         let csp = response.headers[.contentSecurityPolicy] ?? ""
         #expect(csp.contains("frame-ancestors 'none'"), "\(what): CSP \(csp)", sourceLocation: sourceLocation)
         #expect(csp.contains("default-src 'none'"), "\(what)", sourceLocation: sourceLocation)
@@ -16,7 +16,7 @@ struct PageTests {
         #expect(!csp.contains("unsafe-eval"), "\(what)", sourceLocation: sourceLocation)
         #expect(response.headers[.xContentTypeOptions] == "nosniff", "\(what)", sourceLocation: sourceLocation)
         #expect(response.headers[HTTPField.Name("Referrer-Policy")!] != nil, "\(what)", sourceLocation: sourceLocation)
-        #expect((response.headers[.strictTransportSecurity] != nil) == hsts, "\(what): HSTS", sourceLocation: sourceLocation)
+        #expect(response.headers[.strictTransportSecurity] == hsts, "\(what): HSTS", sourceLocation: sourceLocation)
     }
 
     @Test("every response carries the security headers: pages, redirects, error pages, 404, static files")
@@ -211,11 +211,16 @@ struct PageTests {
         }
     }
 
-    @Test("over HTTPS: __Host- cookies, Secure, the binding cookie SameSite=None to survive Apple's cross-site POST, HSTS, no local-mode notice")
+    @Test("over HTTPS: __Host- cookies, Secure, the binding cookie SameSite=None to survive Apple's cross-site POST, HSTS as hsts_max_age says (none by default), no local-mode notice")
     func secureCookies() async throws {
         try await withServer(ServerOptions(mode: .apple, returnURL: Fixtures.secureReturnURL)) { h in
+            Self.expectSecurityHeaders(try await h.get("/auth/apple"), "start over HTTPS without hsts_max_age")
+        }
+        var options = ServerOptions(mode: .apple, returnURL: Fixtures.secureReturnURL)
+        options.hstsMaxAge = 31_536_000
+        try await withServer(options) { h in
             let start = try await h.get("/auth/apple")
-            Self.expectSecurityHeaders(start, hsts: true, "start over HTTPS")
+            Self.expectSecurityHeaders(start, hsts: "max-age=31536000", "start over HTTPS")
             let binding = try #require(start.setCookie("__Host-siwa_binding"))
             #expect(binding.has("Secure"))
             #expect(binding.has("HttpOnly"))
@@ -237,7 +242,7 @@ struct PageTests {
 
             let page = try await h.sessionPage(session.value)
             #expect(page.status == .ok)
-            Self.expectSecurityHeaders(page, hsts: true, "session page over HTTPS")
+            Self.expectSecurityHeaders(page, hsts: "max-age=31536000", "session page over HTTPS")
             #expect(!page.text.contains("Local mode"))
 
             let csrf = try #require(try await h.get("/").setCookie("__Host-siwa_csrf"))

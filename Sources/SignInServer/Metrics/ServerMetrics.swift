@@ -19,6 +19,15 @@ public final class ServerMetrics: Sendable {
     let fastForwards: Counter
     let fastProxiedBytes: Counter
     let fastPages: Counter
+    /// The edge (issue 36): TLS connections by the protocol ALPN chose, hellos refused, HTTP/2 limits met.
+    let edgeConnections: EdgeConnectionCounters
+    let edgeRefusedHellos: Counter
+
+    struct EdgeConnectionCounters: Sendable {
+        let http1: Counter
+        let h2: Counter
+        let validation: Counter
+    }
 
     /// Creates the metrics.
     public init() {
@@ -37,6 +46,28 @@ public final class ServerMetrics: Sendable {
         fastForwards = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "forward")], help: fastHelp)
         fastProxiedBytes = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream_bytes")], help: fastHelp)
         fastPages = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "page")], help: fastHelp)
+        let tlsHelp = "TLS connections to the HTTPS port, by the protocol ALPN chose (acme-tls/1: an ACME validation)."
+        edgeConnections = EdgeConnectionCounters(
+            http1: registry.makeCounter(name: "siwa_tls_connections_total", labels: [("protocol", "http/1.1")], help: tlsHelp),
+            h2: registry.makeCounter(name: "siwa_tls_connections_total", labels: [("protocol", "h2")], help: tlsHelp),
+            validation: registry.makeCounter(name: "siwa_tls_connections_total", labels: [("protocol", "acme-tls/1")], help: tlsHelp)
+        )
+        edgeRefusedHellos = registry.makeCounter(name: "siwa_tls_hellos_refused_total", help: "TLS hellos for a name siwa has no certificate for (answered with an alert).")
+    }
+
+    /// Counts an HTTP/2 connection ended for passing one of its limits (`limit`: the `h2_*` key, or the flood).
+    func http2LimitMet(_ limit: String) {
+        registry.makeCounter(name: "siwa_http2_limit_total", labels: [("limit", limit)], help: "HTTP/2 connections ended for passing a limit, by limit.").increment()
+    }
+
+    /// Seconds until the certificate served for `domain` expires.
+    func certificateExpiry(domain: String, seconds: Double) {
+        registry.makeGauge(name: "siwa_tls_certificate_expiry_seconds", labels: [("domain", domain)], help: "Seconds until the certificate served for a domain expires.").set(seconds)
+    }
+
+    /// Counts an ACME order by outcome (issued, failed) and the challenge that validated it.
+    func acmeOrder(outcome: String, challenge: String) {
+        registry.makeCounter(name: "siwa_acme_orders_total", labels: [("outcome", outcome), ("challenge", challenge)], help: "ACME orders by outcome and challenge.").increment()
     }
 
     /// Counts a failed sign-in by reason.

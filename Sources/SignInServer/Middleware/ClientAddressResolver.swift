@@ -12,6 +12,9 @@ import NIOCore
 /// (`RawFrontPath`), which has no Hummingbird `Request`, reads them the same way as the handlers.
 struct ClientAddressResolver: Sendable {
     let trustedProxies: TrustedProxies
+    /// The scheme of siwa's own listener: `https` when it terminates TLS itself (`ServerSettings.edge`), so what a
+    /// trusted proxy does not say is the connection's own.
+    var ownScheme = "http"
 
     /// Whether `peer` is a trusted proxy.
     func trusted(_ peer: String?) -> Bool {
@@ -39,7 +42,7 @@ struct ClientAddressResolver: Sendable {
     }
 
     func scheme(_ fields: HTTPFields, peer: String?) -> String {
-        forwarded(.xForwardedProto, fields, peer: peer)?.lowercased() ?? "http"
+        forwarded(.xForwardedProto, fields, peer: peer)?.lowercased() ?? ownScheme
     }
 
     /// The client's address: the right-most `X-Forwarded-For` entry that is not a trusted proxy, from a trusted proxy;

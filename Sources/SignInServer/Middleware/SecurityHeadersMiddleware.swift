@@ -6,7 +6,8 @@ import Hummingbird
 /// style), no framing, no referrer to other sites, no MIME sniffing, and HSTS when served over HTTPS.
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     let contentSecurityPolicy: String
-    let hsts: Bool
+    /// The `Strict-Transport-Security` value, if any.
+    let hsts: String?
     private let formActions: String
     private let styles: String
     /// The headers as fields, made (and their values checked) once: every page of siwa's carries them.
@@ -14,7 +15,7 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// `styleOrigins`: where else stylesheets may come from (siwa's `public_url`, for its pages shown on an app's
     /// host by a forward-auth proxy, which link siwa's stylesheets there).
-    init(formActionOrigins: [String], styleOrigins: [String] = [], hsts: Bool) {
+    init(formActionOrigins: [String], styleOrigins: [String] = [], hsts: String?) {
         formActions = (["'self'"] + formActionOrigins).joined(separator: " ")
         styles = (["'self'"] + styleOrigins).joined(separator: " ")
         contentSecurityPolicy = Self.policy(formActions: formActions, styles: styles)
@@ -24,12 +25,12 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
         self.fields = fields
     }
 
-    private static func set(_ headers: inout HTTPFields, policy: String, hsts: Bool) {
+    private static func set(_ headers: inout HTTPFields, policy: String, hsts: String?) {
         headers[.contentSecurityPolicy] = policy
         headers[.xContentTypeOptions] = "nosniff"
         if let name = HTTPField.Name.referrerPolicy { headers[name] = "same-origin" }
         if let name = HTTPField.Name.xFrameOptions { headers[name] = "DENY" }
-        if hsts { headers[.strictTransportSecurity] = "max-age=63072000; includeSubDomains" }
+        if let hsts { headers[.strictTransportSecurity] = hsts }
     }
 
     private static func policy(formActions: String, styles: String) -> String {
@@ -37,10 +38,11 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// The headers for `settings`: forms may also post to Apple's origin; stylesheets may also come from
-    /// `public_url`; HSTS when cookies are `Secure`.
+    /// `public_url`; HSTS for `hsts_max_age` when siwa is reached over HTTPS (cookies are `Secure`).
     init(settings: ServerSettings) {
         self.init(
-            formActionOrigins: [ServerSettings.origin(of: settings.apple.authorizeBaseURL)], styleOrigins: [settings.front.publicOrigin], hsts: settings.secureCookies
+            formActionOrigins: [ServerSettings.origin(of: settings.apple.authorizeBaseURL)], styleOrigins: [settings.front.publicOrigin],
+            hsts: settings.secureCookies && settings.hstsMaxAge > 0 ? "max-age=\(settings.hstsMaxAge)" : nil
         )
     }
 

@@ -67,6 +67,18 @@ public struct ServerSettings: Sendable {
         return host == domain || host.hasSuffix("." + domain)
     }
 
+    /// How the front reads a request's client, host and scheme (`trusted_proxies`; `https` on siwa's own TLS).
+    var addressResolver: ClientAddressResolver {
+        ClientAddressResolver(trustedProxies: proxies, ownScheme: edge == nil ? "http" : "https")
+    }
+
+    /// siwa alone at the edge: HTTPS with its own certificates and HTTP/2 (`tls_domains`, `tls_cert_file`); nil: plain
+    /// HTTP, behind a proxy that terminates TLS.
+    public var edge: EdgeSettings?
+
+    /// `hsts_max_age`: seconds of `Strict-Transport-Security` on siwa's own answers over HTTPS; 0 (the default): none.
+    public var hstsMaxAge: Int = 0
+
     /// `check_cache_seconds`: how long a session looked up stays in memory (0: every lookup asks the store).
     public var checkCacheSeconds: Int = 5
     /// `admin_groups`: the groups whose members may use the operator's console (`/auth/admin`); empty: no console.

@@ -15,7 +15,7 @@ public final class PostgresStore: SignInStore {
     public var services: [any Service] { [client] }
     /// The pool's connections.
     public let queriesAtOnce: Int
-    private let cipher: TokenCipher
+    let cipher: TokenCipher
     let logger: Logger
     /// How long one operation may take, waiting for a connection included. The pool queues requests while
     /// the database is down; without a bound a request during an outage would hang until it is back.
@@ -409,10 +409,11 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10)]
     static let v7 = ProviderSQL.v7
     static let v8 = DeviceSQL.v8
     static let v9 = ProviderSQL.v9
+    static let v10 = EdgeSQL.v10
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
     /// Issue 28: the sessions' details and last use.

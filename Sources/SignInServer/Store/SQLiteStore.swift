@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// The embedded store: SQLite through GRDB, in WAL mode (a `DatabasePool`).
 public final class SQLiteStore: SignInStore {
     let pool: DatabasePool
-    private let cipher: TokenCipher
+    let cipher: TokenCipher
 
     /// Opens (creating if needed) the database at `path`; refresh tokens are sealed with `cipher`.
     public init(path: String, cipher: TokenCipher) throws {
@@ -371,10 +371,11 @@ public final class SQLiteStore: SignInStore {
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10)]
     static let v7 = ProviderSQL.v7.joined(separator: ";\n")
     static let v8 = DeviceSQL.v8.joined(separator: ";\n")
     static let v9 = ProviderSQL.v9.joined(separator: ";\n")
+    static let v10 = EdgeSQL.v10.joined(separator: ";\n")
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
     /// Issue 28: the sessions' details and last use.

@@ -80,6 +80,20 @@ extension StoreLayer {
         try await backend.revokeProviderTokens(subject: subject)
     }
 
+    // MARK: EdgeStore
+
+    func edgeRecord(name: String) async throws -> EdgeRecord? {
+        try await backend.edgeRecord(name: name)
+    }
+
+    func saveEdgeRecord(_ record: EdgeRecord) async throws {
+        try await backend.saveEdgeRecord(record)
+    }
+
+    func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+        try await backend.whileOrdering(body)
+    }
+
     // MARK: DeviceGrants
 
     func saveDeviceGrant(_ grant: DeviceGrantRecord, now: Date) async throws -> Bool {

@@ -37,6 +37,8 @@ struct ServerOptions: Sendable {
     var live = false
     /// `audit_log`.
     var auditLogPath: String?
+    /// `hsts_max_age`.
+    var hstsMaxAge = 0
     /// `admin_groups`.
     var adminGroups: [String] = []
     /// The front's settings (`public_url`, redirect domains, access policy), when the test needs them.
@@ -105,6 +107,7 @@ private func runServer(_ options: ServerOptions, appleBaseURL: String, emulatorU
     if let front = options.front { configured.front = front }
     configured.cookieDomain = options.cookieDomain
     configured.auditLogPath = options.auditLogPath
+    configured.hstsMaxAge = options.hstsMaxAge
     configured.adminGroups = options.adminGroups
     configured.provider = ProviderSettings(issuer: configured.front.publicOrigin, clients: options.providerClients)
     configured.provider.codeLifetime = options.providerCodeLifetime

@@ -148,7 +148,7 @@ final class ConnectionMemory {
             )
         } else {
             // From a client, or a trusted proxy that said nothing: what the resolver answers then.
-            forwarded = .init(for: resolver.peerName(peer), proto: "http", host: head.host)
+            forwarded = .init(for: resolver.peerName(peer), proto: resolver.ownScheme, host: head.host)
         }
         var identity: [HTTPField] = []
         var dropsAuthorization = false

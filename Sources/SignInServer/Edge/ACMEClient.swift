@@ -1,0 +1,237 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import JOSE
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// An ACME client (RFC 8555) for the edge's certificates: one account key (ES256), orders for `tls_domains`, the
+/// TLS-ALPN-01 (RFC 8737) and HTTP-01 challenges answered by siwa's own listeners. Written here because no Swift
+/// ACME library is among the packages siwa may use (docs/architecture.md); it covers what a server ordering its own
+/// certificates needs: the directory, nonces (a `badNonce` is retried with the nonce it came with), the account (found
+/// again by its key when the stored URL is missing), orders, authorizations, challenges, finalization with a CSR, and
+/// the PEM chain. Every answer of the server is checked before it is used; a failure says which step and the
+/// server's problem document (RFC 7807), never a key.
+final class ACMEClient: Sendable {
+    struct Directory: Sendable {
+        let newNonce: String
+        let newAccount: String
+        let newOrder: String
+    }
+
+    /// A failure of one step, with the server's problem when it sent one.
+    struct Failure: Error, CustomStringConvertible {
+        let step: String
+        let detail: String
+        var problemType: String? = nil
+        var description: String { "ACME \(step): \(detail)" }
+    }
+
+    let directoryURL: String
+    private let http: HTTPClient
+    private let key: P256.Signing.PrivateKey
+    private let logger: Logger
+    private let timeout: TimeAmount = .seconds(30)
+    private let state = NIOLockedValueBoxState()
+
+    /// The account URL (`kid`) once known, and the next nonce.
+    private final class NIOLockedValueBoxState: @unchecked Sendable {
+        private let lock = NSLock()
+        private var _account: String?
+        private var _nonce: String?
+        var account: String? {
+            get { lock.withLock { _account } }
+            set { lock.withLock { _account = newValue } }
+        }
+        func takeNonce() -> String? { lock.withLock { defer { _nonce = nil }; return _nonce } }
+        func keep(nonce: String?) { if let nonce { lock.withLock { _nonce = nonce } } }
+    }
+
+    init(directoryURL: String, http: HTTPClient, key: P256.Signing.PrivateKey, accountURL: String?, logger: Logger) {
+        self.directoryURL = directoryURL
+        self.http = http
+        self.key = key
+        self.logger = logger
+        state.account = accountURL
+    }
+
+    var accountURL: String? { state.account }
+
+    // MARK: The protocol's steps
+
+    func directory() async throws -> Directory {
+        let (status, _, body) = try await send(directoryURL, method: .GET, body: nil, step: "directory")
+        guard status == .ok, let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
+            let newNonce = json["newNonce"] as? String, let newAccount = json["newAccount"] as? String, let newOrder = json["newOrder"] as? String
+        else { throw Failure(step: "directory", detail: "\(directoryURL) answered \(status.code) without newNonce, newAccount and newOrder") }
+        return Directory(newNonce: newNonce, newAccount: newAccount, newOrder: newOrder)
+    }
+
+    /// Registers the account (or finds it again by its key: RFC 8555 7.3.1 answers 200 with its URL).
+    func account(_ directory: Directory, email: String?) async throws -> String {
+        if let known = state.account { return known }
+        var payload: [String: Any] = ["termsOfServiceAgreed": true]
+        if let email { payload["contact"] = ["mailto:" + email] }
+        let (status, headers, _) = try await post(directory.newAccount, payload: payload, directory: directory, step: "newAccount", useJWK: true)
+        guard status == .created || status == .ok, let location = headers.first(name: "Location") else {
+            throw Failure(step: "newAccount", detail: "answered \(status.code) without the account's Location")
+        }
+        state.account = location
+        return location
+    }
+
+    struct Order: Sendable {
+        let url: String
+        let status: String
+        let authorizations: [String]
+        let finalize: String
+        let certificate: String?
+        let error: String?
+    }
+
+    func newOrder(_ directory: Directory, domains: [String]) async throws -> Order {
+        let payload: [String: Any] = ["identifiers": domains.map { ["type": "dns", "value": $0] }]
+        let (status, headers, body) = try await post(directory.newOrder, payload: payload, directory: directory, step: "newOrder")
+        guard status == .created, let location = headers.first(name: "Location") else {
+            throw Failure(step: "newOrder", detail: "answered \(status.code) without the order's Location")
+        }
+        return try Self.order(url: location, body: body, step: "newOrder")
+    }
+
+    func order(_ url: String, directory: Directory) async throws -> Order {
+        let (_, _, body) = try await post(url, payload: nil, directory: directory, step: "order")
+        return try Self.order(url: url, body: body, step: "order")
+    }
+
+    struct Authorization: Sendable {
+        let domain: String
+        let status: String
+        /// type → (url, token)
+        let challenges: [String: (url: String, token: String)]
+        let error: String?
+    }
+
+    func authorization(_ url: String, directory: Directory) async throws -> Authorization {
+        let (_, _, body) = try await post(url, payload: nil, directory: directory, step: "authorization")
+        guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let status = json["status"] as? String,
+            let identifier = json["identifier"] as? [String: Any], let domain = identifier["value"] as? String
+        else { throw Failure(step: "authorization", detail: "an authorization without status or identifier") }
+        var challenges: [String: (url: String, token: String)] = [:]
+        var error: String?
+        for challenge in json["challenges"] as? [[String: Any]] ?? [] {
+            guard let type = challenge["type"] as? String, let url = challenge["url"] as? String else { continue }
+            challenges[type] = (url, challenge["token"] as? String ?? "")
+            if let problem = challenge["error"] as? [String: Any] { error = Self.describe(problem) }
+        }
+        return Authorization(domain: domain.lowercased(), status: status, challenges: challenges, error: error)
+    }
+
+    /// Tells the server the challenge is ready (RFC 8555 7.5.1: an empty object).
+    func respond(to challengeURL: String, directory: Directory) async throws {
+        _ = try await post(challengeURL, payload: [String: Any](), directory: directory, step: "challenge")
+    }
+
+    func finalize(_ order: Order, csr: [UInt8], directory: Directory) async throws -> Order {
+        let (_, _, body) = try await post(order.finalize, payload: ["csr": Base64URL.encode(csr)], directory: directory, step: "finalize")
+        return try Self.order(url: order.url, body: body, step: "finalize")
+    }
+
+    func certificateChain(_ url: String, directory: Directory) async throws -> String {
+        let (_, _, body) = try await post(url, payload: nil, directory: directory, step: "certificate", accept: "application/pem-certificate-chain")
+        guard let pem = String(data: body, encoding: .utf8), pem.contains("-----BEGIN CERTIFICATE-----") else {
+            throw Failure(step: "certificate", detail: "the answer is not a PEM certificate chain")
+        }
+        return pem
+    }
+
+    /// RFC 8555 8.1: `token.thumbprint`, the thumbprint (RFC 7638) of the account key.
+    func keyAuthorization(token: String) -> String {
+        token + "." + Self.thumbprint(key.publicKey)
+    }
+
+    // MARK: JWS and transport
+
+    static func jwk(_ key: P256.Signing.PublicKey) -> [String: String] {
+        let raw = key.x963Representation
+        return ["crv": "P-256", "kty": "EC", "x": Base64URL.encode(raw[1..<33]), "y": Base64URL.encode(raw[33..<65])]
+    }
+
+    /// The JWK's members in lexicographic order, without whitespace, hashed (RFC 7638 3).
+    static func thumbprint(_ key: P256.Signing.PublicKey) -> String {
+        let jwk = jwk(key)
+        let canonical = "{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"\(jwk["x"] ?? "")\",\"y\":\"\(jwk["y"] ?? "")\"}"
+        return Base64URL.encode(SHA256.hash(data: Data(canonical.utf8)))
+    }
+
+    /// A flattened JWS (RFC 8555 6.2): `payload` nil for POST-as-GET (an empty payload).
+    private func signed(url: String, payload: Any?, nonce: String, useJWK: Bool) throws -> Data {
+        var protected: [String: Any] = ["alg": "ES256", "nonce": nonce, "url": url]
+        if useJWK || state.account == nil { protected["jwk"] = Self.jwk(key.publicKey) } else { protected["kid"] = state.account }
+        let header = Base64URL.encode(try JSONSerialization.data(withJSONObject: protected, options: [.sortedKeys]))
+        let body = try payload.map { Base64URL.encode(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) } ?? ""
+        let signature = try key.signature(for: Data((header + "." + body).utf8)).rawRepresentation
+        return try JSONSerialization.data(withJSONObject: ["protected": header, "payload": body, "signature": Base64URL.encode(signature)])
+    }
+
+    private func nonce(_ directory: Directory) async throws -> String {
+        if let kept = state.takeNonce() { return kept }
+        let (_, headers, _) = try await send(directory.newNonce, method: .HEAD, body: nil, step: "newNonce")
+        guard let nonce = headers.first(name: "Replay-Nonce") else { throw Failure(step: "newNonce", detail: "no Replay-Nonce") }
+        return nonce
+    }
+
+    /// A signed POST; a `badNonce` refusal is tried again (up to five times) with the nonce it carried. Any other
+    /// 4xx or 5xx is a `Failure` with the server's problem document.
+    private func post(
+        _ url: String, payload: Any?, directory: Directory, step: String, useJWK: Bool = false, accept: String? = nil
+    ) async throws -> (HTTPResponseStatus, HTTPHeaders, Data) {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let body = try signed(url: url, payload: payload, nonce: try await nonce(directory), useJWK: useJWK)
+            let (status, headers, data) = try await send(url, method: .POST, body: body, step: step, accept: accept)
+            if status.code < 400 { return (status, headers, data) }
+            let problem = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            let type = problem["type"] as? String
+            if type == "urn:ietf:params:acme:error:badNonce", attempt < 5 { continue }
+            throw Failure(step: step, detail: "\(status.code) " + Self.describe(problem), problemType: type)
+        }
+    }
+
+    private func send(_ url: String, method: HTTPMethod, body: Data?, step: String, accept: String? = nil) async throws -> (HTTPResponseStatus, HTTPHeaders, Data) {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "User-Agent", value: "siwa-acme")
+        if let accept { request.headers.add(name: "Accept", value: accept) }
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/jose+json")
+            request.body = .bytes(ByteBuffer(data: body))
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: timeout)
+        } catch {
+            throw Failure(step: step, detail: "\(url) could not be reached: \(error)")
+        }
+        state.keep(nonce: response.headers.first(name: "Replay-Nonce"))
+        let data = Data(buffer: try await response.body.collect(upTo: 1 << 20))
+        return (response.status, response.headers, data)
+    }
+
+    private static func order(url: String, body: Data, step: String) throws -> Order {
+        guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let status = json["status"] as? String,
+            let finalize = json["finalize"] as? String
+        else { throw Failure(step: step, detail: "an order without status or finalize") }
+        return Order(
+            url: url, status: status, authorizations: json["authorizations"] as? [String] ?? [], finalize: finalize,
+            certificate: json["certificate"] as? String, error: (json["error"] as? [String: Any]).map(describe)
+        )
+    }
+
+    /// A problem document said in one line: its type's last part and its detail.
+    static func describe(_ problem: [String: Any]) -> String {
+        let type = (problem["type"] as? String).map { $0.replacingOccurrences(of: "urn:ietf:params:acme:error:", with: "") } ?? "problem"
+        return "\(type): \(problem["detail"] as? String ?? "no detail")"
+    }
+}

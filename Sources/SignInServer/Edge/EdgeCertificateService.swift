@@ -1,0 +1,314 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+import UnixSignals
+
+/// HTTP-01's answers while an order waits (`/.well-known/acme-challenge/<token>` on `port`).
+final class HTTP01Answers: Sendable {
+    private let answers = NIOLockedValueBox([String: String]())
+
+    func answer(token: String) -> String? { answers.withLockedValue { $0[token] } }
+    func set(token: String, keyAuthorization: String) { answers.withLockedValue { $0[token] = keyAuthorization } }
+    func clear(token: String) { answers.withLockedValue { _ = $0.removeValue(forKey: token) } }
+}
+
+/// Keeps the edge's certificate in service (issue 36). With the operator's files: loads them before the server
+/// starts, and again when they change (looked at every few seconds) or on SIGHUP; a pair that does not load leaves
+/// the one served in place. With ACME: serves the stored certificate, and orders one when there is none or two thirds
+/// of its life have passed, one instance at a time (`EdgeStore.whileOrdering`); a failed order is tried again after
+/// a backoff that doubles (with jitter), while the certificate in service stays until it is replaced.
+final class EdgeCertificateService: Service, Sendable {
+    let settings: EdgeSettings
+    let certificates: EdgeCertificates
+    let http01: HTTP01Answers
+    let store: any EdgeStore
+    let metrics: ServerMetrics
+    let logger: Logger
+
+    init(settings: EdgeSettings, certificates: EdgeCertificates, http01: HTTP01Answers, store: any EdgeStore, metrics: ServerMetrics, logger: Logger) {
+        self.settings = settings
+        self.certificates = certificates
+        self.http01 = http01
+        self.store = store
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// The store's name of the certificate for `domains`.
+    var certificateName: String { "certificate " + settings.domains.joined(separator: ",") }
+
+    /// Before the server listens: the operator's files must load (a start that cannot serve HTTPS stops here), or the
+    /// stored certificate, if any, is served at once.
+    func prepare() async throws {
+        switch settings.source {
+        case .files(let certificate, let key):
+            try loadFiles(certificate: certificate, key: key)
+        case .acme:
+            _ = try? await loadStored()
+        }
+    }
+
+    func run() async throws {
+        switch settings.source {
+        case .files(let certificate, let key):
+            try await watch(certificate: certificate, key: key)
+        case .acme(let acme):
+            try await keepOrdered(acme)
+        }
+    }
+
+    // MARK: The operator's files
+
+    @discardableResult
+    func loadFiles(certificate: String, key: String) throws -> EdgeCertificates.Served {
+        guard let chain = FileManager.default.contents(atPath: certificate).flatMap({ String(data: $0, encoding: .utf8) }) else {
+            throw EdgeError(description: "tls_cert_file: cannot read \(certificate)")
+        }
+        guard let keyPEM = FileManager.default.contents(atPath: key).flatMap({ String(data: $0, encoding: .utf8) }) else {
+            throw EdgeError(description: "tls_key_file: cannot read \(key)")
+        }
+        let served = try certificates.install(chainPEM: chain, keyPEM: keyPEM)
+        observe(served)
+        return served
+    }
+
+    private func watch(certificate: String, key: String) async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        @Sendable func stamp() -> String {
+            [certificate, key].map { path in
+                let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+                return "\((attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)/\(attributes?[.size] as? Int ?? 0)"
+            }.joined(separator: "|")
+        }
+        let first = stamp()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in signals { self.reload(certificate: certificate, key: key, why: "SIGHUP") }
+            }
+            group.addTask {
+                var last = first
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(2))
+                    let now = stamp()
+                    if now != last {
+                        last = now
+                        self.reload(certificate: certificate, key: key, why: "the files changed")
+                    }
+                }
+            }
+            try await gracefulShutdown()
+            group.cancelAll()
+        }
+    }
+
+    private func reload(certificate: String, key: String, why: String) {
+        do {
+            let served = try loadFiles(certificate: certificate, key: key)
+            logger.info("TLS certificate reloaded", metadata: ["why": "\(why)", "names": "\(served.names.joined(separator: ","))", "not_after": "\(served.notAfter)"])
+        } catch {
+            // A half-written pair (the certificate copied, not yet the key) fails here and loads at the next look.
+            logger.error("TLS certificate files not reloaded; the one in service stays", metadata: ["why": "\(why)", "reason": "\(error)"])
+        }
+    }
+
+    // MARK: ACME
+
+    /// The stored certificate, served; nil when there is none.
+    func loadStored() async throws -> EdgeCertificates.Served? {
+        guard let record = try await store.edgeRecord(name: certificateName) else { return nil }
+        let (keyPEM, chainPEM) = Self.split(record.value)
+        if let current = certificates.served(settings.domains[0]), current.chainPEM == chainPEM { return current }
+        let served = try certificates.install(chainPEM: chainPEM, keyPEM: keyPEM)
+        observe(served)
+        return served
+    }
+
+    /// When the certificate in service should be renewed: `renewAt` of its life, with up to 2 % jitter so that
+    /// instances and sites do not all order at once.
+    func renewalDate(_ served: EdgeCertificates.Served, acme: ACMESettings) -> Date {
+        let life = served.notAfter.timeIntervalSince(served.notBefore)
+        return served.notBefore + life * acme.renewAt - Double.random(in: 0...(life * 0.02))
+    }
+
+    private func keepOrdered(_ acme: ACMESettings) async throws {
+        var backoff = acme.firstBackoff
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            let served = try? await loadStored()
+            let due = served.map { renewalDate($0, acme: acme) } ?? .distantPast
+            var wait: Duration
+            if due <= Date() {
+                do {
+                    if try await order(acme) {
+                        backoff = acme.firstBackoff
+                        wait = .seconds(1)
+                    } else {
+                        // Another instance orders: look again soon for what it stored.
+                        wait = .seconds(10)
+                    }
+                } catch {
+                    let remaining = served.map { Int($0.notAfter.timeIntervalSinceNow) }
+                    logger.error(
+                        "ACME order failed; tried again later, the certificate in service stays",
+                        metadata: ["reason": "\(error)", "retry_in_seconds": "\(backoff.components.seconds)", "served_expires_in_seconds": "\(remaining.map(String.init) ?? "none")"]
+                    )
+                    wait = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
+                    backoff = min(backoff * 2, acme.maximumBackoff)
+                }
+            } else {
+                // Until it is due, at most an hour: another instance may have renewed it in the store.
+                wait = .seconds(min(3600, max(1, Int64(due.timeIntervalSinceNow))))
+            }
+            try? await Task.sleep(for: wait)
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .zero) }
+        }
+    }
+
+    /// One order for `domains`, challenges tried in the configured order (a new order for the next when one fails);
+    /// false when another instance holds the ordering lock.
+    func order(_ acme: ACMESettings) async throws -> Bool {
+        let done: Bool? = try await store.whileOrdering { [self] in
+            // Another instance may have stored a fresh one while this one waited.
+            if let served = try? await loadStored(), renewalDate(served, acme: acme) > Date() { return true }
+            let http = try Self.httpClient(acme)
+            do {
+                try await orderCertificate(acme, http: http)
+                try await http.shutdown()
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+            return true
+        }
+        return done ?? false
+    }
+
+    private static func httpClient(_ acme: ACMESettings) throws -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile = acme.caFile {
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
+        }
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+    }
+
+    private func accountKey(_ acme: ACMESettings) async throws -> (P256.Signing.PrivateKey, String?) {
+        let name = "acme-account " + acme.directory
+        if let record = try await store.edgeRecord(name: name), let data = record.value.data(using: .utf8),
+            let json = try JSONSerialization.jsonObject(with: data) as? [String: String], let pem = json["key"]
+        {
+            return (try P256.Signing.PrivateKey(pemRepresentation: pem), json["url"])
+        }
+        let key = P256.Signing.PrivateKey()
+        try await saveAccount(acme, key: key, url: nil)
+        return (key, nil)
+    }
+
+    private func saveAccount(_ acme: ACMESettings, key: P256.Signing.PrivateKey, url: String?) async throws {
+        var json = ["key": key.pemRepresentation]
+        if let url { json["url"] = url }
+        let value = String(decoding: try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]), as: UTF8.self)
+        try await store.saveEdgeRecord(EdgeRecord(name: "acme-account " + acme.directory, value: value, notAfter: nil, updatedAt: Date()))
+    }
+
+    private func orderCertificate(_ acme: ACMESettings, http: HTTPClient) async throws {
+        let (accountKey, accountURL) = try await accountKey(acme)
+        let client = ACMEClient(directoryURL: acme.directory, http: http, key: accountKey, accountURL: accountURL, logger: logger)
+        let directory = try await client.directory()
+        let account = try await client.account(directory, email: acme.email)
+        if account != accountURL { try await saveAccount(acme, key: accountKey, url: account) }
+        var failures: [String] = []
+        for challenge in acme.challenges {
+            do {
+                try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme)
+                metrics.acmeOrder(outcome: "issued", challenge: challenge.rawValue)
+                return
+            } catch {
+                metrics.acmeOrder(outcome: "failed", challenge: challenge.rawValue)
+                logger.warning("ACME order with \(challenge.rawValue) failed", metadata: ["reason": "\(error)"])
+                failures.append("\(challenge.rawValue): \(error)")
+            }
+        }
+        throw EdgeError(description: failures.joined(separator: "; "))
+    }
+
+    private func orderCertificate(client: ACMEClient, directory: ACMEClient.Directory, challenge: ACMESettings.Challenge, acme: ACMESettings) async throws {
+        var order = try await client.newOrder(directory, domains: settings.domains)
+        var cleanups: [@Sendable () -> Void] = []
+        defer { for cleanup in cleanups { cleanup() } }
+        for url in order.authorizations {
+            let authorization = try await client.authorization(url, directory: directory)
+            if authorization.status == "valid" { continue }
+            guard let offered = authorization.challenges[challenge.rawValue] else {
+                throw ACMEClient.Failure(step: "authorization", detail: "\(authorization.domain) offers no \(challenge.rawValue) challenge")
+            }
+            let keyAuthorization = client.keyAuthorization(token: offered.token)
+            switch challenge {
+            case .http01:
+                http01.set(token: offered.token, keyAuthorization: keyAuthorization)
+                let answers = http01
+                cleanups.append { answers.clear(token: offered.token) }
+            case .tlsALPN01:
+                try certificates.setChallenge(domain: authorization.domain, keyAuthorization: keyAuthorization)
+                let certificates = certificates
+                cleanups.append { certificates.clearChallenge(domain: authorization.domain) }
+            }
+            try await client.respond(to: offered.url, directory: directory)
+            try await poll(acme, what: "authorization of \(authorization.domain)") {
+                let now = try await client.authorization(url, directory: directory)
+                switch now.status {
+                case "valid": return true
+                case "pending", "processing": return false
+                default: throw ACMEClient.Failure(step: "authorization", detail: "\(authorization.domain) is \(now.status): \(now.error ?? "no reason given")")
+                }
+            }
+        }
+        // Finalize with a new key (P-256): the account key never serves TLS.
+        let certificateKey = P256.Signing.PrivateKey()
+        let csr = try EdgeTLS.signingRequest(domains: settings.domains, key: certificateKey)
+        try await poll(acme, what: "order ready") {
+            order = try await client.order(order.url, directory: directory)
+            if order.status == "invalid" { throw ACMEClient.Failure(step: "order", detail: "invalid: \(order.error ?? "no reason given")") }
+            return order.status == "ready" || order.status == "valid"
+        }
+        if order.status == "ready" { order = try await client.finalize(order, csr: csr, directory: directory) }
+        try await poll(acme, what: "certificate issued") {
+            if order.status == "valid", order.certificate != nil { return true }
+            if order.status == "invalid" { throw ACMEClient.Failure(step: "finalize", detail: "invalid: \(order.error ?? "no reason given")") }
+            order = try await client.order(order.url, directory: directory)
+            return order.status == "valid" && order.certificate != nil
+        }
+        guard let url = order.certificate else { throw ACMEClient.Failure(step: "certificate", detail: "no certificate URL") }
+        let chain = try await client.certificateChain(url, directory: directory)
+        let keyPEM = certificateKey.pemRepresentation
+        // Served only when it loads: a chain that does not is never stored.
+        let served = try certificates.install(chainPEM: chain, keyPEM: keyPEM)
+        try await store.saveEdgeRecord(EdgeRecord(name: certificateName, value: keyPEM + "\n" + chain, notAfter: served.notAfter, updatedAt: Date()))
+        observe(served)
+        logger.info("TLS certificate obtained", metadata: ["names": "\(served.names.joined(separator: ","))", "not_after": "\(served.notAfter)", "challenge": "\(challenge.rawValue)"])
+    }
+
+    /// Asks `check` every half second (then every two) until it is true, for at most `pollTimeout`.
+    private func poll(_ acme: ACMESettings, what: String, _ check: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + acme.pollTimeout
+        var delay = Duration.milliseconds(500)
+        while try await !check() {
+            guard ContinuousClock.now < deadline else { throw ACMEClient.Failure(step: what, detail: "no answer within \(acme.pollTimeout)") }
+            try await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(2))
+        }
+    }
+
+    private func observe(_ served: EdgeCertificates.Served) {
+        for name in served.names { metrics.certificateExpiry(domain: name, seconds: served.notAfter.timeIntervalSinceNow) }
+    }
+
+    /// A stored value: the key's PEM, then the chain's.
+    static func split(_ value: String) -> (key: String, chain: String) {
+        guard let start = value.range(of: "-----BEGIN CERTIFICATE-----") else { return (value, "") }
+        return (String(value[..<start.lowerBound]), String(value[start.lowerBound...]))
+    }
+}

@@ -1,0 +1,98 @@
+import AppleSignIn
+import Foundation
+import SignInServer
+
+extension ServePlan {
+    /// `tls_domains`, `tls_cert_file`, `tls_key_file`, `https_port`, `acme_*` and `h2_*`: siwa alone at the edge, or nil
+    /// (plain HTTP) when neither domains nor certificate files are given.
+    static func edge(_ values: LayeredValues, host: String, port: Int) throws -> EdgeSettings? {
+        let domains = values.list("tls_domains").map { $0.lowercased() }
+        let certificate = values.string("tls_cert_file").flatMap { $0.isEmpty ? nil : $0 }
+        let key = values.string("tls_key_file").flatMap { $0.isEmpty ? nil : $0 }
+        let acmeKeys = ["acme_directory", "acme_email", "acme_ca_file", "acme_challenges"].filter { values.string($0) != nil }
+        guard !domains.isEmpty || certificate != nil || key != nil else {
+            if let first = acmeKeys.first { throw ConfigurationError(field: first, "applies to siwa's own TLS: set tls_domains too") }
+            if values.string("https_port") != nil { throw ConfigurationError(field: "https_port", "applies to siwa's own TLS: set tls_domains (or tls_cert_file and tls_key_file) too") }
+            return nil
+        }
+        for domain in domains where !Self.isDNSName(domain) {
+            throw ConfigurationError(field: "tls_domains", "entries are DNS names siwa is reached at (auth.example.com), without scheme, port or wildcard; got \(domain)")
+        }
+        let httpsPort = try values.int("https_port", default: 443)
+        guard (0...65535).contains(httpsPort) else { throw ConfigurationError(field: "https_port", "must be between 0 and 65535") }
+        if httpsPort == port, httpsPort != 0 { throw ConfigurationError(field: "https_port", "must differ from port (\(port)), which serves the redirect to HTTPS") }
+        let source: EdgeSettings.Source
+        switch (certificate, key) {
+        case (let certificate?, let key?):
+            if let first = acmeKeys.first { throw ConfigurationError(field: first, "applies to certificates siwa obtains; tls_cert_file and tls_key_file bring one instead: set one or the other") }
+            for (field, path) in [("tls_cert_file", certificate), ("tls_key_file", key)] where !FileManager.default.isReadableFile(atPath: path) {
+                throw ConfigurationError(field: field, "cannot read \(path)")
+            }
+            source = .files(certificate: certificate, key: key)
+        case (nil, nil):
+            var acme = ACMESettings()
+            if let directory = values.string("acme_directory") {
+                guard let url = URL(string: directory), url.scheme == "https", url.host != nil else {
+                    throw ConfigurationError(field: "acme_directory", "must be the https URL of an ACME directory, e.g. \(ACMESettings.letsEncryptStaging); got \(directory)")
+                }
+                acme.directory = directory
+            }
+            if let email = values.string("acme_email"), !email.isEmpty {
+                guard email.contains("@"), !email.contains(where: \.isWhitespace) else { throw ConfigurationError(field: "acme_email", "must be an email address; got \(email)") }
+                acme.email = email
+            }
+            if let caFile = values.string("acme_ca_file"), !caFile.isEmpty {
+                guard FileManager.default.isReadableFile(atPath: caFile) else { throw ConfigurationError(field: "acme_ca_file", "cannot read \(caFile)") }
+                acme.caFile = caFile
+            }
+            let challenges = values.list("acme_challenges")
+            if !challenges.isEmpty {
+                acme.challenges = try challenges.map { name in
+                    guard let challenge = ACMESettings.Challenge(rawValue: name.lowercased()) else {
+                        throw ConfigurationError(field: "acme_challenges", "entries are tls-alpn-01 and http-01; got \(name)")
+                    }
+                    return challenge
+                }
+            }
+            guard !domains.isEmpty else { throw ConfigurationError(field: "tls_domains", "is required to obtain a certificate (or give tls_cert_file and tls_key_file)") }
+            source = .acme(acme)
+        case (nil, _):
+            throw ConfigurationError(field: "tls_cert_file", "is required with tls_key_file")
+        case (_, nil):
+            throw ConfigurationError(field: "tls_key_file", "is required with tls_cert_file")
+        }
+        var edge = EdgeSettings(domains: domains, httpsPort: httpsPort, host: host, source: source)
+        var limits = HTTP2Limits()
+        limits.maxConcurrentStreams = try bounded(values, "h2_max_concurrent_streams", default: limits.maxConcurrentStreams, 1...10_000)
+        limits.maxHeaderListSize = try bounded(values, "h2_max_header_list_size", default: limits.maxHeaderListSize, 1_024...1_048_576)
+        limits.stallTimeoutMS = try positiveMilliseconds(values, "h2_stall_timeout_ms", default: limits.stallTimeoutMS)
+        limits.maxResets = try bounded(values, "h2_max_resets", default: limits.maxResets, 1...100_000)
+        limits.maxControlFrames = try bounded(values, "h2_max_control_frames", default: limits.maxControlFrames, 1...100_000)
+        edge.http2 = limits
+        return edge
+    }
+
+    static func bounded(_ values: LayeredValues, _ key: String, default value: Int, _ range: ClosedRange<Int>) throws -> Int {
+        let number = try values.int(key, default: value)
+        guard range.contains(number) else { throw ConfigurationError(field: key, "must be between \(range.lowerBound) and \(range.upperBound); got \(number)") }
+        return number
+    }
+
+    /// `hsts_max_age`: 0 (off) up to two years.
+    static func hstsMaxAge(_ values: LayeredValues) throws -> Int {
+        try bounded(values, "hsts_max_age", default: 0, 0...63_072_000)
+    }
+
+    /// Letters, digits and hyphens in dot-separated labels, at least two labels, or `localhost` names.
+    static func isDNSName(_ name: String) -> Bool {
+        let labels = name.split(separator: ".", omittingEmptySubsequences: false)
+        return name.count <= 253 && labels.count >= 1 && labels.allSatisfy { label in
+            !label.isEmpty && label.count <= 63 && label.first != "-" && label.last != "-" && label.allSatisfy { ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "-" }
+        } && !labels.allSatisfy { $0.allSatisfy(\.isNumber) }
+    }
+
+    /// The origin browsers reach siwa at over its own TLS: the first domain, with `https_port` unless 443.
+    static func origin(of edge: EdgeSettings) -> String {
+        "https://\(edge.domains.first ?? "localhost")" + (edge.httpsPort == 443 ? "" : ":\(edge.httpsPort)")
+    }
+}
