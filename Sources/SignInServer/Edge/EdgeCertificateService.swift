@@ -29,6 +29,9 @@ final class EdgeCertificateService: Service, Sendable {
     let store: any EdgeStore
     let metrics: ServerMetrics
     let logger: Logger
+    /// Finished once `prepare` has run: the store is migrated then (PostgreSQL's only once the server's services
+    /// run), so nothing is ordered or stored before.
+    private let prepared = AsyncStream<Void>.makeStream()
 
     init(settings: EdgeSettings, certificates: EdgeCertificates, http01: HTTP01Answers, store: any EdgeStore, metrics: ServerMetrics, logger: Logger) {
         self.settings = settings
@@ -45,6 +48,7 @@ final class EdgeCertificateService: Service, Sendable {
     /// Before the server listens: the operator's files must load (a start that cannot serve HTTPS stops here), or the
     /// stored certificate, if any, is served at once.
     func prepare() async throws {
+        defer { prepared.continuation.finish() }
         switch settings.source {
         case .files(let certificate, let key):
             try loadFiles(certificate: certificate, key: key)
@@ -54,6 +58,8 @@ final class EdgeCertificateService: Service, Sendable {
     }
 
     func run() async throws {
+        for await _ in prepared.stream {}
+        guard !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
         switch settings.source {
         case .files(let certificate, let key):
             try await watch(certificate: certificate, key: key)
@@ -150,6 +156,8 @@ final class EdgeCertificateService: Service, Sendable {
                         // Another instance orders: look again soon for what it stored.
                         wait = .seconds(10)
                     }
+                } catch where Task.isCancelled || Task.isShuttingDownGracefully {
+                    return
                 } catch {
                     let remaining = served.map { Int($0.notAfter.timeIntervalSinceNow) }
                     logger.error(
@@ -163,8 +171,13 @@ final class EdgeCertificateService: Service, Sendable {
                 // Until it is due, at most an hour: another instance may have renewed it in the store.
                 wait = .seconds(min(3600, max(1, Int64(due.timeIntervalSinceNow))))
             }
-            try? await Task.sleep(for: wait)
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .zero) }
+            // A shutdown ends the wait (an hour at most) at once.
+            let pause = wait
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+            } catch {
+                return
+            }
         }
     }
 
@@ -215,11 +228,19 @@ final class EdgeCertificateService: Service, Sendable {
     }
 
     private func orderCertificate(_ acme: ACMESettings, http: HTTPClient) async throws {
-        let (accountKey, accountURL) = try await accountKey(acme)
-        let client = ACMEClient(directoryURL: acme.directory, http: http, key: accountKey, accountURL: accountURL, logger: logger)
-        let directory = try await client.directory()
-        let account = try await client.account(directory, email: acme.email)
-        if account != accountURL { try await saveAccount(acme, key: accountKey, url: account) }
+        let client: ACMEClient
+        let directory: ACMEClient.Directory
+        do {
+            let (accountKey, accountURL) = try await accountKey(acme)
+            client = ACMEClient(directoryURL: acme.directory, http: http, key: accountKey, accountURL: accountURL, logger: logger)
+            directory = try await client.directory()
+            let account = try await client.account(directory, email: acme.email)
+            if account != accountURL { try await saveAccount(acme, key: accountKey, url: account) }
+        } catch {
+            // The ACME server unreachable, or the account refused: before any challenge.
+            metrics.acmeOrder(outcome: "failed", challenge: "none")
+            throw error
+        }
         var failures: [String] = []
         for challenge in acme.challenges {
             do {
