@@ -245,7 +245,8 @@ public func buildApplication(
             guard let edge else { return http1 }
             return EdgeChannel(
                 http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics),
-                certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics
+                certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
+                challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
             )
         }
     } ?? HTTPServerBuilder { responder in
@@ -253,13 +254,14 @@ public func buildApplication(
         guard let edge else { return http1 }
         return EdgeChannel(
             http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics),
-            certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics
+            certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
+            challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
         )
     }
     var edgeServices: [any Service] = []
     if let edge {
         let redirects = Application(
-            router: buildRedirectRouter(edge: edge.settings, http01: edge.service.http01, operations: OperationsController(components: components)),
+            router: buildRedirectRouter(edge: edge.settings, service: edge.service, operations: OperationsController(components: components)),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"), logger: logger
         )
         edgeServices = [edge.service, redirects]

@@ -143,33 +143,41 @@ final class EdgeCertificateService: Service, Sendable {
 
     private func keepOrdered(_ acme: ACMESettings) async throws {
         var backoff = acme.firstBackoff
+        // No order before this (a backoff after a failure); the store is still looked at meanwhile, so a certificate
+        // another instance stored is served within `storeLook`.
+        var nextAttempt = Date.distantPast
+        let storeLook: Int64 = 10
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let served = try? await loadStored()
             let due = served.map { renewalDate($0, acme: acme) } ?? .distantPast
             var wait: Duration
-            if due <= Date() {
+            if due > Date() {
+                // Until it is due, at most an hour: another instance may have renewed it in the store.
+                wait = .seconds(min(3600, max(1, Int64(due.timeIntervalSinceNow))))
+            } else if nextAttempt > Date() {
+                wait = .seconds(min(storeLook, max(1, Int64(nextAttempt.timeIntervalSinceNow))))
+            } else {
                 do {
                     if try await order(acme) {
                         backoff = acme.firstBackoff
                         wait = .seconds(1)
                     } else {
                         // Another instance orders: look again soon for what it stored.
-                        wait = .seconds(10)
+                        wait = .seconds(storeLook)
                     }
                 } catch where Task.isCancelled || Task.isShuttingDownGracefully {
                     return
                 } catch {
                     let remaining = served.map { Int($0.notAfter.timeIntervalSinceNow) }
+                    let delay = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
                     logger.error(
                         "ACME order failed; tried again later, the certificate in service stays",
-                        metadata: ["reason": "\(error)", "retry_in_seconds": "\(backoff.components.seconds)", "served_expires_in_seconds": "\(remaining.map(String.init) ?? "none")"]
+                        metadata: ["reason": "\(error)", "retry_in_seconds": "\(delay.components.seconds)", "served_expires_in_seconds": "\(remaining.map(String.init) ?? "none")"]
                     )
-                    wait = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
+                    nextAttempt = Date() + TimeInterval(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
                     backoff = min(backoff * 2, acme.maximumBackoff)
+                    wait = .seconds(min(storeLook, delay.components.seconds + 1))
                 }
-            } else {
-                // Until it is due, at most an hour: another instance may have renewed it in the store.
-                wait = .seconds(min(3600, max(1, Int64(due.timeIntervalSinceNow))))
             }
             // A shutdown ends the wait (an hour at most) at once.
             let pause = wait
@@ -267,6 +275,12 @@ final class EdgeCertificateService: Service, Sendable {
                 throw ACMEClient.Failure(step: "authorization", detail: "\(authorization.domain) offers no \(challenge.rawValue) challenge")
             }
             let keyAuthorization = client.keyAuthorization(token: offered.token)
+            // In the store too: behind a load balancer the CA's validation may reach another instance, which looks
+            // there for what it does not hold (`challengeAnswer`).
+            let shared = Self.challengeName(challenge, domain: authorization.domain, token: offered.token)
+            try await store.saveEdgeRecord(EdgeRecord(name: shared, value: keyAuthorization, notAfter: Date() + 3600, updatedAt: Date()))
+            let store = store
+            cleanups.append { Task { try? await store.deleteEdgeRecord(name: shared) } }
             switch challenge {
             case .http01:
                 http01.set(token: offered.token, keyAuthorization: keyAuthorization)
@@ -321,6 +335,22 @@ final class EdgeCertificateService: Service, Sendable {
             try await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(2))
         }
+    }
+
+    /// The store's name of a challenge's key authorization: by token for HTTP-01, by domain for TLS-ALPN-01.
+    static func challengeName(_ challenge: ACMESettings.Challenge, domain: String, token: String) -> String {
+        switch challenge {
+        case .http01: "challenge http-01 " + token
+        case .tlsALPN01: "challenge tls-alpn-01 " + domain
+        }
+    }
+
+    /// A challenge another instance is answering, from the store (nil: none, or expired).
+    func challengeAnswer(_ challenge: ACMESettings.Challenge, domain: String = "", token: String = "") async -> String? {
+        guard let record = try? await store.edgeRecord(name: Self.challengeName(challenge, domain: domain, token: token)),
+            (record.notAfter ?? .distantPast) > Date()
+        else { return nil }
+        return record.value
     }
 
     private func observe(_ served: EdgeCertificates.Served) {

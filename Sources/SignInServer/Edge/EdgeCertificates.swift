@@ -26,6 +26,9 @@ final class EdgeCertificates: Sendable {
         case site(NIOSSLContext)
         /// A TLS-ALPN-01 validation: the challenge certificate, `acme-tls/1` only.
         case challenge(NIOSSLContext)
+        /// A TLS-ALPN-01 validation for one of `domains` this instance does not hold: another instance's order,
+        /// looked up in the store.
+        case challengeElsewhere(String)
         /// No certificate for the name: a TLS alert (`unrecognized_name`), never another site's certificate.
         case unknownName
         /// No certificate yet (the first order has not completed).
@@ -60,8 +63,9 @@ final class EdgeCertificates: Sendable {
         state.withLockedValue { state in
             if hello.protocols.contains(EdgeTLS.acmeProtocol) {
                 // RFC 8737 3: a validation offers acme-tls/1 alone and names the domain.
-                guard hello.protocols == [EdgeTLS.acmeProtocol], let name = hello.serverName, let context = state.challenges[name] else { return .unknownName }
-                return .challenge(context)
+                guard hello.protocols == [EdgeTLS.acmeProtocol], let name = hello.serverName else { return .unknownName }
+                if let context = state.challenges[name] { return .challenge(context) }
+                return domains.contains(name) ? .challengeElsewhere(name) : .unknownName
             }
             guard let name = hello.serverName else {
                 let first = domains.first.flatMap { state.served[$0] } ?? state.served.values.sorted { $0.names.first ?? "" < $1.names.first ?? "" }.first

@@ -22,6 +22,8 @@ struct EdgeChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
     /// How long a client has to send its hello and finish the handshake.
     let handshakeTimeout: TimeAmount
     let metrics: ServerMetrics
+    /// The key authorization of a TLS-ALPN-01 challenge another instance answers (from the store).
+    let challengeLookup: @Sendable (String) async -> String?
 
     enum Negotiated: Sendable {
         case http1(HTTP1.Value)
@@ -41,7 +43,9 @@ struct EdgeChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
         let http2 = http2
         let metrics = metrics
         return channel.eventLoop.makeCompletedFuture {
-            let reader = HelloReader(certificates: certificates, metrics: metrics, logger: logger, timeout: handshakeTimeout) { context, channel in
+            let reader = HelloReader(
+                certificates: certificates, metrics: metrics, logger: logger, timeout: handshakeTimeout, challengeLookup: challengeLookup
+            ) { context, channel in
                 // The handshake, then the protocol ALPN chose.
                 let negotiation = NIOTypedApplicationProtocolNegotiationHandler<Negotiated> { result, channel in
                     switch result {
@@ -97,14 +101,18 @@ final class HelloReader: ChannelInboundHandler, RemovableChannelHandler {
     private let timeout: TimeAmount
     private let install: (NIOSSLContext, any Channel) throws -> Void
     private let failed: (any Error) -> Void
+    private let challengeLookup: @Sendable (String) async -> String?
+    /// A hello waiting for the store's answer (`challengeElsewhere`).
+    private var looking = false
     private var buffered: ByteBuffer?
     private var timer: Scheduled<Void>?
     private var done = false
 
     init(
-        certificates: EdgeCertificates, metrics: ServerMetrics, logger: Logger, timeout: TimeAmount, install: @escaping (NIOSSLContext, any Channel) throws -> Void,
-        failed: @escaping (any Error) -> Void
+        certificates: EdgeCertificates, metrics: ServerMetrics, logger: Logger, timeout: TimeAmount, challengeLookup: @escaping @Sendable (String) async -> String?,
+        install: @escaping (NIOSSLContext, any Channel) throws -> Void, failed: @escaping (any Error) -> Void
     ) {
+        self.challengeLookup = challengeLookup
         self.certificates = certificates
         self.metrics = metrics
         self.logger = logger
@@ -133,6 +141,11 @@ final class HelloReader: ChannelInboundHandler, RemovableChannelHandler {
         guard !done else { return context.fireChannelRead(data) }
         var bytes = unwrapInboundIn(data)
         if buffered == nil { buffered = bytes } else { buffered?.writeBuffer(&bytes) }
+        guard !looking else { return }
+        decide(context: context)
+    }
+
+    private func decide(context: ChannelHandlerContext) {
         guard let buffer = buffered else { return }
         let hello: ClientHello?
         do {
@@ -157,6 +170,23 @@ final class HelloReader: ChannelInboundHandler, RemovableChannelHandler {
             buffered = nil
             context.fireChannelRead(wrapInboundOut(buffer))
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        case .challengeElsewhere(let name):
+            // Once: what the store holds is installed here, and the hello decided again.
+            guard !looking else { return refuse(context: context, reason: "no TLS-ALPN-01 challenge for \(name)", answer: Self.alert(112), name: name) }
+            looking = true
+            let lookup = challengeLookup
+            let certificates = certificates
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let promise = context.eventLoop.makePromise(of: String?.self)
+            promise.completeWithTask { await lookup(name) }
+            promise.futureResult.whenSuccess { answer in
+                let (handler, context) = bound.value
+                if let answer { try? certificates.setChallenge(domain: name, keyAuthorization: answer) }
+                guard answer != nil else {
+                    return handler.refuse(context: context, reason: "no TLS-ALPN-01 challenge for \(name)", answer: Self.alert(112), name: name)
+                }
+                handler.decide(context: context)
+            }
         case .unknownName:
             metrics.edgeRefusedHellos.increment()
             refuse(context: context, reason: "a TLS hello for a name siwa has no certificate for", answer: Self.alert(112), name: hello.serverName)

@@ -7,12 +7,14 @@ import Logging
 /// and `/readyz` (load balancers ask there), and for everything else a redirect to the same path on HTTPS: 301 for
 /// GET and HEAD, 308 for other methods, so a form's POST is not turned into a GET. The redirect names the host the
 /// request named when it is one of `tls_domains`, else the first domain: never a host a client made up.
-func buildRedirectRouter(edge: EdgeSettings, http01: HTTP01Answers, operations: OperationsController) -> Router<ServerContext> {
+func buildRedirectRouter(edge: EdgeSettings, service: EdgeCertificateService, operations: OperationsController) -> Router<ServerContext> {
     let router = Router(context: ServerContext.self)
     router.get("/.well-known/acme-challenge/:token") { _, context in
-        guard let token = context.parameters.get("token"), let answer = http01.answer(token: token) else {
-            return Response.plain(.notFound, "no such challenge")
-        }
+        guard let token = context.parameters.get("token"), token.count <= 256 else { return Response.plain(.notFound, "no such challenge") }
+        // This instance's own order, else another instance's (in the store).
+        var answer = service.http01.answer(token: token)
+        if answer == nil { answer = await service.challengeAnswer(.http01, token: token) }
+        guard let answer else { return Response.plain(.notFound, "no such challenge") }
         return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: ByteBuffer(string: answer)))
     }
     router.get("/healthz") { _, _ in Response.plain(.ok, "ok") }

@@ -28,6 +28,8 @@ public protocol EdgeStore: Sendable {
     func edgeRecord(name: String) async throws -> EdgeRecord?
     /// Saves (replaces) a record.
     func saveEdgeRecord(_ record: EdgeRecord) async throws
+    /// Deletes a record, if there is one.
+    func deleteEdgeRecord(name: String) async throws
     /// Runs `body` while this instance holds the store's ordering lock (a PostgreSQL advisory lock held by one
     /// connection, freed when it ends, by a crash too); nil without running it when another instance holds it.
     /// SQLite serves one instance: it always runs.
@@ -58,6 +60,10 @@ enum EdgeSQL {
         )
     }
 
+    static func delete(name: String) -> ProviderStatement {
+        ProviderStatement("DELETE FROM edge_records WHERE name = $1", .text(name))
+    }
+
     /// A stored row, opened with `open` (nil when it cannot be).
     static func record(_ row: some ProviderRow, open: (String) -> String?) throws -> EdgeRecord? {
         guard let value = open(try row.text(1)) else { return nil }
@@ -79,6 +85,10 @@ extension SQLiteStore {
         try await pool.write { db in _ = try db.rows(EdgeSQL.save(name: record.name, sealed: sealed, notAfter: record.notAfter, updatedAt: record.updatedAt)) }
     }
 
+    public func deleteEdgeRecord(name: String) async throws {
+        try await pool.write { db in _ = try db.rows(EdgeSQL.delete(name: name)) }
+    }
+
     public func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
         try await body()
     }
@@ -91,6 +101,10 @@ extension PostgresStore {
 
     public func saveEdgeRecord(_ record: EdgeRecord) async throws {
         _ = try await single(EdgeSQL.save(name: record.name, sealed: try cipher.seal(record.value), notAfter: record.notAfter, updatedAt: record.updatedAt))
+    }
+
+    public func deleteEdgeRecord(name: String) async throws {
+        _ = try await single(EdgeSQL.delete(name: name))
     }
 
     public func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {

@@ -90,6 +90,10 @@ extension StoreLayer {
         try await backend.saveEdgeRecord(record)
     }
 
+    func deleteEdgeRecord(name: String) async throws {
+        try await backend.deleteEdgeRecord(name: name)
+    }
+
     func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
         try await backend.whileOrdering(body)
     }
