@@ -95,11 +95,11 @@ public func withAuthlibRP<T>(
 extension ExternalTool {
     /// The Python of the package's `.build-venv`, with Authlib and Flask (scripts/test makes it and exports
     /// `SIWA_TEST_PYTHON`).
-    static let authlibPython = ExternalTool(
+    public static let authlibPython = ExternalTool(
         name: "python", environmentVariable: "SIWA_TEST_PYTHON", installedBy: "scripts/test's .build-venv with authlib and flask",
         fallbacks: [packageDirectory.appendingPathComponent(".build-venv/bin/python")]
     )
 
     /// Tests/EndToEndTests/ThirdParty: the third-party clients' scripts.
-    static let thirdPartyScripts = packageDirectory.appendingPathComponent("Tests/EndToEndTests/ThirdParty", isDirectory: true)
+    public static let thirdPartyScripts = packageDirectory.appendingPathComponent("Tests/EndToEndTests/ThirdParty", isDirectory: true)
 }

@@ -41,16 +41,20 @@ struct EdgeHTTP2: Sendable {
         let metrics = metrics
         let idle = idleTimeout
         return channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(
-                ConnectionWatch(idleTimeout: idle, metrics: metrics)
-            )
-            return try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(mode: .server, configuration: configuration) { stream in
+            let watch = ConnectionWatch(idleTimeout: idle, metrics: metrics)
+            try channel.pipeline.syncOperations.addHandler(watch)
+            let delegate = ConnectionWatch.Streams(watch: NIOLoopBound(watch, eventLoop: channel.eventLoop))
+            let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
+                mode: .server, streamDelegate: delegate, configuration: configuration
+            ) { stream in
                 stream.eventLoop.makeCompletedFuture {
                     try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTPServerCodec())
                     try stream.pipeline.syncOperations.addHandler(StallWatch(timeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics))
                     return try Stream(wrappingChannelSynchronously: stream)
                 }
             }
+            try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(metrics: metrics, logger: logger))
+            return multiplexer
         }
     }
 
@@ -62,15 +66,15 @@ struct EdgeHTTP2: Sendable {
                 }
             }
         } catch {
-            // A connection error (a flood met, a protocol error): NIO has sent GOAWAY and closed it.
-            metrics.http2LimitMet(Self.limitName(error))
-            logger.debug("HTTP/2 connection ended", metadata: ["reason": "\(error)"])
+            // A connection error: counted and closed by `ConnectionErrorCloser`.
+            logger.trace("HTTP/2 connection ended", metadata: ["reason": "\(error)"])
         }
     }
 
     /// The metric's name for a connection error.
     static func limitName(_ error: any Error) -> String {
-        let text = String(describing: type(of: error))
+        // The type, and what it wraps (an HPACK error comes inside the frame decoder's).
+        let text = String(describing: type(of: error)) + " " + String(reflecting: error)
         switch text {
         case let name where name.contains("ExcessiveRST"): return "h2_max_resets"
         case let name where name.contains("ExcessiveControlFrames") || name.contains("ExcessiveOutboundControl"): return "h2_max_control_frames"
@@ -78,6 +82,8 @@ struct EdgeHTTP2: Sendable {
         case let name where name.contains("ExcessivelyLargeHeaderBlock") || name.contains("HeaderList"): return "h2_max_header_list_size"
         case let name where name.contains("MaxStreams") || name.contains("StreamLimit"): return "h2_max_concurrent_streams"
         case let name where name.contains("Glitch"): return "glitches"
+        // A header block HPACK cannot decode (a table past the size allowed among them): GOAWAY COMPRESSION_ERROR.
+        case let name where name.contains("UnableToParseFrame") || name.contains("HPACK"): return "frame"
         default: return "protocol"
         }
     }
@@ -118,6 +124,38 @@ struct EdgeHTTP2: Sendable {
     }
 }
 
+/// After NIO's HTTP/2 handler: a connection error it met (a flood past a limit, a protocol error) has had its GOAWAY
+/// sent; this counts it by limit and closes the connection, so the client is not left holding it.
+final class ConnectionErrorCloser: ChannelInboundHandler {
+    typealias InboundIn = Any
+
+    private let metrics: ServerMetrics
+    private let logger: Logger
+    private var closing = false
+
+    init(metrics: ServerMetrics, logger: Logger) {
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard !closing else { return }
+        closing = true
+        // A connection reset or another I/O error is the network's, not a limit.
+        let module = String(reflecting: type(of: error))
+        guard module.hasPrefix("NIOHTTP2.") || module.hasPrefix("NIOHPACK.") else {
+            context.close(promise: nil)
+            return
+        }
+        let limit = EdgeHTTP2.limitName(error)
+        metrics.http2LimitMet(limit)
+        logger.info("HTTP/2 connection ended", metadata: ["limit": "\(limit)", "reason": "\(error)", "peer": "\(context.remoteAddress?.ipAddress ?? "?")"])
+        // After the GOAWAY NIO has written.
+        context.channel.flush()
+        context.close(promise: nil)
+    }
+}
+
 /// Carries a value that is used by one task at a time into a child task (the stream's iterator, handed from the head's
 /// reader to the body's pump).
 struct Unchecked<Value>: @unchecked Sendable {
@@ -125,16 +163,37 @@ struct Unchecked<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
-/// Closes an HTTP/2 connection that neither reads nor writes a byte for `idleTimeout`.
+/// Ends an HTTP/2 connection that neither reads nor writes a byte for `idleTimeout` while no stream is open, and on
+/// the server's graceful shutdown (`ChannelShouldQuiesceEvent`) once its open streams have ended (at once when none
+/// is), so a shutdown waits for answers under way and for nothing else.
 final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
+    /// NIO's stream delegate, on the connection's event loop: counts the open streams.
+    struct Streams: NIOHTTP2StreamDelegate {
+        let watch: NIOLoopBound<ConnectionWatch>
+
+        func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
+            watch.value.open += 1
+        }
+
+        func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
+            let watch = watch.value
+            watch.open -= 1
+            watch.last = .now()
+            if watch.quiescing, watch.open == 0 { watch.context?.close(promise: nil) }
+        }
+    }
+
     private let idleTimeout: TimeAmount
     private let metrics: ServerMetrics
-    private var last = NIODeadline.now()
+    fileprivate var last = NIODeadline.now()
+    fileprivate var open = 0
+    fileprivate var quiescing = false
+    fileprivate var context: ChannelHandlerContext?
     private var task: RepeatedTask?
 
     init(idleTimeout: TimeAmount, metrics: ServerMetrics) {
@@ -143,11 +202,12 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let every = TimeAmount.nanoseconds(max(idleTimeout.nanoseconds / 4, TimeAmount.milliseconds(100).nanoseconds))
         task = context.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { task in
             let (handler, context) = bound.value
-            if NIODeadline.now() - handler.last >= handler.idleTimeout {
+            if handler.open == 0, NIODeadline.now() - handler.last >= handler.idleTimeout {
                 task.cancel()
                 context.close(promise: nil)
             }
@@ -156,11 +216,23 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         task?.cancel()
+        self.context = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         task?.cancel()
         context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            quiescing = true
+            if open == 0 { return context.close(promise: nil) }
+            // Answers under way get 30 s, no more: a stream that never ends does not hold the shutdown.
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .seconds(30)) { bound.value.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -174,14 +246,19 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// A stream that cannot write (the client's window stays shut) for `timeout` ends its whole connection
-/// (`h2_stall_timeout_ms`): a client that stops reading holds no answer, and no upstream connection, for longer.
-final class StallWatch: ChannelInboundHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
+/// A stream whose answer does not go out (the client's window stays shut, or it stops reading) for `timeout` ends
+/// its whole connection (`h2_stall_timeout_ms`): a client that stops reading holds no answer, and no upstream
+/// connection, for longer. A write is outstanding from when it is made until NIO has handed it to the connection,
+/// which it does only as the client's flow-control window allows.
+final class StallWatch: ChannelOutboundHandler {
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
 
     private let timeout: TimeAmount
     private let metrics: ServerMetrics
+    private var outstanding = 0
+    /// Bumped whenever a write completes: the timer checks that nothing went out since it was set.
+    private var progress = 0
     private var timer: Scheduled<Void>?
 
     init(timeout: TimeAmount, metrics: ServerMetrics) {
@@ -189,24 +266,37 @@ final class StallWatch: ChannelInboundHandler {
         self.metrics = metrics
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
-            timer?.cancel()
-            timer = nil
-        } else if timer == nil {
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            timer = context.eventLoop.scheduleTask(in: timeout) {
-                let (handler, context) = bound.value
-                guard !context.channel.isWritable else { return }
-                handler.metrics.http2LimitMet("h2_stall_timeout_ms")
-                context.channel.parent?.close(promise: nil)
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        outstanding += 1
+        let written = promise ?? context.eventLoop.makePromise()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in
+            let (handler, _) = bound.value
+            handler.outstanding -= 1
+            handler.progress += 1
+            if handler.outstanding == 0 {
+                handler.timer?.cancel()
+                handler.timer = nil
             }
         }
-        context.fireChannelWritabilityChanged()
+        context.write(data, promise: written)
+        arm(context: context)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        context.fireChannelInactive()
+    private func arm(context: ChannelHandlerContext) {
+        guard timer == nil else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let seen = progress
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            let (handler, context) = bound.value
+            handler.timer = nil
+            guard handler.outstanding > 0 else { return }
+            if handler.progress != seen {
+                // Something went out meanwhile: watch the rest afresh.
+                return handler.arm(context: context)
+            }
+            handler.metrics.http2LimitMet("h2_stall_timeout_ms")
+            context.channel.parent?.close(promise: nil)
+        }
     }
 }

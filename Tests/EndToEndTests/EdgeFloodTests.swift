@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// HTTP/2's floods against siwa's own HTTPS (issue 36), each sent by a raw client (ThirdParty/h2_floods.py, frames
+/// written by hand): each ends the offending connection, counted by its limit, while another client's requests on
+/// connections of their own are answered throughout.
+@Suite("HTTP/2 floods end only the offending connection")
+struct EdgeFloodTests {
+    struct Outcome: Decodable {
+        let flood: String
+        let ended: String
+        let closed: Bool?
+        let seconds: Double
+        let error_code: Int?
+    }
+
+    /// A site on HTTPS with a certificate of the test's own (no ACME), its stall and idle timeouts short.
+    static func withSite(_ body: (LocalSite, _ cert: String, _ https: Int) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-floods-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cert = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        let made = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            arguments: [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+                "-subj", "/CN=auth.localhost", "-addext", "subjectAltName=DNS:auth.localhost",
+            ],
+            environment: [:]
+        )
+        try #require(made.status == 0, "\(made.stderr)")
+        let https = try await FreePorts.reserve(1)[0]
+        try await LocalSite.run(settings: [
+            "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
+            "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000",
+        ]) { site in
+            try await body(site, cert, https)
+        }
+    }
+
+    static func flood(_ name: String, https: Int, cert: String, path: String = "/healthz", wait: Int = 15) async throws -> Outcome {
+        let outcome = try await ChildProcess.run(
+            try ExternalTool.authlibPython.executable(),
+            arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("h2_floods.py").path, String(https), "auth.localhost", cert, name, path, String(wait)],
+            environment: [:]
+        )
+        guard let line = outcome.stdout.split(separator: "\n").last, let data = line.data(using: .utf8), let decoded = try? JSONDecoder().decode(Outcome.self, from: data) else {
+            throw EndToEndError("h2_floods.py \(name) printed no outcome: \(outcome.stdout) \(outcome.stderr)")
+        }
+        return decoded
+    }
+
+    static func limits(_ site: LocalSite, cert: String) async throws -> [String: Int] {
+        let text = try await Curl.fetch(site.url("/metrics"), caFile: cert).body
+        var counts: [String: Int] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("siwa_http2_limit_total{limit=\"") {
+            let name = line.split(separator: "\"")[1]
+            counts[String(name)] = Int(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return counts
+    }
+
+    @Test(
+        "each flood ends its own connection at once, counted by the limit it passed, while a client on another connection is answered throughout",
+        arguments: [
+            ("rapid-reset", "h2_max_resets"), ("continuation", "continuation"), ("hpack-table", "frame"), ("settings", "h2_max_control_frames"),
+            ("ping", "h2_max_control_frames"), ("streams", "h2_max_concurrent_streams"), ("headers", "h2_max_header_list_size"),
+        ]
+    )
+    func flood(name: String, limit: String) async throws {
+        try await Self.withSite { site, cert, https in
+            // Another client, on connections of its own, while the flood runs and after.
+            let bystander = Task {
+                var statuses: [Int] = []
+                for _ in 0..<20 {
+                    statuses.append((try? await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status) ?? 0)
+                }
+                return statuses
+            }
+            let outcome = try await Self.flood(name, https: https, cert: cert)
+            #expect(outcome.closed == true, "\(name): \(outcome)")
+            if name == "hpack-table" { #expect(outcome.error_code == 9, "GOAWAY with COMPRESSION_ERROR: \(outcome)") }
+            #expect(outcome.seconds < 10, "\(name): the connection lasted \(outcome.seconds) s")
+            let statuses = await bystander.value
+            #expect(statuses.allSatisfy { $0 == 200 }, "\(name): the bystander got \(statuses)")
+            #expect(try await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status == 200)
+            let counted = try await Self.limits(site, cert: cert)
+            #expect(counted[limit, default: 0] >= 1, "\(name): \(counted)")
+        }
+    }
+
+    @Test("a client that keeps its window shut holds no answer: its streams are ended, and its connection once idle for client_idle_timeout_ms; the bystander is answered")
+    func zeroWindow() async throws {
+        try await Self.withSite { site, cert, https in
+            let outcome = try await Self.flood("zero-window", https: https, cert: cert, path: "/metrics", wait: 15)
+            #expect(outcome.closed == true, "\(outcome)")
+            #expect(outcome.seconds < 12, "the connection lasted \(outcome.seconds) s")
+            #expect(try await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status == 200)
+        }
+    }
+}

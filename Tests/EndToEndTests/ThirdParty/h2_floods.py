@@ -1,0 +1,174 @@
+"""A raw HTTP/2 client that sends one of the known floods to siwa's HTTPS port and says how the connection ended.
+
+Frames are written by hand (only HPACK's encoder comes from the `hpack` package that `h2` brings), so that the
+client can do what a well-behaved library refuses to: reset streams as fast as it opens them, never end a header
+block, grow HPACK's table past what the server allows, flood SETTINGS and PING, open more streams than the server
+allows, send a header list larger than it allows, or keep its window shut.
+
+Usage: h2_floods.py PORT SNI CAFILE FLOOD [PATH]
+Prints one JSON object: {"flood", "ended": "goaway"|"closed"|"open", "error_code", "seconds", "sent", "refused", "data"}.
+"""
+
+import json
+import socket
+import ssl
+import struct
+import sys
+import time
+
+import hpack
+
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
+END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+class Connection:
+    def __init__(self, port, sni, cafile, window=None):
+        context = ssl.create_default_context(cafile=cafile)
+        context.set_alpn_protocols(["h2"])
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.tls = context.wrap_socket(raw, server_hostname=sni)
+        assert self.tls.selected_alpn_protocol() == "h2", self.tls.selected_alpn_protocol()
+        self.encoder = hpack.Encoder()
+        self.buffer = b""
+        self.sni = sni
+        settings = b""
+        if window is not None:
+            settings += struct.pack(">HI", 0x4, window)  # SETTINGS_INITIAL_WINDOW_SIZE
+        self.tls.sendall(PREFACE + frame(SETTINGS, 0, 0, settings))
+        self.server_settings = {}
+
+    def send(self, data):
+        self.tls.sendall(data)
+
+    def request_block(self, path, extra=()):
+        headers = [(":method", "GET"), (":scheme", "https"), (":authority", self.sni), (":path", path)] + list(extra)
+        return self.encoder.encode(headers)
+
+    def read_frame(self, timeout):
+        self.tls.settimeout(timeout)
+        while len(self.buffer) < 9 or len(self.buffer) < 9 + int.from_bytes(self.buffer[:3], "big"):
+            chunk = self.tls.recv(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        length = int.from_bytes(self.buffer[:3], "big")
+        kind, flags = self.buffer[3], self.buffer[4]
+        stream = int.from_bytes(self.buffer[5:9], "big") & 0x7FFFFFFF
+        payload = self.buffer[9 : 9 + length]
+        self.buffer = self.buffer[9 + length :]
+        return kind, flags, stream, payload
+
+    def outcome(self, seconds, result):
+        """Reads until GOAWAY or the end, for at most `seconds`; answers SETTINGS as a client must."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                got = self.read_frame(max(0.05, deadline - time.monotonic()))
+            except (socket.timeout, TimeoutError):
+                break
+            except (ConnectionError, ssl.SSLError, OSError):
+                result["ended"] = result.get("ended") or "closed"
+                result["closed"] = True
+                return result
+            if got is None:
+                result["ended"] = result.get("ended") or "closed"
+                result["closed"] = True
+                return result
+            kind, flags, stream, payload = got
+            if kind == GOAWAY:
+                result["ended"] = "goaway"
+                result["error_code"] = int.from_bytes(payload[4:8], "big")
+                # Then the connection must end: read on until it does (or the time is up).
+            elif kind == RST_STREAM:
+                result["refused"] = result.get("refused", 0) + 1
+            elif kind == DATA:
+                result["data"] = result.get("data", 0) + len(payload)
+            elif kind == HEADERS:
+                result["heads"] = result.get("heads", 0) + 1
+            elif kind == SETTINGS and not flags & ACK:
+                try:
+                    self.send(frame(SETTINGS, ACK, 0))
+                except OSError:
+                    pass
+        result.setdefault("ended", "open")
+        return result
+
+
+def main():
+    port, sni, cafile, flood = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    path = sys.argv[5] if len(sys.argv) > 5 else "/healthz"
+    started = time.monotonic()
+    connection = Connection(port, sni, cafile, window=0 if flood == "zero-window" else None)
+    result = {"flood": flood, "sent": 0}
+    try:
+        if flood == "rapid-reset":
+            # CVE-2023-44487: a request, at once its reset, on and on.
+            for i in range(5000):
+                stream = 1 + 2 * i
+                connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.request_block(path)) + frame(RST_STREAM, 0, stream, struct.pack(">I", 8)))
+                result["sent"] += 1
+        elif flood == "continuation":
+            # A header block that never ends: CONTINUATION after CONTINUATION, none with END_HEADERS.
+            block = connection.request_block(path)
+            connection.send(frame(HEADERS, END_STREAM, 1, block))
+            filler = hpack.Encoder().encode([("x-filler", "a" * 200)])
+            for _ in range(20000):
+                connection.send(frame(CONTINUATION, 0, 1, filler))
+                result["sent"] += 1
+        elif flood == "hpack-table":
+            # A dynamic table size update far past the 4,096 bytes the server allows (RFC 7541 4.2, 6.3).
+            update = bytes([0x3F]) + bytes([0xE1, 0xFF, 0x3F])  # 001xxxxx with a large integer: about 1 MB
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, update + connection.request_block(path)))
+            result["sent"] = 1
+        elif flood == "settings":
+            for _ in range(20000):
+                connection.send(frame(SETTINGS, 0, 0, struct.pack(">HI", 0x3, 100)))
+                result["sent"] += 1
+        elif flood == "ping":
+            for i in range(20000):
+                connection.send(frame(PING, 0, 0, struct.pack(">Q", i)))
+                result["sent"] += 1
+        elif flood == "streams":
+            # More streams open at once than the server allows: requests whose bodies never end.
+            for i in range(1000):
+                stream = 1 + 2 * i
+                connection.send(frame(HEADERS, END_HEADERS, stream, connection.request_block(path, [("content-type", "text/plain")])))
+                result["sent"] += 1
+        elif flood == "headers":
+            # One header list four times the size allowed, in frames of the allowed size (HEADERS, then CONTINUATION).
+            big = [("x-big-%d" % i, "b" * 1000) for i in range(64)]
+            block = connection.request_block(path, big)
+            pieces = [block[i : i + 16384] for i in range(0, len(block), 16384)]
+            for index, piece in enumerate(pieces):
+                last = END_HEADERS if index == len(pieces) - 1 else 0
+                connection.send(frame(HEADERS if index == 0 else CONTINUATION, (END_STREAM if index == 0 else 0) | last, 1, piece))
+                result["sent"] += 1
+        elif flood == "zero-window":
+            # A window of 0 for every stream, never opened: the answer can never be sent.
+            for i in range(4):
+                connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, connection.request_block(path)))
+                result["sent"] += 1
+        else:
+            raise SystemExit("unknown flood " + flood)
+    except (ConnectionError, ssl.SSLError, OSError):
+        result["ended"] = "closed"
+        result["closed"] = True
+    if "ended" not in result:
+        connection.outcome(float(sys.argv[6]) if len(sys.argv) > 6 else 15.0, result)
+    else:
+        try:
+            connection.outcome(2.0, result)
+        except Exception:
+            pass
+    result["seconds"] = round(time.monotonic() - started, 3)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
