@@ -261,7 +261,7 @@ public func buildApplication(
     var edgeServices: [any Service] = []
     if let edge {
         let redirects = Application(
-            router: buildRedirectRouter(edge: edge.settings, service: edge.service, operations: OperationsController(components: components)),
+            router: buildRedirectRouter(edge: edge.settings, service: edge.service, ready: OperationsController(components: components).ready),
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"), logger: logger
         )
         edgeServices = [edge.service, redirects]

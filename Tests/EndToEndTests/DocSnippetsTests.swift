@@ -95,7 +95,7 @@ struct DocSnippetsTests {
     /// the clients' pages, and docs/apis.md's (`apisCommands`).
     static let commands = [
         readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest, frontSocket, frontUpstream,
-        groupsCommands, localModeSession, appleMode,
+        groupsCommands, localModeSession, appleMode, edgeOneCommand, edgeOwnCertificate,
     ] + apisCommands
 
     /// The pages every block of which, commands too, a test runs: the README, getting started, the page of siwa in front

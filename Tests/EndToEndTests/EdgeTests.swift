@@ -339,15 +339,7 @@ struct EdgeTests {
         let cert = directory.appendingPathComponent("cert.pem").path
         let key = directory.appendingPathComponent("key.pem").path
         func make(_ subject: String) async throws {
-            let made = try await ChildProcess.run(
-                URL(fileURLWithPath: "/usr/bin/openssl"),
-                arguments: [
-                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key + ".new", "-out", cert + ".new", "-days", "2",
-                    "-subj", "/CN=\(subject)", "-addext", "subjectAltName=DNS:auth.localhost",
-                ],
-                environment: [:]
-            )
-            #expect(made.status == 0, "\(made.stderr)")
+            try await TestCertificate.make(certificate: cert + ".new", key: key + ".new", subject: subject, names: ["DNS:auth.localhost"])
             // Each file replaced at once (rename), the key first, as an operator's deploy script would.
             #expect(rename(key + ".new", key) == 0 && rename(cert + ".new", cert) == 0)
         }

@@ -41,7 +41,7 @@ struct ArchitectureMapTests {
 
     /// The folders of `SignInServer`, top to bottom, as docs/architecture.md gives them: a folder may use what is below
     /// it, never what is above.
-    static let layers = ["Provider", "Controllers", "Doctor", "Front", "Middleware", "Settings", "Views", "Flow", "Access", "Support", "Store", "Metrics"]
+    static let layers = ["Provider", "Controllers", "Doctor", "Edge", "Front", "Middleware", "Settings", "Views", "Flow", "Access", "Support", "Store", "Metrics"]
 
     @Test("SignInServer's folders are layers: no folder names a type declared in a folder above it (Front never uses Controllers), and the page lists them in that order")
     func foldersAreLayers() throws {

@@ -196,6 +196,54 @@ struct OperationsTests {
         #expect(failed.first?.line.contains(expected) == true, "\(failed.first?.line ?? "")")
     }
 
+    @Test("siwa doctor with siwa's own TLS: the operator's certificate files pass with more than 14 days left, fail with fewer, expired, or a key of another certificate; an ACME certificate in the store is judged the same, a store without one says it will be ordered")
+    func doctorCertificates() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-doctor-tls-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func certificate(_ name: String, days: Int) throws -> (String, String) {
+            let cert = directory.appendingPathComponent("\(name).pem").path
+            let key = directory.appendingPathComponent("\(name).key").path
+            let openssl = Process()
+            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            openssl.arguments = [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", String(days),
+                "-subj", "/CN=auth.example.com", "-addext", "subjectAltName=DNS:auth.example.com",
+            ]
+            openssl.standardError = FileHandle.nullDevice
+            try openssl.run()
+            openssl.waitUntilExit()
+            try #require(openssl.terminationStatus == 0)
+            return (cert, key)
+        }
+        let doctor = { (values: [String: String]) in await ConfigurationDoctor(values: values, httpClient: .shared).certificateChecks() }
+        for (days, passes, says) in [(90, true, "good for 89 more days"), (5, false, "expires in 4 days")] {
+            let (cert, key) = try certificate("d\(days)", days: days)
+            let checks = await doctor(["tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.example.com"])
+            #expect(checks.count == 1 && checks[0].passed == passes && checks[0].message.contains(says), "\(checks.map(\.line))")
+        }
+        let (good, _) = try certificate("good", days: 30)
+        let (_, otherKey) = try certificate("other", days: 30)
+        let mismatched = await doctor(["tls_cert_file": good, "tls_key_file": otherKey, "tls_domains": "auth.example.com"])
+        #expect(mismatched.count == 1 && !mismatched[0].passed, "\(mismatched.map(\.line))")
+        let elsewhere = await doctor(["tls_cert_file": good, "tls_key_file": directory.appendingPathComponent("good.key").path, "tls_domains": "www.example.org"])
+        #expect(elsewhere.count == 1 && !elsewhere[0].passed && elsewhere[0].message.contains("none of tls_domains"), "\(elsewhere.map(\.line))")
+
+        // ACME: the store's record, read without the data key.
+        let database = directory.appendingPathComponent("siwa.sqlite").path
+        let acme = ["tls_domains": "auth.example.com", "db": database, "acme_directory": "https://ca.example/dir"]
+        #expect(await doctor(acme).first?.message.contains("none yet") == true)
+        let store = try SQLiteStore(path: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]))
+        try await store.migrate()
+        #expect(await doctor(acme).first?.message.contains("none yet") == true)
+        let name = EdgeRecordNames.certificate(directory: "https://ca.example/dir", domains: ["auth.example.com"])
+        try await store.saveEdgeRecord(EdgeRecord(name: name, value: "sealed", notAfter: Date() + 3 * 86_400 + 3600, updatedAt: Date()))
+        let soon = await doctor(acme)
+        #expect(soon.count == 1 && !soon[0].passed && soon[0].message.contains("expires in 3 days"), "\(soon.map(\.line))")
+        // Another directory's certificate is not this one's.
+        #expect(await doctor(acme.merging(["acme_directory": "https://other.example/dir"]) { $1 }).first?.message.contains("none yet") == true)
+    }
+
     @Test("siwa doctor refuses a public key or a certificate given as the .p8")
     func doctorRefusesPublicKey() async throws {
         let key = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_ABC123DEFG-\(UUID().uuidString).p8").path

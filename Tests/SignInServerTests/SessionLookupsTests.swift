@@ -86,10 +86,10 @@ struct SessionLookupsTests {
         await #expect(throws: SessionLookupsBusy.self) {
             try await lookups.run(for: "c") {}
         }
-        // Nobody leaves the database: every one in line is refused once its wait is over.
-        let started = ContinuousClock.now
+        // Nobody leaves the database: every one in line is refused once its wait (200 ms) is over, not when a place
+        // frees (the gate stays shut). `until` gives it 30 s, which is the bound: under the full suite's load the
+        // refusals once took 4.4 s to all be seen, so no tighter bound is asserted here.
         try await Self.until { lookups.load.waiting == 0 }
-        #expect(ContinuousClock.now - started < .seconds(2))
         gate.open()
         var refused = 0
         for task in tasks {
@@ -178,10 +178,10 @@ struct SessionLookupsTests {
 
     /// Waits until `condition` holds (for at most 10 s: then the test fails).
     static func until(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while !condition() {
             guard ContinuousClock.now < deadline else {
-                Issue.record("condition not reached within 10 s")
+                Issue.record("condition not reached within 30 s")
                 return
             }
             try await Task.sleep(for: .milliseconds(2))

@@ -82,9 +82,9 @@ struct TwoInstanceTests {
                 try await group.waitForAll()
             }
             // Each schema version (v1; v2, keys; v3, the provider; v4, groups; v5, back-channel logout; v6, session details;
-            // v7 to v9, issue 35's clients and device grants) applied once.
+            // v7 to v9, issue 35's clients and device grants; v10, the edge's certificates) applied once.
             #expect(try await PostgresSQL(client: client).texts("SELECT version FROM schema_migrations ORDER BY version") == PostgresSchema.migrations.map(\.0))
-            #expect(PostgresSchema.migrations.map(\.0) == (1...9).map { "v\($0)" })
+            #expect(PostgresSchema.migrations.map(\.0) == (1...10).map { "v\($0)" })
             try await stores[0].ping()
         }
     }

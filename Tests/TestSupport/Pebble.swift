@@ -57,15 +57,7 @@ public func withPebble<T>(httpPort: Int, tlsPort: Int, validitySeconds: Int? = n
     let (listen, management, dns, dnsManagement) = (ports[0], ports[1], ports[2], ports[3])
     let cert = directory.appendingPathComponent("pebble.pem").path
     let key = directory.appendingPathComponent("pebble.key").path
-    let made = try await ChildProcess.run(
-        URL(fileURLWithPath: "/usr/bin/openssl"),
-        arguments: [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
-            "-subj", "/CN=pebble", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:TRUE",
-        ],
-        environment: [:]
-    )
-    guard made.status == 0 else { throw ExternalToolError("openssl could not make pebble's certificate: \(made.stderr)") }
+    try await TestCertificate.make(certificate: cert, key: key, subject: "pebble", names: ["DNS:localhost", "IP:127.0.0.1"], authority: true)
     var settings: [String: Any] = [
         "listenAddress": "127.0.0.1:\(listen)", "managementListenAddress": "127.0.0.1:\(management)", "certificate": cert, "privateKey": key,
         "httpPort": httpPort, "tlsPort": tlsPort, "ocspResponderURL": "", "externalAccountBindingRequired": false,
@@ -88,5 +80,19 @@ public func withPebble<T>(httpPort: Int, tlsPort: Int, validitySeconds: Int? = n
         ) { pid in
             try await body(Pebble(directoryURL: "https://127.0.0.1:\(listen)/dir", caFile: cert, managementPort: management, directory: directory, log: log, pid: pid))
         }
+    }
+}
+
+/// A self-signed certificate (ECDSA P-256) made by `openssl req -x509`, for the servers the tests start.
+public enum TestCertificate {
+    /// Writes the certificate to `certificate` and its key to `key`; `names` go in subjectAltName (`DNS:…`, `IP:…`).
+    public static func make(certificate: String, key: String, subject: String, names: [String], days: Int = 2, authority: Bool = false) async throws {
+        var arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate, "-days", String(days),
+            "-subj", "/CN=\(subject)", "-addext", "subjectAltName=" + names.joined(separator: ","),
+        ]
+        if authority { arguments += ["-addext", "basicConstraints=critical,CA:TRUE"] }
+        let made = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/openssl"), arguments: arguments, environment: [:])
+        guard made.status == 0 else { throw ExternalToolError("openssl could not make a certificate: \(made.stderr)") }
     }
 }

@@ -47,6 +47,7 @@ public struct ConfigurationDoctor: Sendable {
         if appleKeys.allSatisfy({ values[$0] == nil }) {
             checks.append(Check(name: "mode", passed: true, message: "local mode: no Apple credentials configured, Apple is emulated; set team_id, key_id, key_file, services_id and return_url for Apple mode"))
             checks.append(await databaseCheck())
+            checks += await certificateChecks()
             return checks
         }
         let base = values["apple_base_url"] ?? AppleSignInConfiguration.appleBaseURL
@@ -109,6 +110,7 @@ public struct ConfigurationDoctor: Sendable {
         }
 
         checks.append(await databaseCheck())
+        checks += await certificateChecks()
 
         if online, let teamID = teamID.value, let keyID = keyID.value, let servicesID = servicesID.value, let pem {
             checks.append(contentsOf: await onlineChecks(teamID: teamID, keyID: keyID, servicesID: servicesID, pem: pem, base: base))
@@ -155,6 +157,66 @@ public struct ConfigurationDoctor: Sendable {
             }
         }
         return checks
+    }
+
+    /// Days before expiry below which the certificate's check fails: Let's Encrypt's certificates are renewed with a
+    /// month left, so a fortnight means renewals have been failing for two weeks.
+    static let certificateWarningDays = 14
+
+    /// With siwa's own TLS: how long the certificate has left, the operator's files or the one ACME stored.
+    public func certificateChecks(now: Date = Date()) async -> [Check] {
+        let domains = list("tls_domains").map { $0.lowercased() }
+        func expiry(_ notAfter: Date, _ what: String) -> Check {
+            let days = Int(notAfter.timeIntervalSince(now) / 86_400)
+            if notAfter <= now { return Check(name: "tls_certificate", passed: false, message: "\(what) expired on \(notAfter); browsers refuse it") }
+            if days < Self.certificateWarningDays {
+                return Check(name: "tls_certificate", passed: false, message: "\(what) expires in \(days) days (\(notAfter)); renew it now: siwa's log says why its renewals failed")
+            }
+            return Check(name: "tls_certificate", passed: true, message: "\(what) good for \(days) more days (until \(notAfter))")
+        }
+        if let certificate = values["tls_cert_file"], let key = values["tls_key_file"] {
+            guard let chain = FileManager.default.contents(atPath: certificate).flatMap({ String(data: $0, encoding: .utf8) }),
+                let keyPEM = FileManager.default.contents(atPath: key).flatMap({ String(data: $0, encoding: .utf8) })
+            else { return [Check(name: "tls_certificate", passed: false, message: "cannot read \(certificate) and \(key)")] }
+            do {
+                let served = try EdgeCertificates(domains: domains).install(chainPEM: chain, keyPEM: keyPEM)
+                return [expiry(served.notAfter, "\(certificate) (\(served.names.joined(separator: ", ")))")]
+            } catch {
+                return [Check(name: "tls_certificate", passed: false, message: "\(certificate) with \(key): \(error)")]
+            }
+        }
+        guard !domains.isEmpty else { return [] }
+        let directory = values["acme_directory"] ?? ACMESettings.letsEncrypt
+        let name = EdgeRecordNames.certificate(directory: directory, domains: domains)
+        do {
+            let database = values["db"] ?? "./siwa.sqlite"
+            let cipher = try TokenCipher(base64Keys: [TokenCipher.generateKey()])
+            let notAfter: Date?
+            if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
+                let store = try PostgresStore(url: database, cipher: cipher, logger: Logger(label: "siwa.doctor"))
+                notAfter = try await withThrowingTaskGroup(of: Date?.self) { group in
+                    group.addTask { await store.client.run(); return nil }
+                    defer { group.cancelAll() }
+                    return try await store.edgeRecordExpiry(name: name)
+                }
+            } else {
+                guard FileManager.default.fileExists(atPath: database) else {
+                    return [Check(name: "tls_certificate", passed: true, message: "none yet: siwa orders one from \(directory) at its first start")]
+                }
+                notAfter = try await SQLiteStore(path: database, cipher: cipher).edgeRecordExpiry(name: name)
+            }
+            guard let notAfter else {
+                return [Check(name: "tls_certificate", passed: true, message: "none yet for \(domains.joined(separator: ", ")): siwa orders one from \(directory) at its first start")]
+            }
+            return [expiry(notAfter, "the certificate from \(directory) for \(domains.joined(separator: ", "))")]
+        } catch {
+            let text = String(reflecting: error)
+            if text.contains("no such table") || text.contains("does not exist") {
+                // A store from before siwa served TLS: migrated at the next start.
+                return [Check(name: "tls_certificate", passed: true, message: "none yet: siwa orders one from \(directory) at its first start")]
+            }
+            return [Check(name: "tls_certificate", passed: false, message: "the store could not be read: \(error)")]
+        }
     }
 
     private func databaseCheck() async -> Check {

@@ -42,8 +42,12 @@ final class EdgeCertificateService: Service, Sendable {
         self.logger = logger
     }
 
-    /// The store's name of the certificate for `domains`.
-    var certificateName: String { "certificate " + settings.domains.joined(separator: ",") }
+    /// The store's name of the certificate for `domains` from this ACME directory (`EdgeRecordNames`).
+    var certificateName: String {
+        var directory: String?
+        if case .acme(let acme) = settings.source { directory = acme.directory }
+        return EdgeRecordNames.certificate(directory: directory, domains: settings.domains)
+    }
 
     /// Before the server listens: the operator's files must load (a start that cannot serve HTTPS stops here), or the
     /// stored certificate, if any, is served at once.

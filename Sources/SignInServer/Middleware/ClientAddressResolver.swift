@@ -112,3 +112,10 @@ struct ClientAddressResolver: Sendable {
         return scheme + "://" + host
     }
 }
+
+extension ServerSettings {
+    /// How the front reads a request's client, host and scheme (`trusted_proxies`; `https` on siwa's own TLS).
+    var addressResolver: ClientAddressResolver {
+        ClientAddressResolver(trustedProxies: proxies, ownScheme: edge == nil ? "http" : "https")
+    }
+}

@@ -67,11 +67,6 @@ public struct ServerSettings: Sendable {
         return host == domain || host.hasSuffix("." + domain)
     }
 
-    /// How the front reads a request's client, host and scheme (`trusted_proxies`; `https` on siwa's own TLS).
-    var addressResolver: ClientAddressResolver {
-        ClientAddressResolver(trustedProxies: proxies, ownScheme: edge == nil ? "http" : "https")
-    }
-
     /// siwa alone at the edge: HTTPS with its own certificates and HTTP/2 (`tls_domains`, `tls_cert_file`); nil: plain
     /// HTTP, behind a proxy that terminates TLS.
     public var edge: EdgeSettings?

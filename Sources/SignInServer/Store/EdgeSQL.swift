@@ -22,6 +22,16 @@ public struct EdgeRecord: Sendable, Hashable {
     }
 }
 
+/// The names of the edge's records.
+public enum EdgeRecordNames {
+    /// The certificate for `domains` from the ACME `directory` (nil: the operator's files, never stored): each
+    /// directory's apart, so that moving from Let's Encrypt's staging directory to its production one orders a trusted
+    /// certificate at once.
+    public static func certificate(directory: String?, domains: [String]) -> String {
+        "certificate " + (directory.map { $0 + " " } ?? "") + domains.joined(separator: ",")
+    }
+}
+
 /// The edge's records, and one instance ordering certificates at a time.
 public protocol EdgeStore: Sendable {
     /// The record `name`, opened; nil when there is none (or it was sealed with a data key no longer listed).
@@ -30,6 +40,9 @@ public protocol EdgeStore: Sendable {
     func saveEdgeRecord(_ record: EdgeRecord) async throws
     /// Deletes a record, if there is one.
     func deleteEdgeRecord(name: String) async throws
+    /// When the record `name` stops being good (a certificate's end), read without opening it: nil when there is no
+    /// such record (`siwa doctor`, which may not hold the data key).
+    func edgeRecordExpiry(name: String) async throws -> Date?
     /// Runs `body` while this instance holds the store's ordering lock (a PostgreSQL advisory lock held by one
     /// connection, freed when it ends, by a crash too); nil without running it when another instance holds it.
     /// SQLite serves one instance: it always runs.
@@ -58,6 +71,10 @@ enum EdgeSQL {
             """,
             .text(name), .text(sealed), .optionalReal(notAfter?.timeIntervalSince1970), .real(updatedAt.timeIntervalSince1970)
         )
+    }
+
+    static func expiry(name: String) -> ProviderStatement {
+        ProviderStatement("SELECT not_after FROM edge_records WHERE name = $1", .text(name))
     }
 
     static func delete(name: String) -> ProviderStatement {
@@ -89,6 +106,10 @@ extension SQLiteStore {
         try await pool.write { db in _ = try db.rows(EdgeSQL.delete(name: name)) }
     }
 
+    public func edgeRecordExpiry(name: String) async throws -> Date? {
+        try await pool.read { db in try db.rows(EdgeSQL.expiry(name: name)).first.flatMap { try $0.optionalReal(0) }.map(Date.init(timeIntervalSince1970:)) }
+    }
+
     public func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
         try await body()
     }
@@ -105,6 +126,10 @@ extension PostgresStore {
 
     public func deleteEdgeRecord(name: String) async throws {
         _ = try await single(EdgeSQL.delete(name: name))
+    }
+
+    public func edgeRecordExpiry(name: String) async throws -> Date? {
+        try await single(EdgeSQL.expiry(name: name)).first.flatMap { try $0.optionalReal(0) }.map(Date.init(timeIntervalSince1970:))
     }
 
     public func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {

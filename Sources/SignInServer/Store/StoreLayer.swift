@@ -94,6 +94,10 @@ extension StoreLayer {
         try await backend.deleteEdgeRecord(name: name)
     }
 
+    func edgeRecordExpiry(name: String) async throws -> Date? {
+        try await backend.edgeRecordExpiry(name: name)
+    }
+
     func whileOrdering<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
         try await backend.whileOrdering(body)
     }

@@ -36,7 +36,7 @@ struct SettingKey: Sendable, Hashable {
     /// Every key, in the README's order.
     static let all: [SettingKey] = [
         SettingKey("host", default: "`127.0.0.1`", help: "listen address"),
-        SettingKey("port", default: "`8080`", help: "listen port"),
+        SettingKey("port", default: "`8080`; `80` with `tls_domains` or `tls_cert_file`", help: "listen port (with siwa's own TLS: the plain port, which only redirects to HTTPS and answers ACME's HTTP-01 and the health checks)"),
         SettingKey("socket", default: "—", help: "a Unix socket to listen on instead of `host`:`port`, for nginx or Caddy on the same machine (faster than loopback TCP); needs `public_url`; its peers are trusted as proxies (the socket is mode 0660: add the proxy's user to siwa's group)"),
         SettingKey("db", default: "`./siwa.sqlite`", help: "SQLite database path"),
         SettingKey("tls_domains", list: true, default: "none", help: "siwa alone at the edge (see [siwa alone at the edge](edge.md)): the DNS names it serves HTTPS for, obtaining their certificate by ACME unless `tls_cert_file` is given; the first one answers a TLS hello without SNI, a hello for any other name gets an alert. With it, `port` (80 by default then) serves only the redirect to HTTPS, ACME's HTTP-01 and the health checks"),
