@@ -43,7 +43,7 @@ struct ConfigurationLayersTests {
     func readmeTable() throws {
         let section = try String(contentsOf: Self.root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         var rows: [(key: String, environment: String, flag: String)] = []
-        for match in section.matches(of: /\n\| `([a-z_]+)` \| `([A-Z_]+)` \| `(--[a-z-]+)` \|/) {
+        for match in section.matches(of: /\n\| `([a-z0-9_]+)` \| `([A-Z0-9_]+)` \| `(--[a-z0-9-]+)` \|/) {
             rows.append((String(match.1), String(match.2), String(match.3)))
         }
         #expect(rows.map(\.key) == SettingKey.all.map(\.name))

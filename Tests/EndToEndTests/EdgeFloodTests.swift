@@ -13,6 +13,8 @@ struct EdgeFloodTests {
         let closed: Bool?
         let seconds: Double
         let error_code: Int?
+        let heads: Int?
+        let refused: Int?
     }
 
     /// A site on HTTPS with a certificate of the test's own (no ACME), its stall and idle timeouts short.
@@ -81,6 +83,17 @@ struct EdgeFloodTests {
             #expect(try await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status == 200)
             let counted = try await Self.limits(site, cert: cert)
             #expect(counted[limit, default: 0] >= 1, "\(name): \(counted)")
+        }
+    }
+
+    @Test("errors of single streams (a body sent on after the answer, a header named in capitals) end those streams with RST_STREAM, not the connection: the next request on it is answered")
+    func streamErrorsKeepTheConnection() async throws {
+        try await Self.withSite { site, cert, https in
+            let outcome = try await Self.flood("stream-errors", https: https, cert: cert, wait: 3)
+            #expect(outcome.ended == "open" && outcome.closed != true, "\(outcome)")
+            #expect(outcome.heads == 2, "streams 1 and 5 answered: \(outcome)")
+            #expect((outcome.refused ?? 0) >= 1, "stream 3 reset: \(outcome)")
+            #expect(try await Self.limits(site, cert: cert).isEmpty)
         }
     }
 

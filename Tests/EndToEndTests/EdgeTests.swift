@@ -299,32 +299,39 @@ struct EdgeTests {
         }
     }
 
-    @Test("the CA's validation reaching an instance that did not order (a load balancer in front of two) is answered from the store: the instance pebble validates against cannot reach the CA itself, the other orders; then both serve the certificate, the first within seconds of its storing")
+    @Test("the CA's validation reaching an instance that did not order (a load balancer in front of two) is answered from the store: the instance pebble validates against cannot order itself (it does not trust pebble's HTTPS), the other orders; then both serve the certificate, the first from the store within seconds")
     func validationAnsweredByAnotherInstance() async throws {
         try await AccessRulesEndToEndTests.withFreshPostgresDatabase { url in
             let ports = try await FreePorts.reserve(4)
             let key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-other-ca-\(UUID().uuidString)", isDirectory: true)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            // A CA that did not sign pebble's HTTPS: an instance trusting it alone cannot reach the ACME server.
+            let otherCA = directory.appendingPathComponent("other.pem").path
+            try await TestCertificate.make(certificate: otherCA, key: directory.appendingPathComponent("other.key").path, subject: "other", names: ["DNS:other"], authority: true)
             try await withPebble(httpPort: ports[0], tlsPort: ports[1]) { pebble in
-                try await withClosedLoopbackPort { closed in
-                    func settings(_ http: Int, _ https: Int, directory: String) -> [String: String?] {
-                        ["port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": directory,
-                         "acme_ca_file": pebble.caFile, "db": url, "data_key": key]
-                    }
-                    // The validated one: its own orders fail (nothing listens at its directory).
-                    try await LocalSite.run(settings: settings(ports[0], ports[1], directory: "https://127.0.0.1:\(closed)/dir")) { validated in
-                        try await LocalSite.run(settings: settings(ports[2], ports[3], directory: pebble.directoryURL)) { ordering in
-                            let root = try await pebble.rootFile()
-                            try await Self.waitForCertificate(ordering, root: root, pebble: pebble)
-                            #expect(try await Self.orders(ordering, root: root, challenge: "tls-alpn-01", outcome: "issued") == 1)
-                            let deadline = ContinuousClock.now + .seconds(30)
-                            var served: String?
-                            while served == nil, ContinuousClock.now < deadline {
-                                try await Task.sleep(for: .milliseconds(300))
-                                served = try? await Self.servedSerial(port: ports[1], name: "auth.localhost")
-                            }
-                            #expect(try served == (await Self.servedSerial(port: ports[3], name: "auth.localhost")))
-                            #expect(try await Curl.fetch(validated.url("/healthz"), caFile: root).status == 200)
+                func settings(_ http: Int, _ https: Int, trusting ca: String) -> [String: String?] {
+                    ["port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL,
+                     "acme_ca_file": ca, "db": url, "data_key": key]
+                }
+                // The validated one: its own orders fail before any challenge.
+                try await LocalSite.run(settings: settings(ports[0], ports[1], trusting: otherCA)) { validated in
+                    try await LocalSite.run(settings: settings(ports[2], ports[3], trusting: pebble.caFile)) { ordering in
+                        let root = try await pebble.rootFile()
+                        // The ordering instance may wait out the other's failed attempt (it holds the lock meanwhile).
+                        try await Self.waitForCertificate(ordering, root: root, pebble: pebble)
+                        #expect(try await Self.orders(ordering, root: root, challenge: "tls-alpn-01", outcome: "issued") == 1)
+                        let deadline = ContinuousClock.now + .seconds(60)
+                        var served: String?
+                        while served == nil, ContinuousClock.now < deadline {
+                            try await Task.sleep(for: .milliseconds(300))
+                            served = try? await Self.servedSerial(port: ports[1], name: "auth.localhost")
                         }
+                        #expect(try served == (await Self.servedSerial(port: ports[3], name: "auth.localhost")))
+                        #expect(try await Curl.fetch(validated.url("/healthz"), caFile: root).status == 200)
+                        #expect(try await Self.orders(validated, root: root, challenge: "none", outcome: "failed") >= 1)
+                        #expect(try await Self.orders(validated, root: root, challenge: "tls-alpn-01", outcome: "issued") == 0)
                     }
                 }
             }

@@ -25,7 +25,8 @@ public enum Curl {
     public struct Failure: Error, CustomStringConvertible {
         public let exitCode: Int32
         public let stderr: String
-        public var description: String { "curl exited \(exitCode): \(stderr)" }
+        public var url = ""
+        public var description: String { "curl \(url) exited \(exitCode): \(stderr)" }
     }
 
     /// `url` fetched with `--http2` or `--http1.1`, trusting `caFile`; redirects are not followed.
@@ -38,7 +39,7 @@ public enum Curl {
         if let body { arguments += ["--data-binary", body] }
         arguments += extra + [url]
         let outcome = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments: arguments, environment: [:], timeLimit: .seconds(60))
-        guard outcome.status == 0 else { throw Failure(exitCode: outcome.status, stderr: outcome.stderr) }
+        guard outcome.status == 0 else { throw Failure(exitCode: outcome.status, stderr: outcome.stderr, url: "\(method) \(url) (\(http2 ? "HTTP/2" : "HTTP/1.1"))") }
         // The head (-D -) comes first, then the body; with HTTP/1.1 an interim 100 head may precede the answer's.
         var text = Substring(outcome.stdout)
         while true {

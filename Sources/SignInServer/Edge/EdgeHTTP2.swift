@@ -53,7 +53,7 @@ struct EdgeHTTP2: Sendable {
                     return try Stream(wrappingChannelSynchronously: stream)
                 }
             }
-            try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(metrics: metrics, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
             return multiplexer
         }
     }
@@ -125,25 +125,31 @@ struct EdgeHTTP2: Sendable {
 }
 
 /// After NIO's HTTP/2 handler: a connection error it met (a flood past a limit, a protocol error) has had its GOAWAY
-/// sent; this counts it by limit and closes the connection, so the client is not left holding it.
+/// sent; this counts it by limit and closes the connection, so the client is not left holding it. NIO reports a
+/// stream's error the same way (after its RST_STREAM, the connection going on): only an error after a GOAWAY, which
+/// `ConnectionWatch` sees go out, ends the connection; an I/O error (a reset) closes it without counting a limit.
 final class ConnectionErrorCloser: ChannelInboundHandler {
     typealias InboundIn = Any
 
+    private let watch: ConnectionWatch
     private let metrics: ServerMetrics
     private let logger: Logger
     private var closing = false
 
-    init(metrics: ServerMetrics, logger: Logger) {
+    init(watch: ConnectionWatch, metrics: ServerMetrics, logger: Logger) {
+        self.watch = watch
         self.metrics = metrics
         self.logger = logger
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard !closing else { return }
-        closing = true
-        // A connection reset or another I/O error is the network's, not a limit.
         let module = String(reflecting: type(of: error))
-        guard module.hasPrefix("NIOHTTP2.") || module.hasPrefix("NIOHPACK.") else {
+        let http2 = module.hasPrefix("NIOHTTP2.") || module.hasPrefix("NIOHPACK.")
+        // A stream's error: NIO has reset that stream alone.
+        if http2, !watch.goAwaySent { return }
+        closing = true
+        guard http2 else {
             context.close(promise: nil)
             return
         }
@@ -190,6 +196,11 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let idleTimeout: TimeAmount
     private let metrics: ServerMetrics
+    /// Whether NIO's HTTP/2 handler has written a GOAWAY (a connection error), read from the frames going out.
+    private(set) var goAwaySent = false
+    /// The frame being written: the bytes of its 9-byte header seen so far, then how much of its payload is left.
+    private var header: [UInt8] = []
+    private var payloadLeft = 0
     fileprivate var last = NIODeadline.now()
     fileprivate var open = 0
     fileprivate var quiescing = false
@@ -242,7 +253,28 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         last = .now()
+        if !goAwaySent { scan(unwrapOutboundIn(data)) }
         context.write(data, promise: promise)
+    }
+
+    /// Follows the outgoing frames (RFC 9113 4.1: a 24-bit length, a type, flags, a stream) to see a GOAWAY (type 7).
+    private func scan(_ buffer: ByteBuffer) {
+        var bytes = buffer.readableBytesView[...]
+        while !bytes.isEmpty {
+            if payloadLeft > 0 {
+                let skipped = min(payloadLeft, bytes.count)
+                payloadLeft -= skipped
+                bytes = bytes.dropFirst(skipped)
+                continue
+            }
+            let taken = min(9 - header.count, bytes.count)
+            header += bytes.prefix(taken)
+            bytes = bytes.dropFirst(taken)
+            guard header.count == 9 else { return }
+            if header[3] == 7 { goAwaySent = true }
+            payloadLeft = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
+            header = []
+        }
     }
 }
 

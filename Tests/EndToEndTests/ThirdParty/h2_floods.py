@@ -87,10 +87,12 @@ class Connection:
                 # Then the connection must end: read on until it does (or the time is up).
             elif kind == RST_STREAM:
                 result["refused"] = result.get("refused", 0) + 1
+                result.setdefault("reset_streams", []).append(stream)
             elif kind == DATA:
                 result["data"] = result.get("data", 0) + len(payload)
             elif kind == HEADERS:
                 result["heads"] = result.get("heads", 0) + 1
+                result.setdefault("head_streams", []).append(stream)
             elif kind == SETTINGS and not flags & ACK:
                 try:
                     self.send(frame(SETTINGS, ACK, 0))
@@ -154,6 +156,18 @@ def main():
             for i in range(4):
                 connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, connection.request_block(path)))
                 result["sent"] += 1
+        elif flood == "stream-errors":
+            # Not a flood: errors of single streams, which must end those streams and nothing else. Stream 1 posts a
+            # body to a page that answers without reading it, and sends more of it after the answer; stream 3 names a
+            # header in capitals (malformed in HTTP/2); stream 5 is a plain GET, answered on the same connection.
+            connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode([(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path)])))
+            connection.send(frame(DATA, 0, 1, b"x" * 100))
+            connection.outcome(1.0, result)
+            connection.send(frame(DATA, END_STREAM, 1, b"y" * 100))
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, connection.request_block(path, [("X-Upper", "1")])))
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 5, connection.request_block(path)))
+            result["sent"] = 3
+            result.pop("ended", None)
         else:
             raise SystemExit("unknown flood " + flood)
     except (ConnectionError, ssl.SSLError, OSError):

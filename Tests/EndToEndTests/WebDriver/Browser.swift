@@ -105,6 +105,14 @@ struct Browser: Sendable {
         }
     }
 
+    /// The cookies of the current page's site as WebDriver sees them (HttpOnly ones too): name, secure, httpOnly.
+    func cookieAttributes() async throws -> [(name: String, secure: Bool, httpOnly: Bool)] {
+        let value = try await connection.command(.GET, path + "/cookie")
+        return (value.array ?? []).map { cookie in
+            (cookie["name"]?.string ?? "", cookie["secure"]?.bool ?? false, cookie["httpOnly"]?.bool ?? false)
+        }
+    }
+
     /// Forgets the cookies of the current page's site.
     func deleteAllCookies() async throws {
         try await connection.command(.DELETE, path + "/cookie")

@@ -104,9 +104,11 @@ struct ChromiumSessions: Sendable {
     /// The Chromium executable.
     let chromium: String
 
-    /// Opens a headless Chromium session; `language` (e.g. `zh-CN`) sets the UI language and `Accept-Language`.
-    func newSession(language: String? = nil) async throws -> Browser {
+    /// Opens a headless Chromium session; `language` (e.g. `zh-CN`) sets the UI language and `Accept-Language`;
+    /// `extra`: more of Chromium's switches (a test's CA to trust, say).
+    func newSession(language: String? = nil, extra: [String] = []) async throws -> Browser {
         var arguments: [TestJSON] = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,900"]
+        arguments += extra.map { .string($0) }
         var options: [String: TestJSON] = ["binary": .string(chromium)]
         if let language {
             arguments.append(.string("--lang=\(language)"))
@@ -135,8 +137,8 @@ struct ChromiumSessions: Sendable {
     }
 
     /// Runs `body` with a new session, quitting it afterwards whatever happens.
-    func with<T>(language: String? = nil, _ body: (Browser) async throws -> T) async throws -> T {
-        let browser = try await newSession(language: language)
+    func with<T>(language: String? = nil, extra: [String] = [], _ body: (Browser) async throws -> T) async throws -> T {
+        let browser = try await newSession(language: language, extra: extra)
         do {
             let result = try await body(browser)
             try await browser.quit()

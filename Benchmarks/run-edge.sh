@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Edge benchmark (issue 36): siwa terminating TLS itself, beside nginx terminating TLS with the same certificate and
+# proxying the same upstream, in one run. h2load (Debian's nghttp2-client) is the load for every line.
+#   (1) a protected page through `siwa serve --upstream` over HTTPS with HTTP/1.1 vs nginx (`listen … ssl`);
+#   (2) the same over HTTP/2 (nginx `http2 on`), MAX_STREAMS streams per connection;
+#   (3) new TLS connections per second: `openssl s_time -new` (a full handshake each) against each;
+#   (4) siwa's sign-in page over HTTPS vs the same page of a siwa on plain HTTP (HTTP/1.1 kept alive, both);
+#   and what TLS costs per request: siwa's CPU time per request in (4), over HTTPS less over plain HTTP.
+# The certificate is ECDSA P-256 (what siwa obtains by ACME), made by openssl; the upstream is an nginx answering a
+# small page from memory (Benchmarks/lib.sh's start_upstream). nginx runs NGINX_WORKERS workers (auto: one per core).
+# Release builds under .build-release; everything on loopback, h2load included. A report, not a test: exits 0.
+#
+# Usage: Benchmarks/run-edge.sh
+# Environment: CONNECTIONS (64) MAX_STREAMS (10) ROUNDS (3) ROUND_SECONDS (5) HANDSHAKE_SECONDS (5)
+#              NGINX_WORKERS (auto) SCRATCH_PATH (.build-release) LOG_DIR (/tmp/siwa-edge-bench-logs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONNS="${CONNECTIONS:-64}"
+STREAMS="${MAX_STREAMS:-10}"
+ROUNDS="${ROUNDS:-3}"
+SECS="${ROUND_SECONDS:-5}"
+HANDSHAKE_SECS="${HANDSHAKE_SECONDS:-5}"
+NGINX_WORKERS="${NGINX_WORKERS:-auto}"
+scratch="${SCRATCH_PATH:-.build-release}"
+NGINX=/usr/sbin/nginx
+export SESSIONS=1000
+
+. Benchmarks/lib.sh
+bench_need_wrk_nginx
+command -v h2load >/dev/null || bench_install nghttp2-client
+command -v openssl >/dev/null || bench_install openssl
+
+build_release siwa
+
+work="$(mktemp -d /tmp/siwa-edge-bench.XXXXXX)"
+chmod 755 "$work"
+logs="${LOG_DIR:-/tmp/siwa-edge-bench-logs}"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    mkdir -p "$logs" && cp "$work"/*.log "$work"/*.txt "$logs"/ 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 2 \
+    -subj "/CN=auth.localhost" -addext "subjectAltName=DNS:auth.localhost" 2>/dev/null
+
+start_upstream
+
+# siwa with its own TLS in front of the upstream; its plain port only redirects.
+port="$(free_port)"; emport="$(free_port)"; sport="$(free_port)"
+db="$work/siwa.sqlite"
+start_siwa_tls() {
+    SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$port" --emulator-port "$emport" --db "$1" \
+        --tls-cert-file "$work/cert.pem" --tls-key-file "$work/key.pem" --tls-domains auth.localhost --https-port "$sport" "${@:2}" >> "$work/siwa.log" 2>&1 &
+    siwa_pid=$!; pids+=("$siwa_pid")
+    wait_ready "$siwa_pid" "$work/siwa.log" "https://127.0.0.1:$sport/readyz" -k
+}
+start_siwa_tls "$db" --upstream "http://127.0.0.1:$uport"
+seed_sqlite "$db" "$SESSIONS"
+cookie="siwa_session=benchsession$(printf '%031d' 1)"
+
+# nginx terminating TLS with the same certificate, proxying the same upstream (kept-alive connections to it), HTTP/2
+# on, sessions cached as a tuned nginx does.
+nport="$(free_port)"
+start_nginx front "$NGINX_WORKERS" "
+    upstream app { server 127.0.0.1:$uport; keepalive 64; }
+    ssl_session_cache shared:SSL:10m;
+    server {
+        listen 127.0.0.1:$nport ssl;
+        http2 on;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        keepalive_requests 100000;
+        location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
+    }"
+front_pid="$nginx_pid"
+
+siwa_url="https://127.0.0.1:$sport/"
+nginx_url="https://127.0.0.1:$nport/"
+[ "$(status_of -k -H "Cookie: $cookie" "$siwa_url")" = 200 ] || { echo "siwa does not pass the session to the upstream" >&2; tail -20 "$work/siwa.log" >&2; exit 1; }
+[ "$(status_of -k "$nginx_url")" = 200 ] || { echo "nginx does not answer" >&2; exit 1; }
+
+# h2load_run NAME PIDS URL [h2load args]: one round; the rate and the CPU time per request of PIDS.
+h2load_run() {
+    local name="$1" watched="$2" url="$3"; shift 3
+    local before after
+    before="$(cpu_ticks $watched)"
+    h2load -c "$CONNS" -D "$SECS" --warm-up-time=1 "$@" "$url" > "$work/$name.txt" 2>&1 || true
+    after="$(cpu_ticks $watched)"
+    local done_requests
+    done_requests="$(awk '/^requests:/ {print $8; exit}' "$work/$name.txt")"
+    awk -v t=$((after - before)) -v n="${done_requests:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.1f", t / hz / n * 1e6; else print "-" }' > "$work/$name.cpu"
+}
+rate() { awk '/^finished in/ {gsub(",", "", $4); printf "%.0f", $4; exit}' "$work/$1.txt"; }
+failed() { awk '/^requests:/ {print $10; exit}' "$work/$1.txt"; }
+
+# Best of ROUNDS alternating rounds per line.
+best() {
+    local name="$1" best_rate=0 r
+    for r in $(seq 1 "$ROUNDS"); do
+        [ -f "$work/$name-$r.txt" ] || continue
+        local value; value="$(rate "$name-$r")"
+        if [ "${value:-0}" -gt "$best_rate" ]; then best_rate="$value"; cp "$work/$name-$r.txt" "$work/$name.txt"; cp "$work/$name-$r.cpu" "$work/$name.cpu"; fi
+    done
+    echo "$best_rate"
+}
+
+echo "measuring (h2load, $CONNS connections, $ROUNDS rounds of $SECS s) ..." >&2
+for r in $(seq 1 "$ROUNDS"); do
+    h2load_run "siwa-h1-$r" "$siwa_pid" "$siwa_url" --h1 -H "Cookie: $cookie"
+    h2load_run "nginx-h1-$r" "$front_pid" "$nginx_url" --h1
+    h2load_run "siwa-h2-$r" "$siwa_pid" "$siwa_url" -m "$STREAMS" -H "Cookie: $cookie"
+    h2load_run "nginx-h2-$r" "$front_pid" "$nginx_url" -m "$STREAMS"
+done
+siwa_h1="$(best siwa-h1)"; nginx_h1="$(best nginx-h1)"; siwa_h2="$(best siwa-h2)"; nginx_h2="$(best nginx-h2)"
+
+# New TLS connections: a full handshake each (s_time -new), TLS 1.3, the same client for both.
+handshakes() { openssl s_time -connect "127.0.0.1:$1" -new -time "$HANDSHAKE_SECS" 2>/dev/null | awk '/connections in/ && /real/ {print $1; exit}'; }
+siwa_new="$(handshakes "$sport")"; nginx_new="$(handshakes "$nport")"
+
+# The sign-in page: a siwa without an upstream (its / is the sign-in page) over HTTPS, and one on plain HTTP.
+stop_siwa
+start_siwa_tls "$work/page-tls.sqlite"
+plain_port="$(free_port)"; plain_emport="$(free_port)"
+SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$plain_port" --emulator-port "$plain_emport" --db "$work/page-plain.sqlite" >> "$work/siwa-plain.log" 2>&1 &
+plain_pid=$!; pids+=("$plain_pid")
+wait_ready "$plain_pid" "$work/siwa-plain.log" "http://127.0.0.1:$plain_port/readyz"
+for r in $(seq 1 "$ROUNDS"); do
+    h2load_run "page-tls-$r" "$siwa_pid" "https://127.0.0.1:$sport/" --h1
+    h2load_run "page-plain-$r" "$plain_pid" "http://127.0.0.1:$plain_port/" --h1
+done
+page_tls="$(best page-tls)"; page_plain="$(best page-plain)"
+
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", 100 * a / b; else print "-" }'; }
+echo
+echo "Edge benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), commit $measured"
+echo
+echo "| line | siwa | peer | siwa / peer | target |"
+echo "|---|---|---|---|---|"
+echo "| (1) \`--upstream\` GET over HTTPS, HTTP/1.1 (req/s; peer: nginx TLS proxy) | $siwa_h1 | $nginx_h1 | $(pct "$siwa_h1" "$nginx_h1") % | ≥ 60 % |"
+echo "| (2) the same over HTTP/2, $STREAMS streams per connection | $siwa_h2 | $nginx_h2 | $(pct "$siwa_h2" "$nginx_h2") % | ≥ 60 % |"
+echo "| (3) new TLS connections in ${HANDSHAKE_SECS} s (\`openssl s_time -new\`) | ${siwa_new:-?} | ${nginx_new:-?} | $(pct "${siwa_new:-0}" "${nginx_new:-0}") % | ≥ 60 % |"
+echo "| (4) sign-in page over HTTPS (peer: the same page on plain HTTP) | $page_tls | $page_plain | $(pct "$page_tls" "$page_plain") % | ≥ 80 % |"
+echo
+echo "CPU time per request (siwa, µs): --upstream HTTPS/1.1 $(cat "$work/siwa-h1.cpu"), HTTP/2 $(cat "$work/siwa-h2.cpu"); sign-in page HTTPS $(cat "$work/page-tls.cpu"), plain $(cat "$work/page-plain.cpu"): TLS costs $(awk -v a="$(cat "$work/page-tls.cpu")" -v b="$(cat "$work/page-plain.cpu")" 'BEGIN { printf "%.1f", a - b }') µs per kept-alive request"
+echo "nginx CPU time per request (µs): HTTPS/1.1 $(cat "$work/nginx-h1.cpu"), HTTP/2 $(cat "$work/nginx-h2.cpu")"
+echo "failed requests: siwa h1 $(failed siwa-h1), h2 $(failed siwa-h2); nginx h1 $(failed nginx-h1), h2 $(failed nginx-h2); pages $(failed page-tls)/$(failed page-plain)"
