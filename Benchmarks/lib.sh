@@ -52,6 +52,15 @@ build_release() {
     [ "$src" = "$PWD" ] || rm -rf "$src"
 }
 
+# bench_cleanup: the EXIT trap of a run: stops what it started (pids), keeps its logs and outputs in $logs, and
+# deletes $work.
+bench_cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    mkdir -p "$logs" && cp "$work"/*.log "$work"/*.txt "$logs"/ 2>/dev/null || true
+    rm -rf "$work"
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 status_of() { curl -s -o /dev/null -m 5 -w '%{http_code}' "$@" || true; }
 kb() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status"; }   # kb VmRSS PID

@@ -36,13 +36,7 @@ work="$(mktemp -d /tmp/siwa-edge-bench.XXXXXX)"
 chmod 755 "$work"
 logs="${LOG_DIR:-/tmp/siwa-edge-bench-logs}"
 pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    mkdir -p "$logs" && cp "$work"/*.log "$work"/*.txt "$logs"/ 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 2 \
     -subj "/CN=auth.localhost" -addext "subjectAltName=DNS:auth.localhost" 2>/dev/null

@@ -168,7 +168,7 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: settings.addressResolver,
         ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission,
-        failures: DoorFailures(settings: client.settings, metrics: components.metrics)
+        failures: DoorFailures(settings: client.settings, metrics: components.metrics), http2: client.http2
     )
     return UpstreamGate(
         forwarder: forwarder, sessions: SessionMiddleware(store: components.store, cookies: cookies, resolver: settings.addressResolver),
@@ -222,7 +222,9 @@ public func buildApplication(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
         front: settings.front, resolver: settings.addressResolver, assertions: components.assertions,
         security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
-        upstream: zip(gate, upstreamClient).map { FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) },
+        // Over HTTP/2 to the upstream (`upstream_http2`) every request goes through the handlers: the byte path
+        // speaks HTTP/1.1 to it.
+        upstream: zip(gate, upstreamClient).flatMap { $1.http2 == nil ? FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) : nil },
         // In front of an upstream, `/` and `/session` are the upstream's.
         pages: gate == nil ? pages : nil, logger: logger
     )

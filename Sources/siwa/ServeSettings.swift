@@ -279,6 +279,7 @@ extension ServePlan {
         let entries = values.list("skip_auth_routes")
         let stripped = values.list("strip_request_headers")
         guard let url = values.string("upstream") else {
+            if values.string("upstream_http2") != nil { throw ConfigurationError(field: "upstream_http2", "applies to the built-in proxy only: set upstream too") }
             if !entries.isEmpty { throw ConfigurationError(field: "skip_auth_routes", "applies to the built-in proxy only: set upstream too") }
             if !stripped.isEmpty { throw ConfigurationError(field: "strip_request_headers", "applies to the built-in proxy only: set upstream too") }
             return nil
@@ -291,10 +292,20 @@ extension ServePlan {
                 throw ConfigurationError(field: "skip_auth_routes", error.description + " (entries are METHOD=regex, *=regex or a regex; in the config file a JSON array, so an entry may contain a comma)")
             }
         }
+        let http2: Bool
+        switch values.string("upstream_http2")?.lowercased() {
+        case nil, "false", "0", "no": http2 = false
+        case "true", "1", "yes": http2 = true
+        case let other?: throw ConfigurationError(field: "upstream_http2", "must be true or false; got \(other)")
+        }
+        if http2, !url.lowercased().hasPrefix("http://") {
+            throw ConfigurationError(field: "upstream_http2", "speaks HTTP/2 without TLS (h2c, as gRPC services listen on loopback): the upstream must be an http:// URL")
+        }
         do {
             var settings = try UpstreamSettings(url: url, timeoutMS: timeout, skipAuthRoutes: routes, stripRequestHeaders: stripped)
             settings.idleTimeoutMS = idle
             settings.maxConnections = maxConnections
+            settings.http2 = http2
             return settings
         } catch {
             throw ConfigurationError(field: error.description.hasPrefix("strip_request_headers") ? "strip_request_headers" : "upstream", error.description)

@@ -134,7 +134,7 @@ struct ConfigurationLayersTests {
         }
     }
 
-    @Test("upstream, upstream_timeout_ms, skip_auth_routes: a bad value stops start-up naming its key; a file's JSON array keeps a regex with a comma whole")
+    @Test("upstream, upstream_timeout_ms, skip_auth_routes, upstream_http2 and the edge's keys: a bad value stops start-up naming its key; a file's JSON array keeps a regex with a comma whole")
     func upstreamKeys() async throws {
         let refused: [([String], String)] = [
             (["--upstream", "127.0.0.1:3000"], "upstream"),
@@ -143,6 +143,18 @@ struct ConfigurationLayersTests {
             (["--upstream", "http://127.0.0.1:3000", "--upstream-timeout-ms", "0"], "upstream_timeout_ms"),
             (["--upstream", "http://127.0.0.1:3000", "--skip-auth-routes", "GET=^/health($"], "skip_auth_routes"),
             (["--skip-auth-routes", "^/health$"], "skip_auth_routes"),
+            (["--upstream-http2", "true"], "upstream_http2"),
+            (["--upstream", "https://127.0.0.1:3000", "--upstream-http2", "true"], "upstream_http2"),
+            (["--upstream", "http://127.0.0.1:3000", "--upstream-http2", "maybe"], "upstream_http2"),
+            (["--tls-cert-file", "/nonexistent.pem", "--tls-key-file", "/nonexistent.key", "--tls-domains", "a.example.com"], "tls_cert_file"),
+            (["--tls-cert-file", "/etc/hostname"], "tls_key_file"),
+            (["--tls-domains", "*.example.com"], "tls_domains"),
+            (["--tls-domains", "a.example.com", "--acme-challenges", "dns-01"], "acme_challenges"),
+            (["--tls-domains", "a.example.com", "--acme-directory", "http://ca.example/dir"], "acme_directory"),
+            (["--tls-domains", "a.example.com", "--https-port", "8443", "--port", "8443"], "https_port"),
+            (["--acme-email", "a@example.com"], "acme_email"),
+            (["--tls-domains", "a.example.com", "--h2-max-concurrent-streams", "0"], "h2_max_concurrent_streams"),
+            (["--tls-domains", "a.example.com", "--hsts-max-age", "-1"], "hsts_max_age"),
         ]
         for (arguments, field) in refused {
             let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)

@@ -17,6 +17,8 @@ struct UpstreamClient: Service {
     let rawPool: UpstreamPool<ByteBuffer>
     /// `upstream_max_connections`, for every carrier.
     let admission: UpstreamAdmission
+    /// `upstream_http2`: the upstream's HTTP/2 connection; nil for HTTP/1.1.
+    let http2: UpstreamHTTP2?
 
     init(settings: UpstreamSettings) {
         self.settings = settings
@@ -35,6 +37,7 @@ struct UpstreamClient: Service {
         webSocketTLS = settings.usesTLS ? try? NIOSSLContext(configuration: .makeClientConfiguration()) : nil
         rawPool = UpstreamPool(settings: settings, tls: webSocketTLS) { _ in }
         admission = UpstreamAdmission(limit: settings.maxConnections)
+        http2 = settings.http2 ? UpstreamHTTP2(settings: settings) : nil
     }
 
     /// How long opening a connection to the upstream may take: `upstream_timeout_ms`, at most 10 s.
@@ -45,6 +48,7 @@ struct UpstreamClient: Service {
     func run() async throws {
         try? await gracefulShutdown()
         rawPool.closeAll()
+        http2?.close()
         try await client.shutdown()
     }
 }

@@ -25,6 +25,8 @@ struct UpstreamForwarder: Sendable {
     let admission: UpstreamAdmission
     /// What a failure becomes (`DoorFailures`).
     let failures: DoorFailures
+    /// `upstream_http2`: the upstream's HTTP/2 connection (`forwardOverHTTP2`); nil: async-http-client's HTTP/1.1.
+    var http2: UpstreamHTTP2? = nil
 
     /// Why no answer came from the upstream.
     enum Failure: Error {
@@ -41,6 +43,7 @@ struct UpstreamForwarder: Sendable {
     /// The upstream's answer to `request`, with `identity` (siwa's identity headers, or none) added.
     func forward(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> Response {
         guard let place = await admission.pass(waitingAtMost: .milliseconds(Int64(settings.timeoutMS))) else { throw .busy }
+        if let http2 { return try await forwardOverHTTP2(request, target: target, context: context, identity: identity, connection: http2, place: place) }
         var outbound = HTTPClientRequest(url: settings.origin + settings.basePath + target.forwarded)
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         outbound.headers = upstreamHeaders(request, context: context, identity: identity)
@@ -277,7 +280,7 @@ struct UpstreamForwarder: Sendable {
 /// The request body on its way to the upstream: one read at a time through `end`, which says when the upload is over
 /// (its last byte handed on, its reading failed, `stop`, or async-http-client let go of both the body and its reader)
 /// and, once stopped, ends the body for async-http-client, so that Hummingbird can read the rest alone.
-private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
     typealias Element = ByteBuffer
     let base: Base
     let reader: UploadReader
@@ -312,7 +315,7 @@ private struct ObservedBody<Base: AsyncSequence & Sendable>: AsyncSequence, Send
 
 /// Ends the upload when the body and its reader are let go without reading to the end (async-http-client stops
 /// reading a body once the upstream's answer has ended the exchange).
-private final class UploadReader: Sendable {
+final class UploadReader: Sendable {
     let end: UploadEnd
     init(_ end: UploadEnd) { self.end = end }
     deinit { end.finish() }
@@ -384,7 +387,7 @@ final class UploadEnd: Sendable {
 }
 
 /// The place at the upstream of one exchange, let go once its answer has passed, or with the answer if it never did.
-private final class PlaceHolder: Sendable {
+final class PlaceHolder: Sendable {
     private let place: Mutex<UpstreamAdmission.Pass?>
     init(_ place: UpstreamAdmission.Pass) { self.place = Mutex(place) }
     func release() { place.withLock { $0 = nil } }

@@ -26,6 +26,9 @@ public struct UpstreamSettings: Sendable {
     /// Routes forwarded without a sign-in and without identity headers: `public` rules ahead of `access_rules`, put
     /// in force by the app (`AccessControl.install(skipRoutes:)`).
     public var skipAuthRoutes: [SkipAuthRoute]
+    /// `upstream_http2`: requests go to the upstream over HTTP/2 with prior knowledge (h2c), multiplexed on one
+    /// connection, trailers included (a gRPC service); an `http` upstream only. WebSockets stay on HTTP/1.1.
+    public var http2 = false
     /// `strip_request_headers`: client headers never passed to the upstream, besides siwa's own list
     /// (`UpstreamForwarder.forgeable`); lowercased, `_` read as `-`.
     public var strippedHeaders: Set<String>
