@@ -28,7 +28,7 @@ struct EdgeFloodTests {
         let https = try await FreePorts.reserve(1)[0]
         try await LocalSite.run(settings: [
             "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
-            "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000",
+            "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000", "client_header_timeout_ms": "2000",
         ]) { site in
             try await body(site, cert, https)
         }
@@ -94,6 +94,15 @@ struct EdgeFloodTests {
             #expect(outcome.heads == 2, "streams 1 and 5 answered: \(outcome)")
             #expect((outcome.refused ?? 0) >= 1, "stream 3 reset: \(outcome)")
             #expect(try await Self.limits(site, cert: cert).isEmpty)
+        }
+    }
+
+    @Test("a connection that never sends its TLS hello, or sends it and never finishes the handshake, is closed after client_header_timeout_ms; the bystander is answered", arguments: ["silent", "handshake-stall"])
+    func stalledHandshake(kind: String) async throws {
+        try await Self.withSite { site, cert, https in
+            let outcome = try await Self.flood(kind, https: https, cert: cert, wait: 30)
+            #expect(outcome.closed == true, "\(outcome)")
+            #expect(try await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status == 200)
         }
     }
 

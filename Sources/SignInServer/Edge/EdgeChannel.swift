@@ -70,6 +70,10 @@ struct EdgeChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
                 promise.fail(error)
             }
             try channel.pipeline.syncOperations.addHandler(reader)
+            // The hello and the whole handshake within the timeout: a client that sends its hello and stops holds
+            // nothing longer (the HTTP time limits start once a protocol is chosen).
+            let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }
+            promise.futureResult.whenComplete { _ in deadline.cancel() }
             return Value(negotiated: promise.futureResult, channel: channel)
         }
     }

@@ -102,9 +102,39 @@ class Connection:
         return result
 
 
+def stall(port, sni, flood, wait):
+    """A client that opens a connection and stops: before its hello (`silent`), or after it (`handshake-stall`: the
+    ClientHello made by Python's ssl in memory, sent, and the handshake never finished). Says when siwa closed it."""
+    started = time.monotonic()
+    raw = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    if flood == "handshake-stall":
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname=sni)
+        try:
+            tls.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        raw.sendall(outgoing.read())
+    result = {"flood": flood, "sent": 1, "ended": "open"}
+    try:
+        while raw.recv(65536):
+            pass
+        result["ended"] = "closed"
+        result["closed"] = True
+    except (socket.timeout, TimeoutError):
+        pass
+    except OSError:
+        result["ended"] = "closed"
+        result["closed"] = True
+    result["seconds"] = round(time.monotonic() - started, 3)
+    print(json.dumps(result))
+
+
 def main():
     port, sni, cafile, flood = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     path = sys.argv[5] if len(sys.argv) > 5 else "/healthz"
+    if flood in ("silent", "handshake-stall"):
+        return stall(port, sni, flood, float(sys.argv[6]) if len(sys.argv) > 6 else 15.0)
     started = time.monotonic()
     connection = Connection(port, sni, cafile, window=0 if flood == "zero-window" else None)
     result = {"flood": flood, "sent": 0}
