@@ -2,7 +2,7 @@
 # Edge benchmark (issue 36): siwa terminating TLS itself, beside nginx terminating TLS with the same certificate and
 # proxying the same upstream, in one run. h2load (Debian's nghttp2-client) is the load for every line.
 #   (1) a protected page through `siwa serve --upstream` over HTTPS with HTTP/1.1 vs nginx (`listen … ssl`);
-#   (2) the same over HTTP/2 (nginx `http2 on`), MAX_STREAMS streams per connection;
+#   (2) the same over HTTP/2 (nginx `listen … ssl http2`), MAX_STREAMS streams per connection;
 #   (3) new TLS connections per second: `openssl s_time -new` (a full handshake each) against each;
 #   (4) siwa's sign-in page over HTTPS vs the same page of a siwa on plain HTTP (HTTP/1.1 kept alive, both);
 #   and what TLS costs per request: siwa's CPU time per request in (4), over HTTPS less over plain HTTP.
@@ -54,7 +54,8 @@ start_siwa_tls() {
 }
 start_siwa_tls "$db" --upstream "http://127.0.0.1:$uport"
 seed_sqlite "$db" "$SESSIONS"
-cookie="siwa_session=benchsession$(printf '%031d' 1)"
+# Over siwa's own HTTPS the session cookie has the __Host- prefix.
+cookie="__Host-siwa_session=benchsession$(printf '%031d' 1)"
 
 # nginx terminating TLS with the same certificate, proxying the same upstream (kept-alive connections to it), HTTP/2
 # on, sessions cached as a tuned nginx does.
@@ -63,8 +64,7 @@ start_nginx front "$NGINX_WORKERS" "
     upstream app { server 127.0.0.1:$uport; keepalive 64; }
     ssl_session_cache shared:SSL:10m;
     server {
-        listen 127.0.0.1:$nport ssl;
-        http2 on;
+        listen 127.0.0.1:$nport ssl http2;
         ssl_certificate $work/cert.pem;
         ssl_certificate_key $work/key.pem;
         ssl_protocols TLSv1.2 TLSv1.3;

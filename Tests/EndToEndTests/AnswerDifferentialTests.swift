@@ -54,6 +54,53 @@ struct AnswerDifferentialTests {
         }
     }
 
+    @Test("the same generated upstream answers through siwa's own HTTPS: HTTP/2 and HTTP/1.1 give the client the same status, end-to-end fields and body (HTTP/2 carrying no connection's fields), GET and HEAD; a broken upstream is siwa's 502 on both")
+    func generatedAnswersOverHTTP2() async throws {
+        let answers = (0..<72).map { GeneratedAnswer(index: $0) }
+        var scripted: [String: (bytes: String, close: Bool)] = [:]
+        for answer in answers {
+            scripted["GET /gen/\(answer.index)"] = (answer.bytes(head: false), answer.closes)
+            scripted["HEAD /gen/\(answer.index)"] = (answer.bytes(head: true), answer.closes)
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-h2-answers-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cert = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        try await TestCertificate.make(certificate: cert, key: key, subject: "auth.localhost", names: ["DNS:auth.localhost"])
+        let https = try await FreePorts.reserve(1)[0]
+        // What only a connection says, and the framing each version writes its own way.
+        let connections: Set<String> = ["date", "connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade"]
+        func comparable(_ answer: CurlAnswer) -> (Int, [String], String) {
+            (answer.status, answer.fields.filter { !connections.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted(), answer.body)
+        }
+        try await ScriptedUpstream.run(extra: scripted) { upstream in
+            let settings: [String: String?] = [
+                "skip_auth_routes": "^/", "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
+            ]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", settings) { site, _ in
+                var disagreements = 0
+                for answer in answers {
+                    let url = site.url("/gen/\(answer.index)")
+                    var failures: [String] = []
+                    for method in ["GET", "HEAD"] {
+                        let extra = method == "HEAD" ? ["-I"] : []
+                        let two = try await Curl.fetch(url, http2: true, caFile: cert, method: method, extra: extra)
+                        let one = try await Curl.fetch(url, http2: false, caFile: cert, method: method, extra: extra)
+                        if two.version != "2" { failures.append("\(method) over HTTP/2 was answered in HTTP/\(two.version)") }
+                        if comparable(two) != comparable(one) { failures.append("\(method): HTTP/2 \(comparable(two)) ≠ HTTP/1.1 \(comparable(one))") }
+                        if answer.broken, two.status != 502 { failures.append("\(method): a broken upstream was not siwa's 502 over HTTP/2: \(two.status)") }
+                    }
+                    if !failures.isEmpty {
+                        disagreements += 1
+                        Issue.record("answer \(answer.index) (\(answer.summary)):\n\(failures.joined(separator: "\n"))")
+                    }
+                    if disagreements > 5 { break }
+                }
+            }
+        }
+    }
+
     @Test("a 101 to a WebSocket handshake that asked for it passes the upstream's end-to-end fields and none of its hop's, as any answer does")
     func switchAskedFor() async throws {
         let answers = (0..<12).map { GeneratedAnswer(index: 1000 + $0) }

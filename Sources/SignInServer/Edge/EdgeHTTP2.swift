@@ -88,6 +88,17 @@ struct EdgeHTTP2: Sendable {
         }
     }
 
+    /// Whether a request head says it comes without a body: a method that has none as a rule, no `Content-Length`
+    /// (or 0), no `Content-Type`.
+    static func saysNoBody(_ head: HTTPRequest) -> Bool {
+        switch head.method {
+        case .get, .head, .delete, .options: break
+        default: return false
+        }
+        if let length = head.headerFields[.contentLength], length != "0" { return false }
+        return head.headerFields[.contentType] == nil
+    }
+
     /// One request: its head, a body fed from the stream as the responder reads it, and the answer.
     private func handle(stream: Stream, logger: Logger) async {
         do {
@@ -95,7 +106,19 @@ struct EdgeHTTP2: Sendable {
                 var iterator = inbound.makeAsyncIterator()
                 guard let part = try await iterator.next() else { return }
                 guard case .head(let head) = part else { return }
+                // A request that says it has no body (a GET, a HEAD, a DELETE… without Content-Length or
+                // Content-Type; HTTP/2 ends its stream with the head) is answered at once, without a body pump: its
+                // end has come with the head. One that sends a body after all goes the way of any other.
+                var first: HTTPRequestPart?
+                if Self.saysNoBody(head) {
+                    first = try await iterator.next()
+                    if case .end = first {
+                        try await responder(Request(head: head, body: RequestBody(buffer: ByteBuffer())), ResponseWriter(outbound: outbound), stream.channel)
+                        return
+                    }
+                }
                 let (body, source) = RequestBody.makeStream()
+                if case .body(let buffer) = first { try await source.yield(buffer) }
                 let rest = Unchecked(iterator)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
