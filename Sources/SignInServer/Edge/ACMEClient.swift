@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import JOSE
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 
@@ -33,30 +34,18 @@ final class ACMEClient: Sendable {
     private let key: P256.Signing.PrivateKey
     private let logger: Logger
     private let timeout: TimeAmount = .seconds(30)
-    private let state = NIOLockedValueBoxState()
-
-    /// The account URL (`kid`) once known, and the next nonce.
-    private final class NIOLockedValueBoxState: @unchecked Sendable {
-        private let lock = NSLock()
-        private var _account: String?
-        private var _nonce: String?
-        var account: String? {
-            get { lock.withLock { _account } }
-            set { lock.withLock { _account = newValue } }
-        }
-        func takeNonce() -> String? { lock.withLock { defer { _nonce = nil }; return _nonce } }
-        func keep(nonce: String?) { if let nonce { lock.withLock { _nonce = nonce } } }
-    }
+    /// The account URL (`kid`) once known, and the next nonce (each nonce used once).
+    private let state: NIOLockedValueBox<(account: String?, nonce: String?)>
 
     init(directoryURL: String, http: HTTPClient, key: P256.Signing.PrivateKey, accountURL: String?, logger: Logger) {
         self.directoryURL = directoryURL
         self.http = http
         self.key = key
         self.logger = logger
-        state.account = accountURL
+        state = NIOLockedValueBox((account: accountURL, nonce: nil))
     }
 
-    var accountURL: String? { state.account }
+    var accountURL: String? { state.withLockedValue { $0.account } }
 
     // MARK: The protocol's steps
 
@@ -70,14 +59,14 @@ final class ACMEClient: Sendable {
 
     /// Registers the account (or finds it again by its key: RFC 8555 7.3.1 answers 200 with its URL).
     func account(_ directory: Directory, email: String?) async throws -> String {
-        if let known = state.account { return known }
+        if let known = accountURL { return known }
         var payload: [String: Any] = ["termsOfServiceAgreed": true]
         if let email { payload["contact"] = ["mailto:" + email] }
         let (status, headers, _) = try await post(directory.newAccount, payload: payload, directory: directory, step: "newAccount", useJWK: true)
         guard status == .created || status == .ok, let location = headers.first(name: "Location") else {
             throw Failure(step: "newAccount", detail: "answered \(status.code) without the account's Location")
         }
-        state.account = location
+        state.withLockedValue { $0.account = location }
         return location
     }
 
@@ -167,7 +156,7 @@ final class ACMEClient: Sendable {
     /// A flattened JWS (RFC 8555 6.2): `payload` nil for POST-as-GET (an empty payload).
     private func signed(url: String, payload: Any?, nonce: String, useJWK: Bool) throws -> Data {
         var protected: [String: Any] = ["alg": "ES256", "nonce": nonce, "url": url]
-        if useJWK || state.account == nil { protected["jwk"] = Self.jwk(key.publicKey) } else { protected["kid"] = state.account }
+        if !useJWK, let account = accountURL { protected["kid"] = account } else { protected["jwk"] = Self.jwk(key.publicKey) }
         let header = Base64URL.encode(try JSONSerialization.data(withJSONObject: protected, options: [.sortedKeys]))
         let body = try payload.map { Base64URL.encode(try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys])) } ?? ""
         let signature = try key.signature(for: Data((header + "." + body).utf8)).rawRepresentation
@@ -175,7 +164,7 @@ final class ACMEClient: Sendable {
     }
 
     private func nonce(_ directory: Directory) async throws -> String {
-        if let kept = state.takeNonce() { return kept }
+        if let kept = state.withLockedValue({ state in defer { state.nonce = nil }; return state.nonce }) { return kept }
         let (_, headers, _) = try await send(directory.newNonce, method: .HEAD, body: nil, step: "newNonce")
         guard let nonce = headers.first(name: "Replay-Nonce") else { throw Failure(step: "newNonce", detail: "no Replay-Nonce") }
         return nonce
@@ -214,7 +203,7 @@ final class ACMEClient: Sendable {
         } catch {
             throw Failure(step: step, detail: "\(url) could not be reached: \(error)")
         }
-        state.keep(nonce: response.headers.first(name: "Replay-Nonce"))
+        if let nonce = response.headers.first(name: "Replay-Nonce") { state.withLockedValue { $0.nonce = nonce } }
         let data = Data(buffer: try await response.body.collect(upTo: 1 << 20))
         return (response.status, response.headers, data)
     }
