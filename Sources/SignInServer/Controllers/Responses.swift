@@ -1,7 +1,8 @@
 import Foundation
 import Hummingbird
 
-/// The non-page answers every controller writes: JSON, RFC 9457 problem details, and one line of plain text.
+/// The non-page answers every controller writes: JSON and RFC 9457 problem details (one line of plain text is
+/// `Response.plain`, in Middleware/PlainResponse.swift, for the edge's plain port too).
 extension Response {
     /// `value` as JSON (ISO 8601 dates, sorted keys), never cached.
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
@@ -23,10 +24,5 @@ extension Response {
         var response = json(Problem(type: "urn:siwa:problem:\(type)", title: title, status: Int(status.code), detail: detail), status: status)
         response.headers[.contentType] = "application/problem+json"
         return response
-    }
-
-    /// One line of plain text.
-    static func plain(_ status: HTTPResponse.Status, _ text: String) -> Response {
-        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text + "\n")))
     }
 }

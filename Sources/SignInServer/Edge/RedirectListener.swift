@@ -11,19 +11,16 @@ import Logging
 func buildRedirectRouter(
     edge: EdgeSettings, service: EdgeCertificateService, ready: @escaping @Sendable (Request, ServerContext) async throws -> Response
 ) -> Router<ServerContext> {
-    @Sendable func plain(_ status: HTTPResponse.Status, _ text: String) -> Response {
-        Response(status: status, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
-    }
     let router = Router(context: ServerContext.self)
     router.get("/.well-known/acme-challenge/:token") { _, context in
-        guard let token = context.parameters.get("token"), token.count <= 256 else { return plain(.notFound, "no such challenge") }
+        guard let token = context.parameters.get("token"), token.count <= 256 else { return Response.plain(.notFound, "no such challenge") }
         // This instance's own order, else another instance's (in the store).
         var answer = service.http01.answer(token: token)
         if answer == nil { answer = await service.challengeAnswer(.http01, token: token) }
-        guard let answer else { return plain(.notFound, "no such challenge") }
+        guard let answer else { return Response.plain(.notFound, "no such challenge") }
         return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: ByteBuffer(string: answer)))
     }
-    router.get("/healthz") { _, _ in plain(.ok, "ok") }
+    router.get("/healthz") { _, _ in Response.plain(.ok, "ok") }
     router.get("/readyz", use: ready)
     let redirect: @Sendable (Request, ServerContext) async throws -> Response = { request, _ in
         let named = request.head.authority.map { authority -> String in
