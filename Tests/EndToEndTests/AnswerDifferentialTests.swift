@@ -10,14 +10,20 @@ import TestSupport
 /// a proxy passes on: end-to-end fields in their order, none of the hop's, the codings labelled once.
 @Suite("The upstream's answers: the same through every carrier, generated", .serialized)
 struct AnswerDifferentialTests {
-    @Test("generated upstream answers reach the client alike through the byte path and the handlers, GET and HEAD, and as the generator's model says")
-    func generatedAnswersAgree() async throws {
-        let answers = (0..<72).map { GeneratedAnswer(index: $0) }
+    /// What the scripted upstream answers to `GET` and `HEAD /gen/<index>` of each answer.
+    static func scripted(_ answers: [GeneratedAnswer]) -> [String: (bytes: String, close: Bool)] {
         var scripted: [String: (bytes: String, close: Bool)] = [:]
         for answer in answers {
             scripted["GET /gen/\(answer.index)"] = (answer.bytes(head: false), answer.closes)
             scripted["HEAD /gen/\(answer.index)"] = (answer.bytes(head: true), answer.closes)
         }
+        return scripted
+    }
+
+    @Test("generated upstream answers reach the client alike through the byte path and the handlers, GET and HEAD, and as the generator's model says")
+    func generatedAnswersAgree() async throws {
+        let answers = (0..<72).map { GeneratedAnswer(index: $0) }
+        let scripted = Self.scripted(answers)
         try await ScriptedUpstream.run(extra: scripted) { upstream in
             try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, visit in
                 var disagreements = 0
@@ -62,52 +68,44 @@ struct AnswerDifferentialTests {
         // answer never ended (6 of the 72). Answers [0, 3] pass, [1, 3] and [2, 3] fail, and answer 3 alone passes.
         // The HTTP/1.1 differential above sends its HEADs on the byte path, so it never met this.
         let answers = (0..<72).map { GeneratedAnswer(index: $0) }.filter { !$0.closes }
-        var scripted: [String: (bytes: String, close: Bool)] = [:]
-        for answer in answers {
-            scripted["GET /gen/\(answer.index)"] = (answer.bytes(head: false), answer.closes)
-            scripted["HEAD /gen/\(answer.index)"] = (answer.bytes(head: true), answer.closes)
-        }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-h2-answers-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let cert = directory.appendingPathComponent("cert.pem").path
-        let key = directory.appendingPathComponent("key.pem").path
-        try await TestCertificate.make(certificate: cert, key: key, subject: "auth.localhost", names: ["DNS:auth.localhost"])
-        let https = try await FreePorts.reserve(1)[0]
-        // What only a connection says, and the framing each version writes its own way.
-        let connections: Set<String> = ["date", "connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade"]
-        func comparable(_ answer: CurlAnswer) -> (Int, [String], String) {
-            (answer.status, answer.fields.filter { !connections.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted(), answer.body)
-        }
-        try await ScriptedUpstream.run(extra: scripted) { upstream in
-            let settings: [String: String?] = [
-                "skip_auth_routes": "^/", "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
-            ]
-            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", settings) { site, _ in
-                var disagreements = 0
-                for answer in answers {
-                    let url = site.url("/gen/\(answer.index)")
-                    var failures: [String] = []
-                    for method in ["GET", "HEAD"] {
-                        let extra = method == "HEAD" ? ["-I"] : []
-                        let two: CurlAnswer
-                        let one: CurlAnswer
-                        do {
-                            two = try await Curl.fetch(url, http2: true, caFile: cert, method: method, extra: extra + ["--max-time", "10"])
-                            one = try await Curl.fetch(url, http2: false, caFile: cert, method: method, extra: extra + ["--max-time", "10"])
-                        } catch {
-                            failures.append("\(method): \(error)")
-                            continue
+        let scripted = Self.scripted(answers)
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            // What only a connection says, and the framing each version writes its own way.
+            let connections: Set<String> = ["date", "connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection", "upgrade"]
+            func comparable(_ answer: CurlAnswer) -> (Int, [String], String) {
+                (answer.status, answer.fields.filter { !connections.contains($0.name) }.map { "\($0.name): \($0.value)" }.sorted(), answer.body)
+            }
+            try await ScriptedUpstream.run(extra: scripted) { upstream in
+                let settings: [String: String?] = [
+                    "skip_auth_routes": "^/", "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
+                ]
+                try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", settings) { site, _ in
+                    var disagreements = 0
+                    for answer in answers {
+                        let url = site.url("/gen/\(answer.index)")
+                        var failures: [String] = []
+                        for method in ["GET", "HEAD"] {
+                            let extra = method == "HEAD" ? ["-I"] : []
+                            let two: CurlAnswer
+                            let one: CurlAnswer
+                            do {
+                                two = try await Curl.fetch(url, http2: true, caFile: cert, method: method, extra: extra + ["--max-time", "10"])
+                                one = try await Curl.fetch(url, http2: false, caFile: cert, method: method, extra: extra + ["--max-time", "10"])
+                            } catch {
+                                failures.append("\(method): \(error)")
+                                continue
+                            }
+                            if two.version != "2" { failures.append("\(method) over HTTP/2 was answered in HTTP/\(two.version)") }
+                            if comparable(two) != comparable(one) { failures.append("\(method): HTTP/2 \(comparable(two)) ≠ HTTP/1.1 \(comparable(one))") }
+                            if answer.broken, two.status != 502 { failures.append("\(method): a broken upstream was not siwa's 502 over HTTP/2: \(two.status)") }
                         }
-                        if two.version != "2" { failures.append("\(method) over HTTP/2 was answered in HTTP/\(two.version)") }
-                        if comparable(two) != comparable(one) { failures.append("\(method): HTTP/2 \(comparable(two)) ≠ HTTP/1.1 \(comparable(one))") }
-                        if answer.broken, two.status != 502 { failures.append("\(method): a broken upstream was not siwa's 502 over HTTP/2: \(two.status)") }
+                        if !failures.isEmpty {
+                            disagreements += 1
+                            Issue.record("answer \(answer.index) (\(answer.summary)):\n\(failures.joined(separator: "\n"))\nupstream sent:\n\(answer.bytes(head: false).prefix(600))")
+                        }
+                        if disagreements > 5 { break }
                     }
-                    if !failures.isEmpty {
-                        disagreements += 1
-                        Issue.record("answer \(answer.index) (\(answer.summary)):\n\(failures.joined(separator: "\n"))\nupstream sent:\n\(answer.bytes(head: false).prefix(600))")
-                    }
-                    if disagreements > 5 { break }
                 }
             }
         }

@@ -22,14 +22,21 @@ struct BearerUpstreamTests {
         """
 
     /// What the iOS app does: the emulator's credential for `bundle` and `sub`, posted to siwa; the session token.
-    static func nativeToken(_ site: LocalSite, _ visit: Visit, sub: String) async throws -> String {
+    /// What the iOS app posts to `/auth/api/apple/native` for `sub` (JSON): the identity token and authorization code
+    /// the emulator issues for the app's bundle ID, as ASAuthorizationAppleIDProvider gives them.
+    static func nativeCredential(_ site: LocalSite, _ visit: Visit, sub: String) async throws -> String {
         let device = try await visit.send(
             site.emulatorOrigin + "/emulator/admin/native-authorization", method: .POST, headers: [("Content-Type", "application/json")],
             body: #"{"client_id": "\#(bundle)", "sub": "\#(sub)"}"#
         )
         let credential = try #require(try JSONSerialization.jsonObject(with: Data(device.body.readableBytesView)) as? [String: Any])
         let body = try JSONSerialization.data(withJSONObject: ["identityToken": credential["identityToken"] ?? "", "authorizationCode": credential["authorizationCode"] ?? ""])
-        let answer = try await visit.send(site.url("/auth/api/apple/native"), method: .POST, headers: [("Content-Type", "application/json")], body: String(decoding: body, as: UTF8.self))
+        return String(decoding: body, as: UTF8.self)
+    }
+
+    static func nativeToken(_ site: LocalSite, _ visit: Visit, sub: String) async throws -> String {
+        let body = try await nativeCredential(site, visit, sub: sub)
+        let answer = try await visit.send(site.url("/auth/api/apple/native"), method: .POST, headers: [("Content-Type", "application/json")], body: body)
         #expect(answer.status == 200, "\(answer.text)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.readableBytesView)) as? [String: Any])
         return try #require(json["session_token"] as? String)

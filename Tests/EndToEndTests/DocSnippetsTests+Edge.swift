@@ -67,10 +67,7 @@ extension DocSnippetsTests {
     @Test("docs/edge.md's own-certificate command: the operator's files served over HTTP/2 and HTTP/1.1, the plain port redirecting")
     func edgeOwnCertificate() async throws {
         try await withEchoUpstream { app in
-            try await Self.withDirectory("edge-own") { directory in
-                let cert = directory.appendingPathComponent("fullchain.pem").path
-                let key = directory.appendingPathComponent("privkey.pem").path
-                try await TestCertificate.make(certificate: cert, key: key, subject: "auth.localhost", names: ["DNS:auth.localhost"])
+            try await TestCertificate.withSelfSigned { cert, key in
                 let ports = try await FreePorts.reserve(2)
                 let arguments = try Self.edgeServe(
                     Self.edgeOwnCertificate,

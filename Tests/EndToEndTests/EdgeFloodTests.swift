@@ -19,18 +19,14 @@ struct EdgeFloodTests {
 
     /// A site on HTTPS with a certificate of the test's own (no ACME), its stall and idle timeouts short.
     static func withSite(_ body: (LocalSite, _ cert: String, _ https: Int) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-floods-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let cert = directory.appendingPathComponent("cert.pem").path
-        let key = directory.appendingPathComponent("key.pem").path
-        try await TestCertificate.make(certificate: cert, key: key, subject: "auth.localhost", names: ["DNS:auth.localhost"])
-        let https = try await FreePorts.reserve(1)[0]
-        try await LocalSite.run(settings: [
-            "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
-            "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000", "client_header_timeout_ms": "2000",
-        ]) { site in
-            try await body(site, cert, https)
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            try await LocalSite.run(settings: [
+                "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
+                "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000", "client_header_timeout_ms": "2000",
+            ]) { site in
+                try await body(site, cert, https)
+            }
         }
     }
 

@@ -31,45 +31,37 @@ struct UpstreamHTTP2Tests {
     func grpcBehindSiwa() async throws {
         let ports = try await FreePorts.reserve(2)
         let (service, https) = (ports[0], ports[1])
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-grpc-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let cert = directory.appendingPathComponent("cert.pem").path
-        let key = directory.appendingPathComponent("key.pem").path
-        try await TestCertificate.make(certificate: cert, key: key, subject: "auth.localhost", names: ["DNS:auth.localhost"])
-        try await ChildProcess.withRunning(
-            try ExternalTool.authlibPython.executable(),
-            arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("grpc_echo.py").path, "serve", String(service)],
-            output: directory.appendingPathComponent("grpc.log"), ready: { await TCPProbe.acceptsConnections(on: service) }
-        ) { _ in
-            try await LocalSite.run(settings: [
-                "upstream": "http://127.0.0.1:\(service)", "upstream_http2": "true", "tls_cert_file": cert, "tls_key_file": key,
-                "tls_domains": "auth.localhost", "https_port": String(https), "access_rules": BearerUpstreamTests.rules, "trusted_proxies": nil,
-            ]) { site in
-                // The iOS app's token, asked for on siwa's HTTPS (curl: this process does not resolve auth.localhost).
-                let person = site.user("Ada")
-                let token = try await Visit.withClient { visit in
-                    let device = try await visit.send(
-                        site.emulatorOrigin + "/emulator/admin/native-authorization", method: .POST, headers: [("Content-Type", "application/json")],
-                        body: #"{"client_id": "\#(BearerUpstreamTests.bundle)", "sub": "\#(person.sub)"}"#
-                    )
-                    let credential = try #require(try JSONSerialization.jsonObject(with: Data(device.body.readableBytesView)) as? [String: Any])
-                    let body = try JSONSerialization.data(withJSONObject: ["identityToken": credential["identityToken"] ?? "", "authorizationCode": credential["authorizationCode"] ?? ""])
-                    let answer = try await Curl.fetch(site.url("/auth/api/apple/native"), caFile: cert, method: "POST", headers: ["Content-Type: application/json"], body: String(decoding: body, as: UTF8.self))
-                    let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any], "\(answer)")
-                    return try #require(json["session_token"] as? String)
+        try await TestCertificate.withSelfSigned { cert, key in
+            try await ChildProcess.withRunning(
+                try ExternalTool.authlibPython.executable(),
+                arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("grpc_echo.py").path, "serve", String(service)],
+                output: URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log"), ready: { await TCPProbe.acceptsConnections(on: service) }
+            ) { _ in
+                try await LocalSite.run(settings: [
+                    "upstream": "http://127.0.0.1:\(service)", "upstream_http2": "true", "tls_cert_file": cert, "tls_key_file": key,
+                    "tls_domains": "auth.localhost", "https_port": String(https), "access_rules": BearerUpstreamTests.rules, "trusted_proxies": nil,
+                ]) { site in
+                    // The iOS app's token, asked for on siwa's HTTPS (curl: this process does not resolve auth.localhost).
+                    let person = site.user("Ada")
+                    let token = try await Visit.withClient { visit in
+                        let body = try await BearerUpstreamTests.nativeCredential(site, visit, sub: person.sub)
+                        let answer = try await Curl.fetch(site.url("/auth/api/apple/native"), caFile: cert, method: "POST", headers: ["Content-Type: application/json"], body: body)
+                        let json = try #require(try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any], "\(answer)")
+                        return try #require(json["session_token"] as? String)
+                    }
+                    // The rules let the app's token in on /api/ios/ only: the service's methods are under /siwa.Echo/,
+                    // which no rule names, so the global policy (anyone signed in) decides.
+                    let called = try await Self.call(https, root: cert, token: token)
+                    #expect(called.code == "OK", "\(called)")
+                    #expect(called.unary == "echo:hello")
+                    #expect(called.trailers?["x-seen-user"] == person.sub, "\(called)")
+                    #expect(called.trailers?["x-seen-client"] == BearerUpstreamTests.bundle, "\(called)")
+                    #expect(called.stream == (0..<5).map { "part \($0)" }, "\(called)")
+                    let refused = try await Self.call(https, root: cert, token: nil)
+                    #expect(refused.code == "UNAUTHENTICATED", "\(refused)")
                 }
-                // The rules let the app's token in on /api/ios/ only: the service's methods are under /siwa.Echo/,
-                // which no rule names, so the global policy (anyone signed in) decides.
-                let called = try await Self.call(https, root: cert, token: token)
-                #expect(called.code == "OK", "\(called)")
-                #expect(called.unary == "echo:hello")
-                #expect(called.trailers?["x-seen-user"] == person.sub, "\(called)")
-                #expect(called.trailers?["x-seen-client"] == BearerUpstreamTests.bundle, "\(called)")
-                #expect(called.stream == (0..<5).map { "part \($0)" }, "\(called)")
-                let refused = try await Self.call(https, root: cert, token: nil)
-                #expect(refused.code == "UNAUTHENTICATED", "\(refused)")
             }
+
         }
     }
 }

@@ -85,6 +85,18 @@ public func withPebble<T>(httpPort: Int, tlsPort: Int, validitySeconds: Int? = n
 
 /// A self-signed certificate (ECDSA P-256) made by `openssl req -x509`, for the servers the tests start.
 public enum TestCertificate {
+    /// Runs `body` with the paths of a certificate for `name` and its key, in a directory of their own deleted after
+    /// (where `body` may write other files of its test too).
+    public static func withSelfSigned<T>(name: String = "auth.localhost", _ body: (_ certificate: String, _ key: String) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-tls-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        try await make(certificate: certificate, key: key, subject: name, names: ["DNS:" + name])
+        return try await body(certificate, key)
+    }
+
     /// Writes the certificate to `certificate` and its key to `key`; `names` go in subjectAltName (`DNS:…`, `IP:…`).
     public static func make(certificate: String, key: String, subject: String, names: [String], days: Int = 2, authority: Bool = false) async throws {
         var arguments = [
