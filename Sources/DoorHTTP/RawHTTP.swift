@@ -403,9 +403,16 @@ package struct ChunkedFraming {
         case invalid
     }
 
-    /// Reads `bytes`, the body's next; `data` is given the ranges of `bytes` that are chunk data, in order.
-    package mutating func consume(_ bytes: UnsafeRawBufferPointer, data: (Range<Int>) -> Void = { _ in }) -> Progress {
+    /// Reads `bytes`, the body's next; `data` is given the ranges of `bytes` that are chunk data, in order, and
+    /// `trailer` those that are the trailer section's field lines, each line's CRLF included (a line may be split
+    /// between two calls).
+    package mutating func consume(
+        _ bytes: UnsafeRawBufferPointer, data: (Range<Int>) -> Void = { _ in }, trailer: (Range<Int>) -> Void = { _ in }
+    ) -> Progress {
         var index = 0
+        // Where the trailer bytes of this call began.
+        var trailerFrom: Int? = (state == .trailerLine || state == .trailerLF) ? 0 : nil
+        defer { if let from = trailerFrom, from < index, state != .done { trailer(from..<min(index, bytes.count)) } }
         while index < bytes.count {
             let byte = bytes[index]
             switch state {
@@ -448,9 +455,12 @@ package struct ChunkedFraming {
                 state = .size
             case .trailerStart:
                 if byte == UInt8(ascii: "\r") {
+                    if let from = trailerFrom, from < index { trailer(from..<index) }
+                    trailerFrom = nil
                     state = .finalLF
                 } else {
                     guard byte != UInt8(ascii: "\n") else { return .invalid }
+                    if trailerFrom == nil { trailerFrom = index }
                     state = .trailerLine
                 }
             case .trailerLine:

@@ -246,7 +246,7 @@ public func buildApplication(
             let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits)
             guard let edge else { return http1 }
             return EdgeChannel(
-                http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics),
+                http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics, fastPath: fastPath),
                 certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
                 challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
             )
@@ -255,7 +255,7 @@ public func buildApplication(
         let http1 = FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits)
         guard let edge else { return http1 }
         return EdgeChannel(
-            http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics),
+            http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics, fastPath: fastPath),
             certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
             challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
         )

@@ -38,6 +38,12 @@ public final class SpawnedProcess: @unchecked Sendable {
 
     public init() {}
 
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np`.
+    private static let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
+
     public var processIdentifier: Int32 { state.withLock { $0.pid } }
     public var isRunning: Bool { state.withLock { $0.pid != 0 && $0.status == nil } }
     /// The exit status, or 128 + the signal that ended it; -1 while it runs.
@@ -64,6 +70,12 @@ public final class SpawnedProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         if let output = standardOutput { posix_spawn_file_actions_adddup2(&actions, output.fileDescriptor, 1) }
         if let error = standardError { posix_spawn_file_actions_adddup2(&actions, error.fileDescriptor, 2) }
+        // Nothing else of this process's: posix_spawn hands the child every descriptor not marked close-on-exec,
+        // and NIO's sockets are not. A child holding a copy of a socket the test process closes keeps that socket
+        // open: the peer saw no end of a close-delimited answer until the child (a curl waiting for that very
+        // answer) exited.
+        // (glibc 2.34 and later; Swift's Glibc module does not import the GNU extension, so it is looked up.)
+        if let closeFrom = Self.closeFrom { _ = closeFrom(&actions, 3) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

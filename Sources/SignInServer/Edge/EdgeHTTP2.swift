@@ -4,23 +4,37 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTP2
 import NIOHTTPTypes
-import NIOHTTPTypesHTTP2
+import NIOHTTPTypesHTTP1
 
-/// HTTP/2 on a TLS connection (issue 36): each stream is one request to the same responder as HTTP/1.1 (the door,
-/// `FrontDoor`), with the limits of `HTTP2Limits`. NIO's HTTP/2 handler enforces the protocol's own bounds (HPACK's
-/// table at the size siwa advertises, CONTINUATION without end, frames buffered for a peer that does not read); siwa
-/// sets the stream and header limits, the rates of resets and control frames, and ends a connection that stalls.
+/// HTTP/2 on a TLS connection (issue 36), with the limits of `HTTP2Limits`. NIO's HTTP/2 handler enforces the
+/// protocol's own bounds (HPACK's table at the size siwa advertises, CONTINUATION without end, frames buffered for a
+/// peer that does not read); siwa sets the stream and header limits, the rates of resets and control frames, and ends
+/// a connection that stalls.
+///
+/// Each stream is carried as one HTTP/1.1 exchange (`HTTP2StreamBridge`) through the handlers an HTTP/1.1
+/// connection has: the byte path (`RawFrontPath`, sharing the connection's `ConnectionMemory`) answers on the event
+/// loop what it answers from memory and passes to the upstream over its raw pool; what it does not take goes through
+/// NIO's HTTP/1 codecs to the same responder as HTTP/1.1 (the door, `FrontDoor`), in a task started only then
+/// (`StreamLauncher`). One reader of requests and one policy, whatever the client spoke.
 struct EdgeHTTP2: Sendable {
     typealias Stream = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
-    typealias Value = NIOHTTP2Handler.AsyncStreamMultiplexer<Stream>
+
+    struct Value: ServerChildChannelValue {
+        let channel: any Channel
+        /// The streams that go to the responder, as they start.
+        let streams: AsyncStream<Stream>
+    }
 
     let responder: HTTPChannelHandler.Responder
     let limits: HTTP2Limits
     /// A connection with no byte either way this long is closed (`client_idle_timeout_ms`).
     let idleTimeout: TimeAmount
     let metrics: ServerMetrics
+    /// The byte path's answers (the same as HTTP/1.1's).
+    let fastPath: FastPathAnswers
 
     var configuration: NIOHTTP2Handler.Configuration {
         var configuration = NIOHTTP2Handler.Configuration()
@@ -40,34 +54,42 @@ struct EdgeHTTP2: Sendable {
         let limits = limits
         let metrics = metrics
         let idle = idleTimeout
+        let fastPath = fastPath
+        let configuration = configuration
         return channel.eventLoop.makeCompletedFuture {
+            let (streams, launched) = AsyncStream.makeStream(of: Stream.self)
+            channel.closeFuture.whenComplete { _ in launched.finish() }
             let watch = ConnectionWatch(idleTimeout: idle, metrics: metrics)
             try channel.pipeline.syncOperations.addHandler(watch)
             let delegate = ConnectionWatch.Streams(watch: NIOLoopBound(watch, eventLoop: channel.eventLoop))
-            let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
-                mode: .server, streamDelegate: delegate, configuration: configuration
+            // What the connection's requests repeat (its cookie, its person's fields) is read once for all its streams.
+            let memory = NIOLoopBound(ConnectionMemory(answers: fastPath), eventLoop: channel.eventLoop)
+            _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                mode: .server, connectionConfiguration: configuration.connection, streamConfiguration: configuration.stream, streamDelegate: delegate
             ) { stream in
                 stream.eventLoop.makeCompletedFuture {
-                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTPServerCodec())
-                    try stream.pipeline.syncOperations.addHandler(StallWatch(timeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics))
-                    return try Stream(wrappingChannelSynchronously: stream)
+                    let pipeline = stream.pipeline.syncOperations
+                    try pipeline.addHandler(StallWatch(timeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics))
+                    try pipeline.addHandler(HTTP2StreamBridge())
+                    try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
+                    try pipeline.addHandler(HTTPResponseEncoder())
+                    try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
+                    try pipeline.addHandler(HTTPServerProtocolErrorHandler())
+                    try pipeline.addHandler(SaysConnectionOutcome(countsHeads: false))
+                    try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: true))
+                    try pipeline.addHandler(StreamLauncher(launched: launched))
                 }
             }
             try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
-            return multiplexer
+            return Value(channel: channel, streams: streams)
         }
     }
 
     func handle(value: Value, logger: Logger) async {
-        do {
-            try await withThrowingDiscardingTaskGroup { group in
-                for try await stream in value.inbound {
-                    group.addTask { await self.handle(stream: stream, logger: logger) }
-                }
+        await withDiscardingTaskGroup { group in
+            for await stream in value.streams {
+                group.addTask { await self.handle(stream: stream, logger: logger) }
             }
-        } catch {
-            // A connection error: counted and closed by `ConnectionErrorCloser`.
-            logger.trace("HTTP/2 connection ended", metadata: ["reason": "\(error)"])
         }
     }
 
@@ -182,6 +204,36 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
         // After the GOAWAY NIO has written.
         context.channel.flush()
         context.close(promise: nil)
+    }
+}
+
+/// The last handler of a stream the byte path did not take: at the request's head, the stream becomes an async
+/// channel handed to the connection's task (`EdgeHTTP2.handle`), which answers it with the responder.
+final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    private let launched: AsyncStream<EdgeHTTP2.Stream>.Continuation
+    private var started = false
+
+    init(launched: AsyncStream<EdgeHTTP2.Stream>.Continuation) {
+        self.launched = launched
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !started {
+            started = true
+            do {
+                let stream = try EdgeHTTP2.Stream(wrappingChannelSynchronously: context.channel)
+                guard case .enqueued = launched.yield(stream) else {
+                    // The connection is over.
+                    return context.close(promise: nil)
+                }
+            } catch {
+                return context.close(promise: nil)
+            }
+        }
+        context.fireChannelRead(data)
     }
 }
 
@@ -306,8 +358,8 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 /// connection, for longer. A write is outstanding from when it is made until NIO has handed it to the connection,
 /// which it does only as the client's flow-control window allows.
 final class StallWatch: ChannelOutboundHandler {
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias OutboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
 
     private let timeout: TimeAmount
     private let metrics: ServerMetrics

@@ -64,10 +64,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// The server is shutting down: the connection ends after the exchange in progress.
     private var closeWhenIdle = false
 
-    init(answers: FastPathAnswers) {
+    /// `memory`: what the connection remembers, shared by its HTTP/2 streams; a connection of its own by default.
+    init(answers: FastPathAnswers, memory: ConnectionMemory? = nil) {
         self.answers = answers
         upstream = answers.upstream
-        memory = ConnectionMemory(answers: answers)
+        self.memory = memory ?? ConnectionMemory(answers: answers)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

@@ -1,0 +1,342 @@
+import DoorHTTP
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// One HTTP/2 stream as one HTTP/1.1 exchange in bytes, so that a request over HTTP/2 meets the very handlers an
+/// HTTP/1.1 connection meets: the byte path (`RawFrontPath`, with its decisions from memory and its raw upstream pool)
+/// and, for what it does not take, NIO's HTTP/1 codecs and the handlers. The door has one reader of requests and one
+/// policy whatever the client spoke; HTTP/2 is a transport beneath it (issue 36), as nghttpx and Envoy carry HTTP/2
+/// to an HTTP/1 core.
+///
+/// Inbound, the stream's head becomes a request head (`:method`, `:path` and `:authority` as the request line and
+/// `Host`; the `Cookie` fields joined, RFC 9113 §8.2.3) and its DATA the body: as it comes with a `Content-Length`,
+/// chunked without one, the client's trailers as the chunked body's. A head no HTTP/1.1 reader could take the same
+/// way (a byte outside a token in a name or method, CR, LF or NUL in a value, a target that is not visible ASCII, a
+/// connection-specific field, a `Host` that names another authority) is malformed (RFC 9113 §8.1.1): the stream
+/// is reset with PROTOCOL_ERROR and nothing reaches the handlers. Outbound, the HTTP/1.1 answer becomes a HEADERS
+/// frame (its status, its fields less the connection's) and DATA frames (its body unframed), a chunked body's
+/// trailers a last HEADERS frame.
+final class HTTP2StreamBridge: ChannelDuplexHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    private enum Inbound {
+        case head
+        /// The body follows; `chunked` when the head had no `Content-Length`.
+        case body(chunked: Bool)
+        case ended
+    }
+
+    private enum Outbound {
+        /// The answer's head, until whole (interim answers skipped).
+        case head
+        case length(remaining: Int)
+        case chunked(ChunkedFraming)
+        /// Ends when the writer ends its side.
+        case untilClose
+        case ended
+    }
+
+    private var inbound = Inbound.head
+    private var outbound = Outbound.head
+    /// What has come of the answer's head, or of a chunked body's trailer section.
+    private var pending: ByteBuffer?
+    private var trailers: ByteBuffer?
+    /// The request's method: a `HEAD` is answered without a body.
+    private var method = ""
+    /// The frame made last in a write, held so that the write's promise goes with the last of them.
+    private var held: HTTP2Frame.FramePayload?
+
+    // MARK: The request
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let headers):
+            switch inbound {
+            case .head:
+                guard let (head, chunked) = request(headers.headers, endStream: headers.endStream, allocator: context.channel.allocator) else {
+                    return refuse(context: context)
+                }
+                inbound = headers.endStream ? .ended : .body(chunked: chunked)
+                context.fireChannelRead(wrapInboundOut(head))
+            case .body(let chunked):
+                // Trailers: the chunked body's, after its last chunk.
+                inbound = .ended
+                guard chunked else { return context.fireChannelRead(wrapInboundOut(ByteBuffer())) }
+                var end = context.channel.allocator.buffer(capacity: 64)
+                end.writeString("0\r\n")
+                for (name, value, _) in headers.headers where !name.hasPrefix(":") {
+                    guard Self.isToken(name), Self.isFieldValue(value) else { return refuse(context: context) }
+                    end.writeString(name)
+                    end.writeString(": ")
+                    end.writeString(value)
+                    end.writeString("\r\n")
+                }
+                end.writeString("\r\n")
+                context.fireChannelRead(wrapInboundOut(end))
+            case .ended:
+                break
+            }
+        case .data(let frame):
+            guard case .body(let chunked) = inbound else { return }
+            guard case .byteBuffer(let bytes) = frame.data else { return }
+            if chunked {
+                if bytes.readableBytes > 0 {
+                    var chunk = context.channel.allocator.buffer(capacity: bytes.readableBytes + 12)
+                    chunk.writeString(String(bytes.readableBytes, radix: 16))
+                    chunk.writeString("\r\n")
+                    chunk.writeImmutableBuffer(bytes)
+                    chunk.writeString("\r\n")
+                    if frame.endStream { chunk.writeString("0\r\n\r\n") }
+                    context.fireChannelRead(wrapInboundOut(chunk))
+                } else if frame.endStream {
+                    context.fireChannelRead(wrapInboundOut(ByteBuffer(string: "0\r\n\r\n")))
+                }
+            } else if bytes.readableBytes > 0 {
+                context.fireChannelRead(wrapInboundOut(bytes))
+            }
+            if frame.endStream { inbound = .ended }
+        default:
+            break
+        }
+    }
+
+    /// A malformed request: its stream is reset with PROTOCOL_ERROR.
+    private func refuse(context: ChannelHandlerContext) {
+        inbound = .ended
+        outbound = .ended
+        context.writeAndFlush(wrapOutboundOut(.rstStream(.protocolError)), promise: nil)
+        context.close(promise: nil)
+    }
+
+    /// The HTTP/1.1 head of a stream's `headers`, and whether its body is chunked; nil when the head is malformed.
+    private func request(_ headers: HPACKHeaders, endStream: Bool, allocator: ByteBufferAllocator) -> (ByteBuffer, chunked: Bool)? {
+        var method: String?
+        var path: String?
+        var authority: String?
+        var cookies: [String] = []
+        var hasLength = false
+        var out = allocator.buffer(capacity: 512)
+        // The fields after the request line and `Host`: written to their own buffer first.
+        var fields = allocator.buffer(capacity: 512)
+        var host: String?
+        for (name, value, _) in headers {
+            guard Self.isFieldValue(value) else { return nil }
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case ":authority": authority = value
+            case ":scheme": continue
+            case let pseudo where pseudo.hasPrefix(":"): return nil
+            case "cookie": cookies.append(value)
+            case "host":
+                guard host == nil else { return nil }
+                host = value
+            case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+                return nil
+            case "te" where value != "trailers":
+                return nil
+            default:
+                guard Self.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return nil }
+                if name == "content-length" { hasLength = true }
+                fields.writeString(name)
+                fields.writeString(": ")
+                fields.writeString(value)
+                fields.writeString("\r\n")
+            }
+        }
+        guard let method, Self.isToken(method) else { return nil }
+        // CONNECT names an authority, not a path (RFC 9113 §8.5).
+        guard let target = method == "CONNECT" ? authority : path, Self.isTarget(target) else { return nil }
+        if let host, let authority, host.lowercased() != authority.lowercased() { return nil }
+        self.method = method
+        out.writeString(method)
+        out.writeString(" ")
+        out.writeString(target)
+        out.writeString(" HTTP/1.1\r\n")
+        if let name = authority ?? host {
+            guard Self.isTarget(name) else { return nil }
+            out.writeString("host: ")
+            out.writeString(name)
+            out.writeString("\r\n")
+        }
+        if !cookies.isEmpty {
+            out.writeString("cookie: ")
+            out.writeString(cookies.joined(separator: "; "))
+            out.writeString("\r\n")
+        }
+        out.writeBuffer(&fields)
+        let chunked = !endStream && !hasLength
+        if chunked { out.writeString("transfer-encoding: chunked\r\n") }
+        out.writeString("\r\n")
+        return (out, chunked)
+    }
+
+    /// RFC 9110 §5.6.2: a token (a field name, a method).
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): return true
+            default: return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+        }
+    }
+
+    /// RFC 9113 §8.2.1: a field value holds no NUL, CR or LF.
+    static func isFieldValue(_ text: String) -> Bool {
+        !text.utf8.contains { $0 == 0 || $0 == 0x0A || $0 == 0x0D }
+    }
+
+    /// A request target (or authority) that an HTTP/1.1 request line carries as it is: visible ASCII, not empty.
+    static func isTarget(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+
+    // MARK: The answer
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        var bytes = unwrapOutboundIn(data)
+        answer(&bytes, context: context)
+        if let held {
+            self.held = nil
+            context.write(wrapOutboundOut(held), promise: promise)
+        } else {
+            promise?.succeed()
+        }
+    }
+
+    /// Makes the frames of `bytes`, the answer's next.
+    private func answer(_ bytes: inout ByteBuffer, context: ChannelHandlerContext) {
+        while true {
+            switch outbound {
+            case .head:
+                if pending == nil { pending = bytes } else { pending?.writeBuffer(&bytes) }
+                guard var answer = pending else { return }
+                let parse = answer.withUnsafeReadableBytes { RawHTTP.response($0) }
+                guard case .head(let head) = parse else {
+                    if case .invalid = parse { return reset(context: context) }
+                    return
+                }
+                pending = nil
+                if head.status < 200 {
+                    // An interim answer: the answer follows.
+                    guard head.status != 101 else { return reset(context: context) }
+                    answer.moveReaderIndex(forwardBy: head.length)
+                    bytes = answer
+                    continue
+                }
+                var fields = HPACKHeaders()
+                fields.add(name: ":status", value: String(head.status))
+                let named = AnswerFilter.connectionNamed(head.connection)
+                let start = answer.readerIndex
+                for line in head.lines where !AnswerFilter.hopByHop.contains(line.name) && !named.contains(line.name) {
+                    fields.add(name: line.name, value: answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "")
+                }
+                answer.moveReaderIndex(forwardBy: head.length)
+                bytes = answer
+                let bodiless = method == "HEAD" || head.status == 204 || head.status == 304
+                if bodiless || head.framing == .none || head.framing == .length(0) {
+                    outbound = .ended
+                    emit(.headers(.init(headers: fields, endStream: true)), context: context)
+                    return
+                }
+                switch head.framing {
+                case .none:
+                    outbound = .ended
+                case .length(let length):
+                    outbound = .length(remaining: length)
+                case .chunked:
+                    outbound = .chunked(ChunkedFraming())
+                case .close:
+                    outbound = .untilClose
+                }
+                emit(.headers(.init(headers: fields)), context: context)
+            case .length(let remaining):
+                guard bytes.readableBytes > 0 else { return }
+                let taken = min(remaining, bytes.readableBytes)
+                guard let slice = bytes.readSlice(length: taken) else { return }
+                outbound = taken == remaining ? .ended : .length(remaining: remaining - taken)
+                emit(.data(.init(data: .byteBuffer(slice), endStream: taken == remaining)), context: context)
+                return
+            case .chunked(var framing):
+                guard bytes.readableBytes > 0 else { return }
+                var data: [Range<Int>] = []
+                var trailer: [Range<Int>] = []
+                let progress = bytes.withUnsafeReadableBytes { framing.consume($0, data: { data.append($0) }, trailer: { trailer.append($0) }) }
+                let start = bytes.readerIndex
+                for range in data {
+                    if let slice = bytes.getSlice(at: start + range.lowerBound, length: range.count) { emit(.data(.init(data: .byteBuffer(slice))), context: context) }
+                }
+                for range in trailer {
+                    guard var slice = bytes.getSlice(at: start + range.lowerBound, length: range.count) else { continue }
+                    if trailers == nil { trailers = slice } else { trailers?.writeBuffer(&slice) }
+                }
+                switch progress {
+                case .invalid:
+                    return reset(context: context)
+                case .more:
+                    outbound = .chunked(framing)
+                case .ended:
+                    outbound = .ended
+                    if let fields = trailers.flatMap(Self.trailerFields), !fields.isEmpty {
+                        emit(.headers(.init(headers: fields, endStream: true)), context: context)
+                    } else {
+                        emit(.data(.init(data: .byteBuffer(ByteBuffer()), endStream: true)), context: context)
+                    }
+                    trailers = nil
+                }
+                return
+            case .untilClose:
+                guard bytes.readableBytes > 0 else { return }
+                emit(.data(.init(data: .byteBuffer(bytes))), context: context)
+                return
+            case .ended:
+                return
+            }
+        }
+    }
+
+    /// The fields of a chunked body's trailer section (its lines, CRLF each), less those of the connection.
+    private static func trailerFields(_ section: ByteBuffer) -> HPACKHeaders? {
+        var fields = HPACKHeaders()
+        for line in String(buffer: section).split(separator: "\r\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = line[..<colon].lowercased()
+            guard isToken(name), !AnswerFilter.hopByHop.contains(name) else { continue }
+            fields.add(name: name, value: String(line[line.index(after: colon)...].trimmingBlanks))
+        }
+        return fields
+    }
+
+    /// Writes the frame held before, and holds `frame`: the last of a write goes out with its promise.
+    private func emit(_ frame: HTTP2Frame.FramePayload, context: ChannelHandlerContext) {
+        if let held { context.write(wrapOutboundOut(held), promise: nil) }
+        held = frame
+    }
+
+    /// An answer that cannot be carried: the stream is reset, which the client reads as a failed request.
+    private func reset(context: ChannelHandlerContext) {
+        outbound = .ended
+        pending = nil
+        if let held {
+            self.held = nil
+            context.write(wrapOutboundOut(held), promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.rstStream(.internalError)), promise: nil)
+        context.close(promise: nil)
+    }
+
+    /// The writer ends its side (`SaysConnectionOutcome` after a closing answer): an answer that ends with the
+    /// connection ends its stream; the stream closes once the client has ended its side too.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .output else { return context.close(mode: mode, promise: promise) }
+        if case .untilClose = outbound {
+            outbound = .ended
+            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))), promise: nil)
+        }
+        promise?.succeed()
+    }
+}

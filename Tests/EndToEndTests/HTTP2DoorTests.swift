@@ -1,0 +1,173 @@
+import DoorHTTP
+import Foundation
+import NIOCore
+@testable import SignInServer
+import Testing
+import TestSupport
+
+/// HTTP/2 as a transport under the one door (issue 36): every stream is read as the HTTP/1.1 request it carries, by
+/// the same reader and the same policy. Requests are sent with a raw HTTP/2 client (`h2_requests.py`), which sends
+/// what it is given, as a careless or hostile client would.
+@Suite("HTTP/2 under the one door: generated targets and heads")
+struct HTTP2DoorTests {
+    struct Sent: Encodable {
+        var method = "GET"
+        var path: String
+        var authority: String?
+        var fields: [[String]] = []
+        var body: String?
+        var split = false
+    }
+
+    struct Received: Decodable {
+        let status: Int?
+        let fields: [[String]]
+        let body: String
+        let reset: Int?
+        let closed: Bool
+        let goaway: Int?
+
+        func values(_ name: String) -> [String] { fields.filter { $0.first == name }.map { $0.count > 1 ? $0[1] : "" } }
+    }
+
+    /// Sends `requests` on one HTTP/2 connection, one stream after the other.
+    static func send(_ requests: [Sent], https: Int, cert: String) async throws -> [Received] {
+        let input = FileManager.default.temporaryDirectory.appendingPathComponent("h2-requests-\(UUID().uuidString).json")
+        try JSONEncoder().encode(requests).write(to: input)
+        defer { try? FileManager.default.removeItem(at: input) }
+        let script = ExternalTool.thirdPartyScripts.appendingPathComponent("h2_requests.py").path
+        let outcome = try await ChildProcess.run(
+            URL(fileURLWithPath: "/bin/sh"),
+            arguments: ["-c", "exec \"$0\" \"$1\" \"$2\" auth.localhost \"$3\" < \"$4\"", try ExternalTool.authlibPython.executable().path, script, String(https), cert, input.path],
+            environment: [:]
+        )
+        guard let line = outcome.stdout.split(separator: "\n").last, let results = try? JSONDecoder().decode([Received].self, from: Data(line.utf8)) else {
+            throw EndToEndError("h2_requests.py printed no results: \(outcome.stdout.suffix(2000)) \(outcome.stderr.suffix(2000))")
+        }
+        return results
+    }
+
+    /// The echo upstream behind `siwa serve --upstream` on its own HTTPS, `/public/` open to all.
+    static func withSite(_ body: (LocalSite, _ https: Int, _ cert: String) async throws -> Void) async throws {
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            try await withEchoUpstream { port in
+                let settings: [String: String?] = [
+                    "skip_auth_routes": "GET=^/public/,POST=^/public/", "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost",
+                    "https_port": String(https),
+                ]
+                try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)/app", settings) { site, _ in
+                    try await body(site, https, cert)
+                }
+            }
+        }
+    }
+
+    @Test("generated targets over HTTP/2, by every carrier under it: the upstream receives the normalized target the rule was matched on, or nothing reaches it and the client gets 400 (or, for a :path no request line can carry, a reset stream)")
+    func generatedTargets() async throws {
+        try await Self.withSite { site, https, cert in
+            let targets = GeneratedTargets.make(count: 160, seed: 26, prefix: "public/") + GeneratedTargets.make(count: 40, seed: 2026)
+            // The byte path (a bodiless GET, a POST with a small body of known length), the handlers (a GET with a field
+            // outside the byte path's subset, a POST whose body has no length: chunked on the way in).
+            let carriers: [(String, (String) -> Sent)] = [
+                ("byte path", { Sent(path: $0, fields: [["accept", "application/json"]]) }),
+                ("byte path with a body", { Sent(method: "POST", path: $0, fields: [["accept", "application/json"], ["content-length", "4"]], body: "body") }),
+                ("handlers", { Sent(path: $0, fields: [["accept", "application/json"], ["x-note", "caf\u{e9}"]]) }),
+                ("handlers with a body", { Sent(method: "POST", path: $0, fields: [["accept", "application/json"]], body: "body", split: true) }),
+            ]
+            var forwarded = 0
+            var refused = 0
+            for (carrier, make) in carriers {
+                let answers = try await Self.send(targets.map(make), https: https, cert: cert)
+                #expect(answers.count == targets.count)
+                for (raw, answer) in zip(targets, answers) {
+                    let expected = try? RequestTarget(raw, host: "auth.localhost")
+                    let carriable = !raw.isEmpty && raw.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+                    #expect(!answer.closed, "\(carrier) \(raw): the connection ended")
+                    guard carriable else {
+                        // A blank or a byte past ASCII in :path: malformed (RFC 9113 §8.1.1), its stream reset.
+                        #expect(answer.reset == 1 && answer.status == nil, "\(carrier) \(raw): \(answer)")
+                        refused += 1
+                        continue
+                    }
+                    guard answer.status == 200 else {
+                        if let expected, SiwaPaths(publicDirectory: "/nonexistent").contains(expected.path) == false {
+                            #expect(answer.status == 401 && !expected.path.hasPrefix("/public/"), "\(carrier) \(raw): \(answer)")
+                        } else if expected == nil {
+                            #expect(answer.status == 400 || answer.reset == 1, "\(carrier) \(raw) (refused by the door): \(answer)")
+                        }
+                        continue
+                    }
+                    let echoed = try EchoedRequest(json: ByteBuffer(string: answer.body))
+                    let received = String(echoed.path.dropFirst("/app".count))
+                    #expect(echoed.path.hasPrefix("/app/"), "\(carrier) \(raw) reached the upstream as \(echoed.path)")
+                    #expect(received == expected?.forwarded, "\(carrier) \(raw): the upstream received \(received), the rule saw \(expected?.forwarded ?? "nothing")")
+                    #expect((try? RequestTarget(received, host: "auth.localhost"))?.path.hasPrefix("/public/") == true, "\(carrier) \(raw): passed without a sign-in as \(received)")
+                    if carrier.hasSuffix("body") { #expect(echoed.bodyBytes == 4, "\(carrier) \(raw): \(echoed.bodyBytes) body bytes") }
+                    forwarded += 1
+                }
+            }
+            #expect(forwarded > 100, "too few generated targets were forwarded to compare: \(forwarded)")
+            #expect(refused > 0, "no generated target had a byte no request line carries")
+        }
+    }
+
+    @Test("heads no HTTP/1.1 reader could take the same way (a connection's field, TE other than trailers, CR, LF or NUL in a value, a name that is no token, a Host naming another authority, an odd method) reset their stream with PROTOCOL_ERROR (or, for what HPACK itself refuses, end the connection) and reach nothing; the next request is answered")
+    func malformedHeads() async throws {
+        try await Self.withSite { site, https, cert in
+            var generator = SplitMix64(seed: 36)
+            var bad: [(String, Sent)] = []
+            for name in ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"] {
+                for value in ["close", "chunked", "h2c", "x-note"] { bad.append(("\(name): \(value)", Sent(path: "/public/a", fields: [[name, value]]))) }
+            }
+            for value in ["gzip", "trailers, gzip", "deflate"] { bad.append(("te: \(value)", Sent(path: "/public/a", fields: [["te", value]]))) }
+            // CR, LF and NUL at generated places of generated fields, siwa's identity and address fields among them.
+            let names = ["x-note", "cookie", "x-forwarded-for", "x-forwarded-host", "x-siwa-user", "accept", "authorization", "content-type"]
+            for _ in 0..<24 {
+                let name = names[Int(generator.next() % UInt64(names.count))]
+                let insert = ["\r", "\n", "\u{0}", "\r\n", "\r\nX-Siwa-User: ada@example.com"][Int(generator.next() % 5)]
+                let at = Int(generator.next() % 6)
+                let value = String("abcdef".prefix(at)) + insert + String("abcdef".dropFirst(at))
+                bad.append(("\(name) with \(insert.debugDescription) at \(at)", Sent(path: "/public/a", fields: [[name, value]])))
+            }
+            for name in ["x note", "x:note", "x\"note", "x(note)", "", "x\u{e9}"] { bad.append(("name \(name.debugDescription)", Sent(path: "/public/a", fields: [[name, "1"]]))) }
+            bad.append(("a Host naming another authority", Sent(path: "/public/a", fields: [["host", "evil.example"]])))
+            for method in ["GE T", "GET\r\nX: 1", "", "G(ET"] { bad.append(("method \(method.debugDescription)", Sent(method: method, path: "/public/a"))) }
+            // Each malformed head, then a good one on the same connection: answered, and the only one the upstream saw.
+            var requests: [Sent] = []
+            for (_, sent) in bad {
+                requests.append(sent)
+                requests.append(Sent(path: "/public/after", fields: [["accept", "application/json"]]))
+            }
+            let answers = try await Self.send(requests, https: https, cert: cert)
+            #expect(answers.count == requests.count)
+            for (index, (what, _)) in bad.enumerated() {
+                let refused = answers[2 * index]
+                let after = answers[2 * index + 1]
+                // Its stream reset with PROTOCOL_ERROR; a head NIO's HPACK decoder refuses (an empty name) ends the
+                // connection with GOAWAY instead, and the next request goes on a new one.
+                #expect(refused.status == nil && (refused.reset == 1 || (refused.closed && [1, 9].contains(refused.goaway))), "\(what): \(refused)")
+                #expect(after.status == 200, "after \(what): \(after)")
+                let echoed = try? EchoedRequest(json: ByteBuffer(string: after.body))
+                #expect(echoed?.path == "/app/public/after" && echoed?.values("x-siwa-user").isEmpty == true, "after \(what): \(after.body.prefix(300))")
+            }
+        }
+    }
+
+    @Test("Cookie fields split as HTTP/2 allows (RFC 9113 §8.2.3) reach the upstream as one Cookie, siwa's own cookies taken out of it as over HTTP/1.1")
+    func splitCookies() async throws {
+        try await Self.withSite { site, https, cert in
+            let answers = try await Self.send(
+                [
+                    Sent(path: "/public/c", fields: [["cookie", "a=1"], ["cookie", "__Host-siwa_session=forged"], ["cookie", "b=2; c=3"], ["accept", "application/json"]]),
+                    Sent(path: "/public/c", fields: [["cookie", "a=1"], ["accept", "application/json"]]),
+                ],
+                https: https, cert: cert
+            )
+            let split = try EchoedRequest(json: ByteBuffer(string: answers[0].body))
+            #expect(split.values("cookie") == ["a=1; b=2; c=3"], "\(split.headers)")
+            let single = try EchoedRequest(json: ByteBuffer(string: answers[1].body))
+            #expect(single.values("cookie") == ["a=1"], "\(single.headers)")
+        }
+    }
+}

@@ -1,0 +1,90 @@
+"""Sends requests over one HTTP/2 connection exactly as given (any :path, any fields, in their order), one stream
+after another, and says what came back on each: what a well-behaved client library would refuse to send (a :path
+with a blank, a field value with a CR, a `Connection` field) is sent as it is, so that siwa's reading of it is seen.
+
+A request after which siwa ended the connection (GOAWAY, or a close) says `closed`; the next goes on a new one.
+
+Usage: h2_requests.py PORT SNI CAFILE < requests.json
+Each request: {"method", "path", "authority" (optional), "fields": [[name, value], ...], "body": text or null,
+"split": true to send the body in two DATA frames}. Prints one JSON list, one result per request:
+{"status", "fields": [[name, value], ...], "body", "reset": error code or null, "closed": whether the connection ended, "goaway": its error code}.
+"""
+
+import json
+import struct
+import sys
+
+import h2_floods
+from h2_floods import DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM, SETTINGS, ACK, frame
+
+import hpack
+
+
+def main():
+    port, sni, cafile = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    requests = json.load(sys.stdin)
+    results = []
+    closed = True
+    for request in requests:
+        if closed:
+            connection = h2_floods.Connection(port, sni, cafile)
+            decoder = hpack.Decoder()
+            decoder.max_allowed_table_size = 65536
+            stream = 1
+            closed = False
+        fields = [(":method", request["method"]), (":scheme", "https"), (":authority", request.get("authority", sni)), (":path", request["path"])]
+        fields += [tuple(pair) for pair in request.get("fields", [])]
+        # Encoded without Huffman or indexing checks: the bytes as given.
+        block = connection.encoder.encode(fields)
+        body = request.get("body")
+        connection.send(frame(HEADERS, END_HEADERS | (END_STREAM if body is None else 0), stream, block))
+        if body is not None:
+            data = body.encode()
+            if request.get("split") and len(data) > 1:
+                connection.send(frame(DATA, 0, stream, data[: len(data) // 2]))
+                data = data[len(data) // 2 :]
+            connection.send(frame(DATA, END_STREAM, stream, data))
+        result = {"status": None, "fields": [], "body": b"", "reset": None, "closed": False}
+        while True:
+            try:
+                got = connection.read_frame(30)
+            except Exception:
+                got = None
+            if got is None:
+                result["closed"] = closed = True
+                break
+            kind, flags, on, payload = got
+            if kind == SETTINGS and not flags & ACK:
+                connection.send(frame(SETTINGS, ACK, 0))
+                continue
+            if kind == GOAWAY:
+                result["closed"] = closed = True
+                result["goaway"] = int.from_bytes(payload[4:8], "big")
+                break
+            if on != stream:
+                continue
+            if kind == HEADERS:
+                for name, value in decoder.decode(payload):
+                    name = name.decode() if isinstance(name, bytes) else name
+                    value = value.decode() if isinstance(value, bytes) else value
+                    if name == ":status":
+                        result["status"] = int(value)
+                    else:
+                        result["fields"].append([name, value])
+            elif kind == DATA:
+                result["body"] += payload
+                if payload:
+                    connection.send(frame(h2_floods.WINDOW_UPDATE, 0, 0, struct.pack(">I", len(payload))))
+            elif kind == RST_STREAM:
+                result["reset"] = int.from_bytes(payload[:4], "big")
+                break
+            if flags & END_STREAM and kind in (HEADERS, DATA):
+                break
+        result["body"] = result["body"].decode("utf-8", "replace")
+        results.append(result)
+        stream += 2
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
