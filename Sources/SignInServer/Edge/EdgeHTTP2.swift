@@ -59,7 +59,8 @@ struct EdgeHTTP2: Sendable {
         return channel.eventLoop.makeCompletedFuture {
             let (streams, launched) = AsyncStream.makeStream(of: Stream.self)
             channel.closeFuture.whenComplete { _ in launched.finish() }
-            let watch = ConnectionWatch(idleTimeout: idle, metrics: metrics)
+            let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics)
+            let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
             try channel.pipeline.syncOperations.addHandler(watch)
             let delegate = ConnectionWatch.Streams(watch: NIOLoopBound(watch, eventLoop: channel.eventLoop))
             // What the connection's requests repeat (its cookie, its person's fields) is read once for all its streams.
@@ -69,15 +70,12 @@ struct EdgeHTTP2: Sendable {
             ) { stream in
                 stream.eventLoop.makeCompletedFuture {
                     let pipeline = stream.pipeline.syncOperations
-                    try pipeline.addHandler(StallWatch(timeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics))
+                    let stall = StallWatch()
+                    watched.value.watch(stall)
+                    try pipeline.addHandler(stall)
                     try pipeline.addHandler(HTTP2StreamBridge())
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
-                    try pipeline.addHandler(HTTPResponseEncoder())
-                    try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder()))
-                    try pipeline.addHandler(HTTPServerProtocolErrorHandler())
-                    try pipeline.addHandler(SaysConnectionOutcome(countsHeads: false))
-                    try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: true))
-                    try pipeline.addHandler(StreamLauncher(launched: launched))
+                    try pipeline.addHandler(CodecInstaller(launched: launched))
                 }
             }
             try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
@@ -207,6 +205,39 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
     }
 }
 
+/// Behind the byte path on a stream: the first bytes it hands on (a request it does not take) install NIO's HTTP/1
+/// codecs and the launcher after it. A stream the byte path answers never builds them.
+final class CodecInstaller: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let launched: AsyncStream<EdgeHTTP2.Stream>.Continuation
+
+    init(launched: AsyncStream<EdgeHTTP2.Stream>.Continuation) {
+        self.launched = launched
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        do {
+            let pipeline = context.pipeline.syncOperations
+            // Added in order after this handler, which then leaves: the bytes go on to the decoder.
+            let handlers: [any ChannelHandler] = [
+                HTTPResponseEncoder(), ByteToMessageHandler(HTTPRequestDecoder()), HTTPServerProtocolErrorHandler(),
+                SaysConnectionOutcome(countsHeads: false), HTTP1ToHTTPServerCodec(secure: true), StreamLauncher(launched: launched),
+            ]
+            var after: any ChannelHandler = self
+            for handler in handlers {
+                try pipeline.addHandler(handler, position: .after(after))
+                after = handler
+            }
+        } catch {
+            return context.close(promise: nil)
+        }
+        context.fireChannelRead(data)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+}
+
 /// The last handler of a stream the byte path did not take: at the request's head, the stream becomes an async
 /// channel handed to the connection's task (`EdgeHTTP2.handle`), which answers it with the responder.
 final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
@@ -282,19 +313,46 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     fileprivate var context: ChannelHandlerContext?
     private var task: RepeatedTask?
 
-    init(idleTimeout: TimeAmount, metrics: ServerMetrics) {
+    private let stallTimeout: TimeAmount
+    /// The streams' answers under way, checked on the same timer as the idle time.
+    private var stalls: [Weak<StallWatch>] = []
+
+    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, metrics: ServerMetrics) {
         self.idleTimeout = idleTimeout
+        self.stallTimeout = stallTimeout
         self.metrics = metrics
+    }
+
+    /// Watches a new stream's answer for `h2_stall_timeout_ms`.
+    func watch(_ stall: StallWatch) {
+        stalls.append(Weak(stall))
+    }
+
+    /// Whether a stream's answer has not moved for `stallTimeout`; forgets the streams that have ended.
+    private func anyStalled(now: NIODeadline) -> Bool {
+        var stalled = false
+        stalls.removeAll { entry in
+            guard let stall = entry.value else { return true }
+            if let since = stall.since, now - since >= stallTimeout { stalled = true }
+            return false
+        }
+        return stalled
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let every = TimeAmount.nanoseconds(max(idleTimeout.nanoseconds / 4, TimeAmount.milliseconds(100).nanoseconds))
+        let every = TimeAmount.nanoseconds(max(min(idleTimeout.nanoseconds, stallTimeout.nanoseconds) / 4, TimeAmount.milliseconds(100).nanoseconds))
         task = context.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { task in
             let (handler, context) = bound.value
-            if handler.open == 0, NIODeadline.now() - handler.last >= handler.idleTimeout {
+            let now = NIODeadline.now()
+            if handler.open == 0, now - handler.last >= handler.idleTimeout {
                 task.cancel()
+                context.close(promise: nil)
+            } else if handler.anyStalled(now: now) {
+                // A client that stops reading holds no answer, and no upstream connection, for longer.
+                task.cancel()
+                handler.metrics.http2LimitMet("h2_stall_timeout_ms")
                 context.close(promise: nil)
             }
         }
@@ -332,6 +390,32 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(data, promise: promise)
     }
 
+    /// A flush asked for while one is pending (streams answered one after another, as their upstream connections
+    /// are read in one turn of the event loop) goes out with it, at the end of the turn: one TLS record and one
+    /// write for all of them, not one per stream.
+    private var flushPending = false
+
+    func flush(context: ChannelHandlerContext) {
+        guard !flushPending else { return }
+        flushPending = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            guard handler.flushPending else { return }
+            handler.flushPending = false
+            context.flush()
+        }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        // What was written goes out before the close (a GOAWAY first of all).
+        if flushPending {
+            flushPending = false
+            context.flush()
+        }
+        context.close(mode: mode, promise: promise)
+    }
+
     /// Follows the outgoing frames (RFC 9113 4.1: a 24-bit length, a type, flags, a stream) to see a GOAWAY (type 7).
     private func scan(_ buffer: ByteBuffer) {
         var bytes = buffer.readableBytesView[...]
@@ -353,57 +437,32 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// A stream whose answer does not go out (the client's window stays shut, or it stops reading) for `timeout` ends
-/// its whole connection (`h2_stall_timeout_ms`): a client that stops reading holds no answer, and no upstream
-/// connection, for longer. A write is outstanding from when it is made until NIO has handed it to the connection,
-/// which it does only as the client's flow-control window allows.
+/// A stream whose answer does not go out (the client's window stays shut, or it stops reading) for
+/// `h2_stall_timeout_ms` ends its whole connection (`ConnectionWatch` looks on its timer): a client that stops reading
+/// holds no answer, and no upstream connection, for longer. A write is outstanding from when it is made until NIO has
+/// handed it to the connection, which it does only as the client's flow-control window allows; `since` is when the
+/// answer last moved while something of it was outstanding.
 final class StallWatch: ChannelOutboundHandler {
     typealias OutboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
 
-    private let timeout: TimeAmount
-    private let metrics: ServerMetrics
     private var outstanding = 0
-    /// Bumped whenever a write completes: the timer checks that nothing went out since it was set.
-    private var progress = 0
-    private var timer: Scheduled<Void>?
-
-    init(timeout: TimeAmount, metrics: ServerMetrics) {
-        self.timeout = timeout
-        self.metrics = metrics
-    }
+    private(set) var since: NIODeadline?
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         outstanding += 1
+        if since == nil { since = .now() }
         let written = promise ?? context.eventLoop.makePromise()
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        written.futureResult.whenComplete { _ in
-            let (handler, _) = bound.value
-            handler.outstanding -= 1
-            handler.progress += 1
-            if handler.outstanding == 0 {
-                handler.timer?.cancel()
-                handler.timer = nil
-            }
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            self.outstanding -= 1
+            self.since = self.outstanding == 0 ? nil : .now()
         }
         context.write(data, promise: written)
-        arm(context: context)
     }
+}
 
-    private func arm(context: ChannelHandlerContext) {
-        guard timer == nil else { return }
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let seen = progress
-        timer = context.eventLoop.scheduleTask(in: timeout) {
-            let (handler, context) = bound.value
-            handler.timer = nil
-            guard handler.outstanding > 0 else { return }
-            if handler.progress != seen {
-                // Something went out meanwhile: watch the rest afresh.
-                return handler.arm(context: context)
-            }
-            handler.metrics.http2LimitMet("h2_stall_timeout_ms")
-            context.channel.parent?.close(promise: nil)
-        }
-    }
+/// A reference that does not keep its object.
+struct Weak<Object: AnyObject> {
+    weak var value: Object?
+    init(_ value: Object) { self.value = value }
 }

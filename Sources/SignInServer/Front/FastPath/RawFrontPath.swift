@@ -495,8 +495,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         }
         exchange.body = body
         if case .ended(let reusable) = body {
-            context.flush()
-            // Bytes after the answer's end answer no request: that connection is not used again.
+            // Bytes after the answer's end answer no request: that connection is not used again. (`finish` flushes.)
             finish(reusable: reusable && exchange.keepAlive && buffer.readableBytes == 0)
         } else if !context.channel.isWritable, let connection = exchange.attempt.connection {
             // The client is slower than the upstream: stop reading the upstream until it catches up (and its silence
@@ -560,6 +559,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         release(exchange)
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: reusable)
         if exchange.closeClient { return endConnection(context, after: context.writeAndFlush(wrapOutboundOut(ByteBuffer()))) }
+        // Flushed once the upstream's connection is back in the pool: an HTTP/2 stream ends, and its channel closes,
+        // with the flush of its answer's last frame, which would otherwise abandon (and close) a reusable connection.
+        context.flush()
         clientTimer?.answerEnded()
         if readHeld {
             readHeld = false

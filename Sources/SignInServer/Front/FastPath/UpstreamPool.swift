@@ -15,8 +15,11 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     private let codecs: @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
     /// Idle connections per event loop.
     private let idle = Mutex<[ObjectIdentifier: [UpstreamConnection<Part>]]>([:])
-    /// At most this many idle connections are kept per event loop; more are closed when their exchange ends.
-    static var idleLimit: Int { 128 }
+    /// At most this many idle connections are kept per event loop (`upstream_max_connections`, at least 128); more
+    /// are closed when their exchange ends. A connection idles only once it was needed: HTTP/2 clients keep hundreds
+    /// of requests in flight on a few connections, and a pool that kept fewer opened and closed connections without
+    /// end (a third of the CPU time of `--upstream` over HTTP/2 went to connecting).
+    var idleLimit: Int { max(128, settings.maxConnections) }
 
     init(settings: UpstreamSettings, tls: NIOSSLContext?, codecs: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void) {
         self.settings = settings
@@ -55,7 +58,7 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     /// A new connection on `eventLoop`, within the same connect timeout as the handlers' client.
     private func connect(on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamConnection<Part>> {
         let tls = tls, host = settings.host, usesTLS = settings.usesTLS, codecs = codecs
-        return ClientBootstrap(group: eventLoop)
+        let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(UpstreamClient.connectTimeout(settings))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -68,7 +71,15 @@ final class UpstreamPool<Part: Sendable>: Sendable {
                     try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler<Part>())
                 }
             }
-            .connect(host: settings.host, port: settings.port)
+        // An address given as an IP literal is used as it is; a name is resolved for each connection (its addresses
+        // may change), with NIO's happy eyeballs.
+        let connected: EventLoopFuture<any Channel>
+        if let address = try? SocketAddress(ipAddress: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: settings.port) {
+            connected = bootstrap.connect(to: address)
+        } else {
+            connected = bootstrap.connect(host: host, port: settings.port)
+        }
+        return connected
             .flatMapThrowing { [weak self] channel in
                 let handler = try channel.pipeline.syncOperations.handler(type: UpstreamConnectionHandler<Part>.self)
                 // Once, not on each return to the pool: it only acts while the connection is idle there.
@@ -90,8 +101,9 @@ final class UpstreamPool<Part: Sendable>: Sendable {
         // An exchange may have paused it for a slow client.
         try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
         let key = ObjectIdentifier(connection.channel.eventLoop)
+        let limit = idleLimit
         let kept = idle.withLock { idle in
-            guard idle[key, default: []].count < Self.idleLimit else { return false }
+            guard idle[key, default: []].count < limit else { return false }
             idle[key, default: []].append(connection)
             return true
         }

@@ -9,6 +9,11 @@ struct DoorFailures: Sendable {
 
     /// Logs and counts `failure` of a request whose page offers `retryURL`, and returns the page to answer with.
     func page(for failure: UpstreamForwarder.Failure, retryURL: String, logger: Logger) -> ErrorPage {
+        // The client left and its request was called off: no failure of the upstream's, and nobody reads the page.
+        if case .unreachable(let cause) = failure, Task.isCancelled || cause is CancellationError {
+            logger.debug("the client left before the upstream answered")
+            return .badGateway(retryURL: retryURL)
+        }
         metrics.upstreamFailed(failure.label)
         switch failure {
         case .broken(let reason):
