@@ -64,7 +64,9 @@ struct EdgeHTTP2: Sendable {
             try channel.pipeline.syncOperations.addHandler(watch)
             let delegate = ConnectionWatch.Streams(watch: NIOLoopBound(watch, eventLoop: channel.eventLoop))
             // What the connection's requests repeat (its cookie, its person's fields) is read once for all its streams.
-            let memory = NIOLoopBound(ConnectionMemory(answers: fastPath), eventLoop: channel.eventLoop)
+            let remembered = ConnectionMemory(answers: fastPath)
+            remembered.learnPeer(channel.remoteAddress?.ipAddress)
+            let memory = NIOLoopBound(remembered, eventLoop: channel.eventLoop)
             _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                 mode: .server, connectionConfiguration: configuration.connection, streamConfiguration: configuration.stream, streamDelegate: delegate
             ) { stream in

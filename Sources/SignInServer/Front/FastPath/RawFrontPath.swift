@@ -64,15 +64,22 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// The server is shutting down: the connection ends after the exchange in progress.
     private var closeWhenIdle = false
 
-    /// `memory`: what the connection remembers, shared by its HTTP/2 streams; a connection of its own by default.
+    /// This handler reads a connection of its own (HTTP/1.1): it learns its peer and finds its client timer. On an
+    /// HTTP/2 stream the connection's `memory` knows the peer, and the connection's limits are HTTP/2's.
+    private let ownsConnection: Bool
+
+    /// `memory`: what the connection remembers, shared by its HTTP/2 streams (which learned the peer); a connection
+    /// of its own by default.
     init(answers: FastPathAnswers, memory: ConnectionMemory? = nil) {
         self.answers = answers
         upstream = answers.upstream
         self.memory = memory ?? ConnectionMemory(answers: answers)
+        ownsConnection = memory == nil
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        guard ownsConnection else { return }
         clientTimer = try? context.pipeline.syncOperations.handler(type: ClientTimer.self)
         learnPeer(context)
     }
@@ -88,7 +95,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        learnPeer(context)
+        if ownsConnection { learnPeer(context) }
         context.fireChannelActive()
     }
 
