@@ -370,6 +370,11 @@ package enum RawHTTP {
         return index == end - 2 ? lines : nil
     }
 
+    /// RFC 9110 §5.6.2: a token (a field name, a method), not empty.
+    package static func isToken(_ text: some StringProtocol) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy(isTokenByte)
+    }
+
     /// RFC 9110 tchar.
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {

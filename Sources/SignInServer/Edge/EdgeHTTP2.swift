@@ -62,7 +62,7 @@ struct EdgeHTTP2: Sendable {
             let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics)
             let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
             try channel.pipeline.syncOperations.addHandler(watch)
-            let delegate = ConnectionWatch.Streams(watch: NIOLoopBound(watch, eventLoop: channel.eventLoop))
+            let delegate = ConnectionWatch.Streams(watch: watched)
             // What the connection's requests repeat (its cookie, its person's fields) is read once for all its streams.
             let remembered = ConnectionMemory(answers: fastPath)
             remembered.learnPeer(channel.remoteAddress?.ipAddress)

@@ -69,7 +69,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 var end = context.channel.allocator.buffer(capacity: 64)
                 end.writeString("0\r\n")
                 for (name, value, _) in headers.headers where !name.hasPrefix(":") {
-                    guard Self.isToken(name), Self.isFieldValue(value) else { return refuse(context: context) }
+                    guard RawHTTP.isToken(name), Self.isFieldValue(value) else { return refuse(context: context) }
                     end.writeString(name)
                     end.writeString(": ")
                     end.writeString(value)
@@ -140,7 +140,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             case "te" where value != "trailers":
                 return nil
             default:
-                guard Self.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return nil }
+                guard RawHTTP.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return nil }
                 if name == "content-length" { hasLength = true }
                 fields.writeString(name)
                 fields.writeString(": ")
@@ -148,7 +148,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 fields.writeString("\r\n")
             }
         }
-        guard let method, Self.isToken(method) else { return nil }
+        guard let method, RawHTTP.isToken(method) else { return nil }
         // CONNECT names an authority, not a path (RFC 9113 §8.5).
         guard let target = method == "CONNECT" ? authority : path, Self.isTarget(target) else { return nil }
         if let host, let authority, host.lowercased() != authority.lowercased() { return nil }
@@ -173,16 +173,6 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         if chunked { out.writeString("transfer-encoding: chunked\r\n") }
         out.writeString("\r\n")
         return (out, chunked)
-    }
-
-    /// RFC 9110 §5.6.2: a token (a field name, a method).
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): return true
-            default: return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
-        }
     }
 
     /// RFC 9113 §8.2.1: a field value holds no NUL, CR or LF.
@@ -237,14 +227,10 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 }
                 answer.moveReaderIndex(forwardBy: head.length)
                 bytes = answer
-                let bodiless = method == "HEAD" || head.status == 204 || head.status == 304
-                if bodiless || head.framing == .none || head.framing == .length(0) {
-                    outbound = .ended
-                    emit(.headers(.init(headers: fields, endStream: true)), context: context)
-                    return
-                }
                 switch head.framing {
-                case .none:
+                case _ where method == "HEAD" || head.status == 204 || head.status == 304:
+                    outbound = .ended
+                case .none, .length(0):
                     outbound = .ended
                 case .length(let length):
                     outbound = .length(remaining: length)
@@ -253,7 +239,12 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 case .close:
                     outbound = .untilClose
                 }
-                emit(.headers(.init(headers: fields)), context: context)
+                // A bodiless answer ends its stream with its head.
+                guard case .ended = outbound else {
+                    emit(.headers(.init(headers: fields)), context: context)
+                    continue
+                }
+                return emit(.headers(.init(headers: fields, endStream: true)), context: context)
             case .length(let remaining):
                 guard bytes.readableBytes > 0 else { return }
                 let taken = min(remaining, bytes.readableBytes)
@@ -305,7 +296,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         for line in String(buffer: section).split(separator: "\r\n") {
             guard let colon = line.firstIndex(of: ":") else { continue }
             let name = line[..<colon].lowercased()
-            guard isToken(name), !AnswerFilter.hopByHop.contains(name) else { continue }
+            guard RawHTTP.isToken(name), !AnswerFilter.hopByHop.contains(name) else { continue }
             fields.add(name: name, value: String(line[line.index(after: colon)...].trimmingBlanks))
         }
         return fields

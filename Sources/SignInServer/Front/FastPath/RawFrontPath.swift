@@ -439,7 +439,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         var out = ByteHead.written(head, closing: exchange.closeClient, allocator: context.channel.allocator)
         var body = body
         out.writeBuffer(&body)
-        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+        // Flushed by `finish`.
+        context.write(wrapOutboundOut(out), promise: nil)
         finish(reusable: false)
     }
 
@@ -533,8 +534,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 // Reset, or TLS ended without its close: the body may be cut, and must not look whole.
                 return upstreamBrokeMidway("upstream connection failed before its answer was over: \(error.map { "\($0)" } ?? "")")
             }
-            // The end of the body, as the upstream framed it.
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "0\r\n\r\n")), promise: nil)
+            // The end of the body, as the upstream framed it (flushed by `finish`).
+            context.write(wrapOutboundOut(ByteBuffer(string: "0\r\n\r\n")), promise: nil)
             finish(reusable: false)
         case .ended?:
             break

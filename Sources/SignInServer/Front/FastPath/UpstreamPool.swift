@@ -21,8 +21,13 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     /// end (a third of the CPU time of `--upstream` over HTTP/2 went to connecting).
     var idleLimit: Int { max(128, settings.maxConnections) }
 
+    /// The upstream's address when `upstream` names it by an IP literal: used as it is, with no resolver. A name is
+    /// resolved for each connection (its addresses may change), with NIO's happy eyeballs.
+    private let literalAddress: SocketAddress?
+
     init(settings: UpstreamSettings, tls: NIOSSLContext?, codecs: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void) {
         self.settings = settings
+        literalAddress = try? SocketAddress(ipAddress: settings.host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: settings.port)
         self.tls = tls
         self.codecs = codecs
     }
@@ -71,10 +76,8 @@ final class UpstreamPool<Part: Sendable>: Sendable {
                     try channel.pipeline.syncOperations.addHandler(UpstreamConnectionHandler<Part>())
                 }
             }
-        // An address given as an IP literal is used as it is; a name is resolved for each connection (its addresses
-        // may change), with NIO's happy eyeballs.
         let connected: EventLoopFuture<any Channel>
-        if let address = try? SocketAddress(ipAddress: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: settings.port) {
+        if let address = literalAddress {
             connected = bootstrap.connect(to: address)
         } else {
             connected = bootstrap.connect(host: host, port: settings.port)
