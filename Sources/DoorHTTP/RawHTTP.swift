@@ -280,7 +280,7 @@ package enum RawHTTP {
     /// The transfer codings `Transfer-Encoding` values list before a final `chunked` (`gzip` of `gzip, chunked`),
     /// and whether it ends in `chunked`: the bytes of a body siwa relays are still in those codings.
     package static func transferCodings(_ values: [String]) -> (codings: [Substring], chunked: Bool) {
-        var codings = values.flatMap { $0.split(separator: ",").map(\.trimmingBlanks) }.filter { !$0.isEmpty }
+        var codings = values.flatMap { commaList($0) }
         let chunked = codings.last.map { equalsIgnoringCase($0, "chunked") } ?? false
         if chunked { codings.removeLast() }
         return (codings, chunked)
@@ -294,7 +294,32 @@ package enum RawHTTP {
 
     /// Whether `Connection` values list `token` (lower case), in any case.
     package static func listsToken(_ connection: [String], _ token: StaticString) -> Bool {
-        connection.contains { value in value.split(separator: ",").contains { equalsIgnoringCase($0.trimmingBlanks, token) } }
+        connection.contains { value in
+            var found = false
+            forEachCommaMember(value) { member in found = found || equalsIgnoringCase(member, token) }
+            return found
+        }
+    }
+
+    /// The non-empty members of a comma-separated field value, trimmed of blanks.
+    package static func commaList(_ value: String) -> [Substring] {
+        var members: [Substring] = []
+        forEachCommaMember(value) { members.append($0) }
+        return members
+    }
+
+    /// Calls `body` with each non-empty member of a comma-separated field value, trimmed of blanks. Read by byte,
+    /// with nothing allocated: `split` on a `String` walks grapheme clusters, and these run on every proxied request.
+    package static func forEachCommaMember(_ value: String, _ body: (Substring) -> Void) {
+        let bytes = value.utf8
+        var start = bytes.startIndex
+        while true {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.endIndex
+            let member = value[start..<end].trimmingBlanks
+            if !member.isEmpty { body(member) }
+            guard end < bytes.endIndex else { return }
+            start = bytes.index(after: end)
+        }
     }
 
     /// Whether `text` is `lowercase` (ASCII, lower case) in any case.

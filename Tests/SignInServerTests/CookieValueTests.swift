@@ -30,3 +30,59 @@ struct CookieValueTests {
         #expect(request.cookieValue("siwa_session") == request.cookies["siwa_session"]?.value, "\(headers)")
     }
 }
+
+/// The `Cookie` value the upstream gets (`UpstreamForwarder.keptCookies`, read by byte) against a plain reading of
+/// the same rule on generated values: split at `;`, pairs trimmed of blanks, nameless pairs and siwa's taken out, the
+/// rest joined with `; `, and a value with nothing taken out passed as it came.
+@Suite("Cookie cut for the upstream")
+struct CookieCutTests {
+    static func reference(_ value: String, own: Set<String>) -> String? {
+        let blanks: Set<Character> = [" ", "\t"]
+        func trim(_ text: Substring) -> Substring {
+            var text = text
+            while let first = text.first, blanks.contains(first) { text = text.dropFirst() }
+            while let last = text.last, blanks.contains(last) { text = text.dropLast() }
+            return text
+        }
+        var kept: [String] = []
+        var changed = false
+        for pair in value.components(separatedBy: ";") {
+            let trimmed = trim(Substring(pair))
+            let name = trim(trimmed.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            if name.isEmpty || own.contains(String(name)) { changed = true } else { kept.append(String(trimmed)) }
+        }
+        if !changed { return value }
+        return kept.isEmpty ? nil : kept.joined(separator: "; ")
+    }
+
+    @Test("siwa's cookies, under each of their names, and nameless pairs leave; every other pair stays as it came, in order")
+    func agreesWithThePlainReading() {
+        var generator = SystemRandomNumberGenerator()
+        let own = CookiePolicy.allNames
+        let names = Array(own) + ["a", "siwa_sessionx", "xsiwa_session", "__Host-other", "SIWA_SESSION", "é", "", " ", "siwa_session ", "\tsiwa_csrf"]
+        let values = ["1", "", "a=b", "x y", "\"quoted\"", "ünï", "=", "v\t"]
+        let separators = [";", "; ", " ;", ";;", "; \t", "\t;"]
+        var checked = 0
+        var cut = 0
+        for _ in 0..<4_000 {
+            let pairs = Int.random(in: 0...5, using: &generator)
+            var text = Bool.random(using: &generator) ? "" : [" ", "\t", ";"].randomElement(using: &generator) ?? ""
+            for index in 0..<pairs {
+                if index > 0 { text += separators.randomElement(using: &generator) ?? ";" }
+                let name = names.randomElement(using: &generator) ?? "a"
+                text += Bool.random(using: &generator) ? name + "=" + (values.randomElement(using: &generator) ?? "") : name
+            }
+            if Bool.random(using: &generator) { text += [";", " ", "; "].randomElement(using: &generator) ?? "" }
+            let expected = Self.reference(text, own: own)
+            let got = UpstreamForwarder.keptCookies(text, own: own)
+            #expect(got == expected, "\(text.debugDescription)")
+            if got != text { cut += 1 }
+            checked += 1
+        }
+        #expect(checked == 4_000)
+        #expect(cut > 1_000, "the generated values took something out often enough to test it")
+        #expect(UpstreamForwarder.keptCookies("a=1;b=2", own: own) == "a=1;b=2", "nothing to take out: passed as it came")
+        #expect(UpstreamForwarder.keptCookies(" __Host-siwa_session=x ;  a=1 ;b=2", own: own) == "a=1; b=2")
+        #expect(UpstreamForwarder.keptCookies("siwa_csrf=1; siwa_session=2", own: own) == nil)
+    }
+}

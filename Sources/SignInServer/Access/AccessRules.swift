@@ -59,13 +59,15 @@ public enum HostPattern: Sendable, Equatable, CustomStringConvertible {
 
     /// `Host` or `X-Forwarded-Host` as rules compare it: lower-cased, without the port (`[::1]:8080` → `[::1]`).
     public static func normalized(_ authority: String) -> String {
-        let lowered = authority.lowercased()
-        if lowered.hasPrefix("[") {
-            guard let close = lowered.firstIndex(of: "]") else { return lowered }
+        // Read by byte (every request through the front asks): lowered only when it has something to lower.
+        let lowered = authority.utf8.contains { ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) || $0 >= 0x80 } ? authority.lowercased() : authority
+        let bytes = lowered.utf8
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return lowered }
             return String(lowered[...close])
         }
-        if let colon = lowered.firstIndex(of: ":") { return String(lowered[..<colon]) }
-        return lowered.hasSuffix(".") ? String(lowered.dropLast()) : lowered
+        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) { return String(lowered[..<colon]) }
+        return bytes.last == UInt8(ascii: ".") ? String(lowered.dropLast()) : lowered
     }
 }
 

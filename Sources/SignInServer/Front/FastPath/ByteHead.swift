@@ -35,9 +35,9 @@ enum ByteHead {
 
     static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
         out.writeString(name)
-        out.writeString(": ")
+        out.writeStaticString(": ")
         out.writeString(value)
-        out.writeString("\r\n")
+        out.writeStaticString("\r\n")
     }
 }
 

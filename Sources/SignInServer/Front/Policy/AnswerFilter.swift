@@ -85,9 +85,8 @@ struct AnswerFilter {
     static func connectionNamed(_ values: [String]) -> Set<String> {
         var names = Set<String>()
         for value in values {
-            for token in value.split(separator: ",") {
-                let name = token.trimmingBlanks
-                if name.isEmpty || RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { continue }
+            RawHTTP.forEachCommaMember(value) { name in
+                if RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { return }
                 names.insert(name.lowercased())
             }
         }
