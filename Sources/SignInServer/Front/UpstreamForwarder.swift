@@ -246,7 +246,9 @@ struct UpstreamForwarder: Sendable {
             while nameEnd < high, bytes[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
             while nameEnd > low, isBlank(bytes[nameEnd - 1]) { nameEnd -= 1 }
             let name = UnsafeBufferPointer(rebasing: bytes[low..<nameEnd])
-            let dropped = name.isEmpty || own.contains { $0.utf8.count == name.count && $0.utf8.elementsEqual(name) }
+            let dropped = name.isEmpty || own.contains { candidate in
+                candidate.utf8.count == name.count && (candidate.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(name) } ?? candidate.utf8.elementsEqual(name))
+            }
             anyDropped = anyDropped || dropped
             each(UnsafeBufferPointer(rebasing: bytes[low..<high]), dropped)
             guard end < bytes.count else { return anyDropped }

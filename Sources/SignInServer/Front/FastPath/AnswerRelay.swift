@@ -93,11 +93,20 @@ enum AnswerRelay {
         }
     }
 
-    /// Writes `data` to the client as one chunk.
+    /// Writes `data` to the client as one chunk: one buffer when it is small (over TLS every write is a record of its
+    /// own), its size line, the data and its end as three otherwise (the data is not copied).
     private static func writeChunk(_ data: ByteBuffer, allocator: ByteBufferAllocator, write: (ByteBuffer) -> Void) {
         guard data.readableBytes > 0 else { return }
-        var size = allocator.buffer(capacity: 16)
-        size.writeString(String(data.readableBytes, radix: 16) + "\r\n")
+        let small = data.readableBytes <= 16 * 1024
+        var size = allocator.buffer(capacity: small ? data.readableBytes + 16 : 16)
+        size.writeString(String(data.readableBytes, radix: 16))
+        size.writeStaticString("\r\n")
+        if small {
+            var data = data
+            size.writeBuffer(&data)
+            size.writeStaticString("\r\n")
+            return write(size)
+        }
         write(size)
         write(data)
         write(ByteBuffer(string: "\r\n"))

@@ -129,14 +129,12 @@ final class ConnectionMemory {
         let now = Date()
         guard let presented = presented(head), let pass = answers.upstreamPass(method: method, host: head.host, target: target, presented: { presented }, now: now)
         else { return nil }
-        let settings = upstream.rawPool.settings
-        let forwarder = upstream.gate.forwarder
         var out = allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
         out.writeString(head.method)
-        out.writeString(" ")
-        out.writeString(settings.basePath)
+        out.writeStaticString(" ")
+        out.writeString(upstream.rawPool.settings.basePath)
         out.writeString(target.forwarded)
-        out.writeString(" HTTP/1.1\r\n")
+        out.writeStaticString(" HTTP/1.1\r\n")
         // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
         let resolver = answers.resolver
         let forwarded: UpstreamForwarder.ForwardedFields
@@ -163,7 +161,7 @@ final class ConnectionMemory {
             let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
             return (line.name, name, value)
         }
-        ByteHead.fields(into: &out) { forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
+        ByteHead.fields(into: &out) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
         if let length = head.contentLength {
             // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
             ByteHead.writeField(&out, "Content-Length", String(length))

@@ -60,12 +60,15 @@ final class FastPathAnswers: Sendable {
     /// A class: the hot paths read it on every request, and a reference is cheaper to pass than its fields.
     final class Upstream: Sendable {
         let gate: UpstreamGate
+        /// The gate's forwarder, read in place (`gate.forwarder` is a copy of the whole struct each time).
+        let forwarder: UpstreamForwarder
         let owned: SiwaPaths
         /// The byte-level path's connections (`RawFrontPath`).
         let rawPool: UpstreamPool<ByteBuffer>
 
         init(gate: UpstreamGate, owned: SiwaPaths, rawPool: UpstreamPool<ByteBuffer>) {
             self.gate = gate
+            forwarder = gate.forwarder
             self.owned = owned
             self.rawPool = rawPool
         }
