@@ -4,20 +4,22 @@
 #   (1) a protected page through `siwa serve --upstream` over HTTPS with HTTP/1.1 vs nginx (`listen … ssl`);
 #   (2) the same over HTTP/2 (nginx `listen … ssl http2`), MAX_STREAMS streams per connection;
 #   (3) new TLS connections per second: `openssl s_time -new` (a full handshake each) against each;
-#   (4) siwa's sign-in page over HTTPS vs the same page of a siwa on plain HTTP (HTTP/1.1 kept alive, both);
+#   (4) siwa's sign-in page over HTTPS vs the same page of a siwa on plain HTTP (HTTP/1.1 kept alive, both), on the
+#       shared cores, then again with both siwas on core 0 and h2load on core 1 (taskset), so that h2load's own TLS
+#       is not taken from the HTTPS side;
 #   and what TLS costs per request: siwa's CPU time per request in (4), over HTTPS less over plain HTTP.
 # The certificate is ECDSA P-256 (what siwa obtains by ACME), made by openssl; the upstream is an nginx answering a
 # small page from memory (Benchmarks/lib.sh's start_upstream). nginx runs NGINX_WORKERS workers (auto: one per core).
 # Release builds under .build-release; everything on loopback, h2load included. A report, not a test: exits 0.
 #
 # Usage: Benchmarks/run-edge.sh
-# Environment: CONNECTIONS (64) MAX_STREAMS (10) ROUNDS (3) ROUND_SECONDS (5) HANDSHAKE_SECONDS (5)
+# Environment: CONNECTIONS (64) MAX_STREAMS (10) ROUNDS (5) ROUND_SECONDS (5) HANDSHAKE_SECONDS (5)
 #              NGINX_WORKERS (auto) SCRATCH_PATH (.build-release) LOG_DIR (/tmp/siwa-edge-bench-logs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONNS="${CONNECTIONS:-64}"
 STREAMS="${MAX_STREAMS:-10}"
-ROUNDS="${ROUNDS:-3}"
+ROUNDS="${ROUNDS:-5}"
 SECS="${ROUND_SECONDS:-5}"
 HANDSHAKE_SECS="${HANDSHAKE_SECONDS:-5}"
 NGINX_WORKERS="${NGINX_WORKERS:-auto}"
@@ -83,7 +85,9 @@ h2load_run() {
     local name="$1" watched="$2" url="$3"; shift 3
     local before after
     before="$(cpu_ticks $watched)"
-    h2load -c "$CONNS" -D "$SECS" --warm-up-time=1 "$@" "$url" > "$work/$name.txt" 2>&1 || true
+    local load=(h2load)
+    case "$name" in pinned-*) load=(taskset -c 1 h2load) ;; esac
+    "${load[@]}" -c "$CONNS" -D "$SECS" --warm-up-time=1 "$@" "$url" > "$work/$name.txt" 2>&1 || true
     after="$(cpu_ticks $watched)"
     local done_requests
     done_requests="$(awk '/^requests:/ {print $8; exit}' "$work/$name.txt")"
@@ -128,6 +132,19 @@ for r in $(seq 1 "$ROUNDS"); do
     h2load_run "page-plain-$r" "$plain_pid" "http://127.0.0.1:$plain_port/" --h1
 done
 page_tls="$(best page-tls)"; page_plain="$(best page-plain)"
+# The same, with the load off siwa's core: both siwas on core 0, h2load on core 1. On two shared cores h2load's own
+# TLS (about as much CPU per request as siwa's) comes out of the HTTPS side's budget; pinned, each line measures one
+# siwa on one core, so the ratio is siwa's own cost of TLS.
+pinned=""
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    pinned=1
+    taskset -a -p -c 0 "$siwa_pid" >/dev/null; taskset -a -p -c 0 "$plain_pid" >/dev/null
+    for r in $(seq 1 "$ROUNDS"); do
+        h2load_run "pinned-tls-$r" "$siwa_pid" "https://127.0.0.1:$sport/" --h1
+        h2load_run "pinned-plain-$r" "$plain_pid" "http://127.0.0.1:$plain_port/" --h1
+    done
+    pinned_tls="$(best pinned-tls)"; pinned_plain="$(best pinned-plain)"
+fi
 
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", 100 * a / b; else print "-" }'; }
 echo
@@ -139,7 +156,9 @@ echo "| (1) \`--upstream\` GET over HTTPS, HTTP/1.1 (req/s; peer: nginx TLS prox
 echo "| (2) the same over HTTP/2, $STREAMS streams per connection | $siwa_h2 | $nginx_h2 | $(pct "$siwa_h2" "$nginx_h2") % | ≥ 60 % |"
 echo "| (3) new TLS connections in ${HANDSHAKE_SECS} s (\`openssl s_time -new\`) | ${siwa_new:-?} | ${nginx_new:-?} | $(pct "${siwa_new:-0}" "${nginx_new:-0}") % | ≥ 60 % |"
 echo "| (4) sign-in page over HTTPS (peer: the same page on plain HTTP) | $page_tls | $page_plain | $(pct "$page_tls" "$page_plain") % | ≥ 80 % |"
+[ -n "$pinned" ] && echo "| (4) the same, siwa on core 0 and h2load on core 1 | $pinned_tls | $pinned_plain | $(pct "$pinned_tls" "$pinned_plain") % | ≥ 80 % |"
 echo
 echo "CPU time per request (siwa, µs): --upstream HTTPS/1.1 $(cat "$work/siwa-h1.cpu"), HTTP/2 $(cat "$work/siwa-h2.cpu"); sign-in page HTTPS $(cat "$work/page-tls.cpu"), plain $(cat "$work/page-plain.cpu"): TLS costs $(awk -v a="$(cat "$work/page-tls.cpu")" -v b="$(cat "$work/page-plain.cpu")" 'BEGIN { printf "%.1f", a - b }') µs per kept-alive request"
+[ -n "$pinned" ] && echo "Pinned (siwa alone on core 0), CPU time per request (µs): sign-in page HTTPS $(cat "$work/pinned-tls.cpu"), plain $(cat "$work/pinned-plain.cpu")"
 echo "nginx CPU time per request (µs): HTTPS/1.1 $(cat "$work/nginx-h1.cpu"), HTTP/2 $(cat "$work/nginx-h2.cpu")"
-echo "failed requests: siwa h1 $(failed siwa-h1), h2 $(failed siwa-h2); nginx h1 $(failed nginx-h1), h2 $(failed nginx-h2); pages $(failed page-tls)/$(failed page-plain)"
+echo "failed requests: siwa h1 $(failed siwa-h1), h2 $(failed siwa-h2); nginx h1 $(failed nginx-h1), h2 $(failed nginx-h2); pages $(failed page-tls)/$(failed page-plain)${pinned:+, pinned pages $(failed pinned-tls)/$(failed pinned-plain)}"
