@@ -84,10 +84,14 @@ nginx_url="https://127.0.0.1:$nport/"
 h2load_run() {
     local name="$1" watched="$2" url="$3"; shift 3
     local before after
-    before="$(cpu_ticks $watched)"
     local load=(h2load)
     case "$name" in pinned-*) load=(taskset -c 1 h2load) ;; esac
-    "${load[@]}" -c "$CONNS" -D "$SECS" --warm-up-time=1 "$@" "$url" > "$work/$name.txt" 2>&1 || true
+    # The CPU time is read after h2load's warm-up second, which its request count leaves out too.
+    "${load[@]}" -c "$CONNS" -D "$SECS" --warm-up-time=1 "$@" "$url" > "$work/$name.txt" 2>&1 &
+    local load_pid=$!
+    sleep 1
+    before="$(cpu_ticks $watched)"
+    wait "$load_pid" || true
     after="$(cpu_ticks $watched)"
     local done_requests
     done_requests="$(awk '/^requests:/ {print $8; exit}' "$work/$name.txt")"
