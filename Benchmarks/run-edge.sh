@@ -6,7 +6,7 @@
 #   (3) new TLS connections per second: `openssl s_time -new` (a full handshake each) against each;
 #   (4) siwa's sign-in page over HTTPS vs the same page of a siwa on plain HTTP (HTTP/1.1 kept alive, both), on the
 #       shared cores, then again with both siwas on core 0 and h2load on core 1 (taskset), so that h2load's own TLS
-#       is not taken from the HTTPS side;
+#       is not taken from the HTTPS side; and, for reference, nginx serving the page's bytes from a file both ways;
 #   and what TLS costs per request: siwa's CPU time per request in (4), over HTTPS less over plain HTTP.
 # The certificate is ECDSA P-256 (what siwa obtains by ACME), made by openssl; the upstream is an nginx answering a
 # small page from memory (Benchmarks/lib.sh's start_upstream). nginx runs NGINX_WORKERS workers (auto: one per core).
@@ -150,6 +150,30 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     pinned_tls="$(best pinned-tls)"; pinned_plain="$(best pinned-plain)"
 fi
 
+# For reference, what TLS costs the peer on the same page: nginx serving the sign-in page's bytes (as siwa rendered
+# them) from a file, over HTTPS and over plain HTTP, with the same certificate, on the shared cores.
+mkdir -p "$work/page"
+curl -s -o "$work/page/index.html" "http://127.0.0.1:$plain_port/"
+nginx_plain_port="$(free_port)"; nginx_tls_port="$(free_port)"
+start_nginx pages "$NGINX_WORKERS" "
+    ssl_session_cache shared:SSL:10m;
+    server {
+        listen 127.0.0.1:$nginx_plain_port;
+        listen 127.0.0.1:$nginx_tls_port ssl;
+        ssl_certificate $work/cert.pem;
+        ssl_certificate_key $work/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        keepalive_requests 100000;
+        root $work/page;
+        location = / { try_files /index.html =404; }
+    }"
+pages_pid="$nginx_pid"
+for r in $(seq 1 "$ROUNDS"); do
+    h2load_run "nginx-page-tls-$r" "$pages_pid" "https://127.0.0.1:$nginx_tls_port/" --h1
+    h2load_run "nginx-page-plain-$r" "$pages_pid" "http://127.0.0.1:$nginx_plain_port/" --h1
+done
+nginx_page_tls="$(best nginx-page-tls)"; nginx_page_plain="$(best nginx-page-plain)"
+
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", 100 * a / b; else print "-" }'; }
 echo
 echo "Edge benchmark, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), commit $measured"
@@ -161,8 +185,9 @@ echo "| (2) the same over HTTP/2, $STREAMS streams per connection | $siwa_h2 | $
 echo "| (3) new TLS connections in ${HANDSHAKE_SECS} s (\`openssl s_time -new\`) | ${siwa_new:-?} | ${nginx_new:-?} | $(pct "${siwa_new:-0}" "${nginx_new:-0}") % | ≥ 60 % |"
 echo "| (4) sign-in page over HTTPS (peer: the same page on plain HTTP) | $page_tls | $page_plain | $(pct "$page_tls" "$page_plain") % | ≥ 80 % |"
 [ -n "$pinned" ] && echo "| (4) the same, siwa on core 0 and h2load on core 1 | $pinned_tls | $pinned_plain | $(pct "$pinned_tls" "$pinned_plain") % | ≥ 80 % |"
+echo "| (4), for reference: nginx serving the same page's bytes from a file, over HTTPS vs plain HTTP | $nginx_page_tls | $nginx_page_plain | $(pct "$nginx_page_tls" "$nginx_page_plain") % | (none) |"
 echo
 echo "CPU time per request (siwa, µs): --upstream HTTPS/1.1 $(cat "$work/siwa-h1.cpu"), HTTP/2 $(cat "$work/siwa-h2.cpu"); sign-in page HTTPS $(cat "$work/page-tls.cpu"), plain $(cat "$work/page-plain.cpu"): TLS costs $(awk -v a="$(cat "$work/page-tls.cpu")" -v b="$(cat "$work/page-plain.cpu")" 'BEGIN { printf "%.1f", a - b }') µs per kept-alive request"
 [ -n "$pinned" ] && echo "Pinned (siwa alone on core 0), CPU time per request (µs): sign-in page HTTPS $(cat "$work/pinned-tls.cpu"), plain $(cat "$work/pinned-plain.cpu")"
-echo "nginx CPU time per request (µs): HTTPS/1.1 $(cat "$work/nginx-h1.cpu"), HTTP/2 $(cat "$work/nginx-h2.cpu")"
+echo "nginx CPU time per request (µs): HTTPS/1.1 $(cat "$work/nginx-h1.cpu"), HTTP/2 $(cat "$work/nginx-h2.cpu"); the page's bytes over HTTPS $(cat "$work/nginx-page-tls.cpu"), plain $(cat "$work/nginx-page-plain.cpu")"
 echo "failed requests: siwa h1 $(failed siwa-h1), h2 $(failed siwa-h2); nginx h1 $(failed nginx-h1), h2 $(failed nginx-h2); pages $(failed page-tls)/$(failed page-plain)${pinned:+, pinned pages $(failed pinned-tls)/$(failed pinned-plain)}"
