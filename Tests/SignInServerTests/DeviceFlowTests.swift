@@ -175,7 +175,7 @@ struct DeviceFlowTests {
             let blocked = try await h.get("/auth/device?user_code=" + (started["user_code"] as? String ?? ""), cookies: [h.sessionCookie: session])
             #expect(blocked.status == .tooManyRequests)
             #expect(blocked.headers[.retryAfter] == "900")
-            let audit = try String(contentsOfFile: auditPath, encoding: .utf8)
+            let audit = try await Fixtures.audit(at: auditPath, holding: "device-code-guessing")
             #expect(audit.components(separatedBy: "device-code-miss").count - 1 == 5)
             #expect(audit.contains("device-code-guessing"))
 

@@ -56,7 +56,7 @@ struct ServiceClientTests {
             #expect(json["refresh_token"] == nil)
             #expect(json["id_token"] == nil)
             #expect(answer.headers[.cacheControl] == "no-store")
-            let audit = try String(contentsOfFile: auditPath, encoding: .utf8)
+            let audit = try await Fixtures.audit(at: auditPath, holding: "\"event\":\"service-token\"")
             #expect(audit.contains("\"event\":\"service-token\"") && audit.contains("service:billing"))
 
             let inside = try await Self.check(h, token, path: "/internal/report")

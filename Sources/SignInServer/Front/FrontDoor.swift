@@ -75,7 +75,8 @@ struct SiwaPaths: Sendable {
         let doubleSlash = zip(bytes, bytes.dropFirst()).contains { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: "/") }
         let normalized = doubleSlash || (bytes.count > 1 && bytes.last == UInt8(ascii: "/"))
             ? "/" + path.split(separator: "/").joined(separator: "/") : path
-        return exact.contains(normalized) || prefixes.contains { normalized.hasPrefix($0) }
+        // By byte: a prefix of siwa's ends in `/`, so a byte match is a path match, and `hasPrefix` compares characters.
+        return exact.contains(normalized) || prefixes.contains { normalized.utf8.starts(with: $0.utf8) }
     }
 }
 

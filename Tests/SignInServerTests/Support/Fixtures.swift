@@ -63,3 +63,16 @@ enum Fixtures {
         return fields
     }
 }
+
+extension Fixtures {
+    /// The audit file at `path` once it holds `expected` (siwa writes the audit trail from a queue, after the answer
+    /// that recorded the event may have reached the test), or as it is after `timeout`.
+    static func audit(at path: String, holding expected: String, timeout: Duration = .seconds(15)) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            if text.contains(expected) || ContinuousClock.now >= deadline { return text }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
