@@ -246,7 +246,8 @@ public func buildApplication(
             let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits)
             guard let edge else { return http1 }
             return EdgeChannel(
-                http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics, fastPath: fastPath),
+                http1: http1,
+                http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics, fastPath: fastPath, webSockets: http1),
                 certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
                 challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
             )

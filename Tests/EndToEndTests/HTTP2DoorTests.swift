@@ -170,4 +170,96 @@ struct HTTP2DoorTests {
             #expect(single.values("cookie") == ["a=1"], "\(single.headers)")
         }
     }
+
+    /// What `h2_websocket.py` saw of a WebSocket over HTTP/2.
+    struct WebSocketOutcome: Decodable {
+        struct Message: Decodable, Equatable {
+            let opcode: Int
+            let text: String?
+            let hex: String?
+        }
+
+        let enabled: Int?
+        let status: Int?
+        let fields: [[String]]
+        let body: String
+        let messages: [Message]
+        let close_code: Int?
+        let ended: Bool
+        let reset: Int?
+
+        func values(_ name: String) -> [String] { fields.filter { $0.first == name }.map { $0.count > 1 ? $0[1] : "" } }
+    }
+
+    /// Opens a WebSocket on `path` over HTTP/2 with `cookie` and talks to the echo upstream through it.
+    static func webSocket(https: Int, cert: String, path: String, cookie: String?, protocol: String = "websocket") async throws -> WebSocketOutcome {
+        let script = ExternalTool.thirdPartyScripts.appendingPathComponent("h2_websocket.py").path
+        let outcome = try await ChildProcess.run(
+            try ExternalTool.authlibPython.executable(), arguments: [script, String(https), "auth.localhost", cert, path, cookie ?? "", `protocol`],
+            environment: [:], timeLimit: .seconds(60)
+        )
+        guard let line = outcome.stdout.split(separator: "\n").last, let result = try? JSONDecoder().decode(WebSocketOutcome.self, from: Data(line.utf8)) else {
+            throw EndToEndError("h2_websocket.py printed no result: \(outcome.stdout.suffix(2000)) \(outcome.stderr.suffix(2000))")
+        }
+        return result
+    }
+
+    @Test("a WebSocket over HTTP/2 (RFC 8441): siwa announces extended CONNECT in front of an upstream; without a session the stream is answered 401 and the upstream sees nothing; with one, the upstream's handshake carries the person and no forged identity, the stream is answered 200 with the upstream's subprotocol, and messages, both ways, and the close code go end to end; an upstream that does not switch is 502; another :protocol is reset")
+    func webSocketOverHTTP2() async throws {
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            try await withWebSocketEchoUpstream { port, tally in
+                let settings: [String: String?] = ["tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https)]
+                try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { site, _ in
+                    let anonymous = try await Self.webSocket(https: https, cert: cert, path: "/ws/chat", cookie: nil)
+                    #expect(anonymous.enabled == 1, "SETTINGS_ENABLE_CONNECT_PROTOCOL")
+                    #expect(anonymous.status == 401, "\(anonymous)")
+                    #expect(anonymous.ended)
+                    #expect(tally.requests == 0, "the upstream was contacted without a session")
+
+                    // A session as siwa stores one (the SHA-256 of its value), for a person of the emulator's.
+                    let ada = site.user("Ada")
+                    let value = "h2websocket" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+                    let seed = """
+                        import hashlib, sqlite3, sys, time
+                        db, value, sub, email = sys.argv[1:5]
+                        now = time.time()
+                        c = sqlite3.connect(db, timeout=30)
+                        with c:
+                            c.execute("INSERT OR IGNORE INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at) VALUES (?, ?, 0, 'Ada', 'L', ?, ?)", (sub, email, now, now))
+                            c.execute("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, 'csrf', ?, ?)", (hashlib.sha256(value.encode()).hexdigest(), sub, now, now + 3600))
+                        """
+                    let seeded = try await ChildProcess.run(
+                        try ExternalTool.authlibPython.executable(), arguments: ["-c", seed, site.databasePath, value, ada.sub, ada.email], environment: [:]
+                    )
+                    #expect(seeded.status == 0, "\(seeded.stderr)")
+                    let opened = try await Self.webSocket(https: https, cert: cert, path: "/ws/chat?room=2", cookie: "__Host-siwa_session=\(value); theme=dark")
+                    #expect(opened.status == 200, "\(opened)")
+                    #expect(opened.values("sec-websocket-protocol") == ["echo.v2"])
+                    #expect(opened.values("sec-websocket-accept").isEmpty && opened.values("upgrade").isEmpty, "HTTP/2 carries no handshake fields: \(opened.fields)")
+                    #expect(opened.values("set-cookie").isEmpty, "the upstream's answer may not set siwa's session cookie")
+                    try #require(opened.messages.count == 3, "\(opened)")
+                    let handshake = try EchoedRequest(json: ByteBuffer(string: opened.messages[0].text ?? ""))
+                    #expect(handshake.method == "GET" && handshake.path == "/ws/chat?room=2")
+                    #expect(handshake.values("x-auth-request-user") == [ada.sub])
+                    #expect(handshake.values("x-siwa-assertion").count == 1)
+                    #expect(handshake.values("cookie") == ["theme=dark"], "siwa's cookie stays with siwa")
+                    #expect(opened.messages[1] == .init(opcode: 1, text: "hello 李雷", hex: nil))
+                    #expect(opened.messages[2] == .init(opcode: 2, text: nil, hex: "000102ff"))
+                    #expect(opened.close_code == 4001)
+                    #expect(opened.ended, "the stream ended after the close")
+                    #expect(tally.requests == 1)
+
+                    let refused = try await Self.webSocket(https: https, cert: cert, path: "/ws-refused", cookie: "__Host-siwa_session=\(value)")
+                    #expect(refused.status == 502, "\(refused)")
+                    #expect(refused.ended && refused.messages.isEmpty)
+                    #expect(tally.requests == 2)
+                    let other = try await Self.webSocket(https: https, cert: cert, path: "/ws/chat", cookie: "__Host-siwa_session=\(value)", protocol: "connect-udp")
+                    #expect(other.reset == 1, "PROTOCOL_ERROR: \(other)")
+                    #expect(other.status == nil)
+                    #expect(tally.requests == 2, "nothing reached the upstream")
+                }
+            }
+        }
+    }
 }

@@ -24,8 +24,16 @@ struct EdgeHTTP2: Sendable {
 
     struct Value: ServerChildChannelValue {
         let channel: any Channel
-        /// The streams that go to the responder, as they start.
-        let streams: AsyncStream<Stream>
+        /// The streams that go to the responder, or open a WebSocket, as they start.
+        let streams: AsyncStream<Launched>
+    }
+
+    /// A stream the byte path did not take.
+    enum Launched: Sendable {
+        /// A request for the responder.
+        case request(Stream)
+        /// A WebSocket opened over the stream (RFC 8441), carried as the HTTP/1.1 upgrade (`UpstreamWebSocketChannel`).
+        case webSocket(UpstreamWebSocketChannel.Value)
     }
 
     let responder: HTTPChannelHandler.Responder
@@ -35,6 +43,8 @@ struct EdgeHTTP2: Sendable {
     let metrics: ServerMetrics
     /// The byte path's answers (the same as HTTP/1.1's).
     let fastPath: FastPathAnswers
+    /// In front of an upstream: WebSockets over HTTP/2 (RFC 8441), passed as HTTP/1.1's are. Nil: none announced.
+    var webSockets: UpstreamWebSocketChannel? = nil
 
     var configuration: NIOHTTP2Handler.Configuration {
         var configuration = NIOHTTP2Handler.Configuration()
@@ -43,6 +53,7 @@ struct EdgeHTTP2: Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: limits.maxHeaderListSize),
             HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
         ]
+        if webSockets != nil { configuration.connection.initialSettings.append(HTTP2Setting(parameter: .enableConnectProtocol, value: 1)) }
         configuration.connection.controlFrameRateLimit.maximumCount = limits.maxControlFrames
         configuration.connection.controlFrameRateLimit.windowLength = .seconds(30)
         configuration.stream.streamResetFrameRateLimit.maximumCount = limits.maxResets
@@ -57,7 +68,8 @@ struct EdgeHTTP2: Sendable {
         let fastPath = fastPath
         let configuration = configuration
         return channel.eventLoop.makeCompletedFuture {
-            let (streams, launched) = AsyncStream.makeStream(of: Stream.self)
+            let (streams, launched) = AsyncStream.makeStream(of: Launched.self)
+            let webSockets = webSockets
             channel.closeFuture.whenComplete { _ in launched.finish() }
             let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics)
             let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
@@ -77,7 +89,7 @@ struct EdgeHTTP2: Sendable {
                     try pipeline.addHandler(stall)
                     try pipeline.addHandler(HTTP2StreamBridge())
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
-                    try pipeline.addHandler(CodecInstaller(launched: launched))
+                    try pipeline.addHandler(CodecInstaller(launched: launched, webSockets: webSockets, logger: logger))
                 }
             }
             try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
@@ -87,8 +99,17 @@ struct EdgeHTTP2: Sendable {
 
     func handle(value: Value, logger: Logger) async {
         await withDiscardingTaskGroup { group in
-            for await stream in value.streams {
-                group.addTask { await self.handle(stream: stream, logger: logger) }
+            for await launched in value.streams {
+                switch launched {
+                case .request(let stream):
+                    group.addTask { await self.handle(stream: stream, logger: logger) }
+                case .webSocket(let opened):
+                    guard let webSockets else {
+                        opened.channel.close(promise: nil)
+                        continue
+                    }
+                    group.addTask { await webSockets.handle(value: opened, logger: logger) }
+                }
             }
         }
     }
@@ -208,18 +229,36 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
 }
 
 /// Behind the byte path on a stream: the first bytes it hands on (a request it does not take) install NIO's HTTP/1
-/// codecs and the launcher after it. A stream the byte path answers never builds them.
+/// codecs and the launcher after it. A stream the byte path answers never builds them. A stream that opens a
+/// WebSocket (RFC 8441, `HTTP2StreamBridge.opensWebSocket`) gets the HTTP/1.1 upgrade's pipeline instead, as a
+/// connection to siwa in front of an upstream has it (`UpstreamWebSocketChannel`): the same decision, the same
+/// handshake with the upstream, the same relay.
 final class CodecInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private let launched: AsyncStream<EdgeHTTP2.Stream>.Continuation
+    private let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
+    private let webSockets: UpstreamWebSocketChannel?
+    private let logger: Logger
 
-    init(launched: AsyncStream<EdgeHTTP2.Stream>.Continuation) {
+    init(launched: AsyncStream<EdgeHTTP2.Launched>.Continuation, webSockets: UpstreamWebSocketChannel?, logger: Logger) {
         self.launched = launched
+        self.webSockets = webSockets
+        self.logger = logger
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if let webSockets, (try? context.pipeline.syncOperations.handler(type: HTTP2StreamBridge.self))?.opensWebSocket == true {
+            do {
+                let opened = try webSockets.configureUpgrades(channel: context.channel, logger: logger)
+                guard case .enqueued = launched.yield(.webSocket(opened)) else { return context.close(promise: nil) }
+            } catch {
+                return context.close(promise: nil)
+            }
+            context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
         do {
             let pipeline = context.pipeline.syncOperations
             // Added in order after this handler, which then leaves: the bytes go on to the decoder.
@@ -246,10 +285,10 @@ final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
 
-    private let launched: AsyncStream<EdgeHTTP2.Stream>.Continuation
+    private let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
     private var started = false
 
-    init(launched: AsyncStream<EdgeHTTP2.Stream>.Continuation) {
+    init(launched: AsyncStream<EdgeHTTP2.Launched>.Continuation) {
         self.launched = launched
     }
 
@@ -258,7 +297,7 @@ final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
             started = true
             do {
                 let stream = try EdgeHTTP2.Stream(wrappingChannelSynchronously: context.channel)
-                guard case .enqueued = launched.yield(stream) else {
+                guard case .enqueued = launched.yield(.request(stream)) else {
                     // The connection is over.
                     return context.close(promise: nil)
                 }

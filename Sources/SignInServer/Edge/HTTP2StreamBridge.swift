@@ -1,4 +1,5 @@
 import DoorHTTP
+import Foundation
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -27,6 +28,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         case head
         /// The body follows; `chunked` when the head had no `Content-Length`.
         case body(chunked: Bool)
+        /// A WebSocket over the stream (RFC 8441): its DATA passes as it comes, its end as the end of input.
+        case tunnel
         case ended
     }
 
@@ -37,6 +40,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         case chunked(ChunkedFraming)
         /// Ends when the writer ends its side.
         case untilClose
+        /// A WebSocket switched (RFC 8441): the bytes that follow the `101` pass as DATA until the writer ends its side.
+        case tunnel
         case ended
     }
 
@@ -49,6 +54,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     private var method = ""
     /// The frame made last in a write, held so that the write's promise goes with the last of them.
     private var held: HTTP2Frame.FramePayload?
+    /// The stream opens a WebSocket (RFC 8441's extended CONNECT, `:protocol` `websocket`), carried as the HTTP/1.1
+    /// upgrade handshake it stands for (`CodecInstaller` builds the upgrade's pipeline for it).
+    private(set) var opensWebSocket = false
 
     // MARK: The request
 
@@ -60,7 +68,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 guard let (head, chunked) = request(headers.headers, endStream: headers.endStream, allocator: context.channel.allocator) else {
                     return refuse(context: context)
                 }
-                inbound = headers.endStream ? .ended : .body(chunked: chunked)
+                inbound = headers.endStream ? .ended : opensWebSocket ? .tunnel : .body(chunked: chunked)
                 context.fireChannelRead(wrapInboundOut(head))
             case .body(let chunked):
                 // Trailers: the chunked body's, after its last chunk.
@@ -77,10 +85,22 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 }
                 end.writeString("\r\n")
                 context.fireChannelRead(wrapInboundOut(end))
+            case .tunnel:
+                // Trailers on a WebSocket's stream: its end.
+                inbound = .ended
+                context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
             case .ended:
                 break
             }
         case .data(let frame):
+            if case .tunnel = inbound {
+                if case .byteBuffer(let bytes) = frame.data, bytes.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(bytes)) }
+                if frame.endStream {
+                    inbound = .ended
+                    context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+                }
+                return
+            }
             guard case .body(let chunked) = inbound else { return }
             guard case .byteBuffer(let bytes) = frame.data else { return }
             if chunked {
@@ -123,6 +143,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         // The fields after the request line and `Host`: written to their own buffer first.
         var fields = allocator.buffer(capacity: 512)
         var host: String?
+        var connectProtocol: String?
+        var hasKey = false
         for (name, value, _) in headers {
             guard Self.isFieldValue(value) else { return nil }
             switch name {
@@ -130,6 +152,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             case ":path": path = value
             case ":authority": authority = value
             case ":scheme": continue
+            case ":protocol": connectProtocol = value
             case let pseudo where pseudo.hasPrefix(":"): return nil
             case "cookie": cookies.append(value)
             case "host":
@@ -142,17 +165,35 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             default:
                 guard RawHTTP.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return nil }
                 if name == "content-length" { hasLength = true }
+                if name == "sec-websocket-key" { hasKey = true }
                 fields.writeString(name)
                 fields.writeString(": ")
                 fields.writeString(value)
                 fields.writeString("\r\n")
             }
         }
-        guard let method, RawHTTP.isToken(method) else { return nil }
+        guard var method, RawHTTP.isToken(method) else { return nil }
+        // RFC 8441: an extended CONNECT (`:protocol`) opens a WebSocket on the stream, and stands for the HTTP/1.1
+        // handshake (a GET asking for the upgrade; HTTP/2 has no `Sec-WebSocket-Key`, so one is made for the
+        // upstream's HTTP/1.1). NIO's HTTP/2 handler lets `:protocol` through only because siwa announced
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL, which it does in front of an upstream; another protocol is not carried.
+        if let connectProtocol {
+            guard method == "CONNECT", RawHTTP.equalsIgnoringCase(Substring(connectProtocol), "websocket") else { return nil }
+            method = "GET"
+            opensWebSocket = true
+        }
         // CONNECT names an authority, not a path (RFC 9113 §8.5).
         guard let target = method == "CONNECT" ? authority : path, Self.isTarget(target) else { return nil }
         if let host, let authority, host.lowercased() != authority.lowercased() { return nil }
         self.method = method
+        if opensWebSocket {
+            fields.writeStaticString("upgrade: websocket\r\nconnection: upgrade\r\n")
+            if !hasKey {
+                fields.writeStaticString("sec-websocket-key: ")
+                fields.writeString(Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString())
+                fields.writeStaticString("\r\n")
+            }
+        }
         out.writeString(method)
         out.writeString(" ")
         out.writeString(target)
@@ -169,7 +210,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             out.writeString("\r\n")
         }
         out.writeBuffer(&fields)
-        let chunked = !endStream && !hasLength
+        let chunked = !endStream && !hasLength && !opensWebSocket
         if chunked { out.writeString("transfer-encoding: chunked\r\n") }
         out.writeString("\r\n")
         return (out, chunked)
@@ -211,6 +252,22 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                     return
                 }
                 pending = nil
+                if head.status == 101, opensWebSocket {
+                    // Switched: over HTTP/2 that is a 200 (RFC 8441 §5), without the handshake's own fields, and the
+                    // stream carries the WebSocket's bytes from here.
+                    var fields = HPACKHeaders()
+                    fields.add(name: ":status", value: "200")
+                    let start = answer.readerIndex
+                    for line in head.lines where !AnswerFilter.hopByHop.contains(line.name) && line.name != "sec-websocket-accept" {
+                        fields.add(name: line.name, value: answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "")
+                    }
+                    answer.moveReaderIndex(forwardBy: head.length)
+                    pending = nil
+                    outbound = .tunnel
+                    emit(.headers(.init(headers: fields)), context: context)
+                    bytes = answer
+                    continue
+                }
                 if head.status < 200 {
                     // An interim answer: the answer follows.
                     guard head.status != 101 else { return reset(context: context) }
@@ -280,7 +337,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                     trailers = nil
                 }
                 return
-            case .untilClose:
+            case .untilClose, .tunnel:
                 guard bytes.readableBytes > 0 else { return }
                 emit(.data(.init(data: .byteBuffer(bytes))), context: context)
                 return
@@ -324,9 +381,12 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// connection ends its stream; the stream closes once the client has ended its side too.
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         guard mode == .output else { return context.close(mode: mode, promise: promise) }
-        if case .untilClose = outbound {
+        switch outbound {
+        case .untilClose, .tunnel:
             outbound = .ended
             context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))), promise: nil)
+        case .head, .length, .chunked, .ended:
+            break
         }
         promise?.succeed()
     }

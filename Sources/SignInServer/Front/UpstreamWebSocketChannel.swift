@@ -42,37 +42,44 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            let handoff = UpgradeHandoff()
-            let upgrader = ClientUpgrader(gate: gate, owned: owned, handoff: handoff, logger: logger)
-            let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome(countsHeads: false))
-                    try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-                    try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
-                    let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
-                        wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)
-                    )
-                    return .http(http)
-                }
-            }
             // Ahead of NIO's HTTP codecs: the client's time limits, then the requests passed to the upstream from
             // memory, as bytes (`RawFrontPath`).
             try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits))
             try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
-            var pipeline = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
-            // As Hummingbird's own HTTP/1 channel: requests are taken one at a time by the async channel, header
-            // validation is Hummingbird's.
-            pipeline.enablePipelining = false
-            // NIO's handler answers a request it cannot parse with 400 and ends the connection; without it, a first
-            // request NIO could not read (an unknown method, say) was never answered, the connection left open.
-            pipeline.enableErrorHandling = true
-            pipeline.enableResponseHeaderValidation = false
-            let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
-            let decoder = try channel.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try channel.pipeline.syncOperations.addHandler(DoorRequestHeads(), position: .after(decoder.handler))
-            try channel.pipeline.syncOperations.addHandler(ClosesOnParserError())
-            return Value(outcome: outcome, handoff: handoff, channel: channel)
+            return try configureUpgrades(channel: channel, logger: logger)
         }
+    }
+
+    /// NIO's HTTP/1 codecs with the WebSocket upgrade, at the end of `channel`'s pipeline: on a connection, after the
+    /// byte path; on an HTTP/2 stream that opens a WebSocket (RFC 8441), after the stream's bridge, which carries it
+    /// as this same handshake (`EdgeHTTP2`).
+    func configureUpgrades(channel: any Channel, logger: Logger) throws -> Value {
+        let handoff = UpgradeHandoff()
+        let upgrader = ClientUpgrader(gate: gate, owned: owned, handoff: handoff, logger: logger)
+        let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(upgraders: [upgrader]) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(SaysConnectionOutcome(countsHeads: false))
+                try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                try channel.pipeline.syncOperations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
+                let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                    wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true)
+                )
+                return .http(http)
+            }
+        }
+        var pipeline = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
+        // As Hummingbird's own HTTP/1 channel: requests are taken one at a time by the async channel, header
+        // validation is Hummingbird's.
+        pipeline.enablePipelining = false
+        // NIO's handler answers a request it cannot parse with 400 and ends the connection; without it, a first
+        // request NIO could not read (an unknown method, say) was never answered, the connection left open.
+        pipeline.enableErrorHandling = true
+        pipeline.enableResponseHeaderValidation = false
+        let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: pipeline)
+        let decoder = try channel.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        try channel.pipeline.syncOperations.addHandler(DoorRequestHeads(), position: .after(decoder.handler))
+        try channel.pipeline.syncOperations.addHandler(ClosesOnParserError())
+        return Value(outcome: outcome, handoff: handoff, channel: channel)
     }
 
     func handle(value: Value, logger: Logger) async {
