@@ -1,5 +1,6 @@
 import AppleIDEmulator
 import Foundation
+import NIOCore
 import Testing
 import TestSupport
 
@@ -53,6 +54,60 @@ extension BrowserSignInTests {
                     let cookies = try await browser.cookieAttributes()
                     let session = cookies.first { $0.name == "__Host-siwa_session" }
                     #expect(session?.secure == true && session?.httpOnly == true, "\(cookies)")
+                }
+            }
+        }
+    }
+
+    @Test("a WebSocket from Chromium over siwa's HTTP/2 (RFC 8441): signed in through the gate, the upstream's page opens wss:// on the same HTTP/2 connection; the upstream's handshake carries the person; messages go both ways; Chromium opened no HTTP/1.1 connection")
+    func webSocketOverHTTP2InChromium() async throws {
+        let e2e = try EndToEnd.current()
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            try await withWebSocketEchoUpstream { port, tally in
+                let settings: [String: String?] = ["tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https)]
+                try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { site, _ in
+                    let trusted = "--ignore-certificate-errors-spki-list=" + (try await Self.spkiHash(cert))
+                    try await e2e.sessions.with(language: "en-US", extra: [trusted]) { browser in
+                        let page = site.url("/app/start")
+                        #expect(page.hasPrefix("https://auth.localhost:\(https)/"))
+                        try await browser.open(page)
+                        try await browser.waitForPage(site.emulatorOrigin + "/auth/authorize")
+                        let ada = site.user("Ada")
+                        try await browser.element("input[name=emulator_user][value=\"\(ada.sub)\"]").click()
+                        try await browser.element("#continue").click()
+                        try await browser.waitForPage(page)
+                        #expect(try await browser.execute("return performance.getEntriesByType('navigation')[0].nextHopProtocol").string == "h2")
+                        try await browser.execute(
+                            """
+                            window.got = [];
+                            const ws = new WebSocket('wss://' + location.host + '/ws/chat?from=chromium');
+                            ws.onmessage = (event) => { window.got.push(event.data); if (window.got.length === 1) ws.send('hello over h2'); };
+                            ws.onclose = (event) => { window.closedWith = event.code; };
+                            window.ws = ws;
+                            """
+                        )
+                        try await browser.waitUntil("the handshake's message and the echo") {
+                            (try await browser.execute("return window.got.length >= 2").bool) ?? false
+                        }
+                        let got = try await browser.execute("return window.got").array?.compactMap(\.string) ?? []
+                        let handshake = try EchoedRequest(json: ByteBuffer(string: got.first ?? ""))
+                        #expect(handshake.path == "/ws/chat?from=chromium")
+                        #expect(handshake.values("x-auth-request-user") == [ada.sub])
+                        #expect(got.dropFirst().first == "hello over h2")
+                        try await browser.execute("window.ws.send('close:4002')")
+                        try await browser.waitUntil("the upstream's close") { (try await browser.execute("return window.closedWith === 4002").bool) ?? false }
+                        #expect(tally.requests >= 1)
+                    }
+                    // Every connection Chromium made was HTTP/2: the WebSocket went on one of them.
+                    let metrics = try await ChildProcess.run(
+                        URL(fileURLWithPath: "/usr/bin/curl"),
+                        arguments: ["-sS", "--http2", "--cacert", cert, "--connect-to", "auth.localhost:\(https):127.0.0.1:\(https)", "https://auth.localhost:\(https)/metrics"],
+                        environment: [:]
+                    )
+                    let lines = metrics.stdout.split(separator: "\n").filter { $0.hasPrefix("siwa_tls_connections_total") }
+                    #expect(lines.contains { $0.contains("protocol=\"h2\"") && !$0.hasSuffix(" 0") }, "\(lines)")
+                    #expect(!lines.contains { $0.contains("protocol=\"http/1.1\"") && !$0.hasSuffix(" 0") }, "an HTTP/1.1 connection was opened: \(lines)")
                 }
             }
         }
