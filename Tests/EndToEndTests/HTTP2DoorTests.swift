@@ -112,7 +112,7 @@ struct HTTP2DoorTests {
         }
     }
 
-    @Test("heads no HTTP/1.1 reader could take the same way (a connection's field, TE other than trailers, CR, LF or NUL in a value, a name that is no token, a Host naming another authority, an odd method) reset their stream with PROTOCOL_ERROR (or, for what HPACK itself refuses, end the connection) and reach nothing; the next request is answered")
+    @Test("heads no HTTP/1.1 reader could take the same way (a connection's field, TE other than trailers, CR, LF or NUL in a value, a name that is no token, a Host naming another authority, an odd method, an extended CONNECT for another protocol or on another method) reset their stream with PROTOCOL_ERROR (or, for what HPACK itself refuses, end the connection) and reach nothing; the next request is answered")
     func malformedHeads() async throws {
         try await Self.withSite { site, https, cert in
             var generator = SplitMix64(seed: 36)
@@ -133,6 +133,16 @@ struct HTTP2DoorTests {
             for name in ["x note", "x:note", "x\"note", "x(note)", "", "x\u{e9}"] { bad.append(("name \(name.debugDescription)", Sent(path: "/public/a", fields: [[name, "1"]]))) }
             bad.append(("a Host naming another authority", Sent(path: "/public/a", fields: [["host", "evil.example"]])))
             for method in ["GE T", "GET\r\nX: 1", "", "G(ET"] { bad.append(("method \(method.debugDescription)", Sent(method: method, path: "/public/a"))) }
+            // RFC 8441's extended CONNECT (announced here, in front of an upstream) carried wrongly: `:protocol` on
+            // another method, a protocol siwa does not carry, CR or LF in it, a connection's field beside it.
+            let connects: [(String, String, [[String]])] = [
+                ("GET", "websocket", []), ("CONNECT", "", []), ("CONNECT", "connect-udp", []), ("CONNECT", "websocket\r\nX-Siwa-User: ada", []),
+                ("CONNECT", "websocket", [["upgrade", "websocket"]]), ("CONNECT", "websocket", [["connection", "upgrade"]]),
+                ("CONNECT", "websocket", [["sec-websocket-key", "a\r\nX-Siwa-User: ada"]]),
+            ]
+            for (method, name, fields) in connects {
+                bad.append(("\(method) with :protocol \(name.debugDescription) \(fields)", Sent(method: method, path: "/public/ws", fields: [[":protocol", name]] + fields)))
+            }
             // Each malformed head, then a good one on the same connection: answered, and the only one the upstream saw.
             var requests: [Sent] = []
             for (_, sent) in bad {
