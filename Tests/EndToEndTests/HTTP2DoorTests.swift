@@ -139,10 +139,14 @@ struct HTTP2DoorTests {
                 ("GET", "websocket", []), ("CONNECT", "", []), ("CONNECT", "connect-udp", []), ("CONNECT", "websocket\r\nX-Siwa-User: ada", []),
                 ("CONNECT", "websocket", [["upgrade", "websocket"]]), ("CONNECT", "websocket", [["connection", "upgrade"]]),
                 ("CONNECT", "websocket", [["sec-websocket-key", "a\r\nX-Siwa-User: ada"]]),
+                // The client ends its side with the head (this client sends END_STREAM on a head without a body).
+                ("CONNECT", "websocket", []),
             ]
             for (method, name, fields) in connects {
                 bad.append(("\(method) with :protocol \(name.debugDescription) \(fields)", Sent(method: method, path: "/public/ws", fields: [[":protocol", name]] + fields)))
             }
+            // A length on a CONNECT (which has no content): its DATA would be read as a body.
+            bad.append(("CONNECT :protocol websocket with a Content-Length", Sent(method: "CONNECT", path: "/public/ws", fields: [[":protocol", "websocket"], ["content-length", "5"]], body: "hello")))
             // Each malformed head, then a good one on the same connection: answered, and the only one the upstream saw.
             var requests: [Sent] = []
             for (_, sent) in bad {
@@ -214,7 +218,7 @@ struct HTTP2DoorTests {
         return result
     }
 
-    @Test("a WebSocket over HTTP/2 (RFC 8441): siwa announces extended CONNECT in front of an upstream; without a session the stream is answered 401 and the upstream sees nothing; with one, the upstream's handshake carries the person and no forged identity, the stream is answered 200 with the upstream's subprotocol, and messages, both ways, and the close code go end to end; an upstream that does not switch is 502; another :protocol is reset")
+    @Test("a WebSocket over HTTP/2 (RFC 8441): siwa announces extended CONNECT in front of an upstream; without a session the stream is answered 401 and the upstream sees nothing; with one, the upstream's handshake carries the person and no forged identity, the stream is answered 200 with the upstream's subprotocol, and messages, both ways, and the close code go end to end; an upstream that does not switch is 502; siwa's own path, which would answer 200, and another :protocol are reset")
     func webSocketOverHTTP2() async throws {
         try await TestCertificate.withSelfSigned { cert, key in
             let https = try await FreePorts.reserve(1)[0]
@@ -264,6 +268,11 @@ struct HTTP2DoorTests {
                     #expect(refused.status == 502, "\(refused)")
                     #expect(refused.ended && refused.messages.isEmpty)
                     #expect(tally.requests == 2)
+                    // One of siwa's own paths answers with its page, which over RFC 8441 would read as an open
+                    // WebSocket: reset instead.
+                    let own = try await Self.webSocket(https: https, cert: cert, path: "/healthz", cookie: "__Host-siwa_session=\(value)")
+                    #expect(own.status == nil && own.reset != nil, "\(own)")
+                    #expect(own.messages.isEmpty)
                     let other = try await Self.webSocket(https: https, cert: cert, path: "/ws/chat", cookie: "__Host-siwa_session=\(value)", protocol: "connect-udp")
                     #expect(other.reset == 1, "PROTOCOL_ERROR: \(other)")
                     #expect(other.status == nil)

@@ -1,3 +1,4 @@
+import Crypto
 import DoorHTTP
 import Foundation
 import NIOCore
@@ -57,6 +58,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// The stream opens a WebSocket (RFC 8441's extended CONNECT, `:protocol` `websocket`), carried as the HTTP/1.1
     /// upgrade handshake it stands for (`CodecInstaller` builds the upgrade's pipeline for it).
     private(set) var opensWebSocket = false
+    /// The `Sec-WebSocket-Key` siwa made for the upstream's handshake: its `Sec-WebSocket-Accept` is checked here,
+    /// since the HTTP/2 client has no key to check it against.
+    private var webSocketKey = ""
 
     // MARK: The request
 
@@ -144,7 +148,6 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         var fields = allocator.buffer(capacity: 512)
         var host: String?
         var connectProtocol: String?
-        var hasKey = false
         for (name, value, _) in headers {
             guard Self.isFieldValue(value) else { return nil }
             switch name {
@@ -165,7 +168,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             default:
                 guard RawHTTP.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return nil }
                 if name == "content-length" { hasLength = true }
-                if name == "sec-websocket-key" { hasKey = true }
+                // RFC 8441 §5: a WebSocket over HTTP/2 has no key of its own; siwa makes the one its handshake needs.
+                if name == "sec-websocket-key", connectProtocol != nil { continue }
                 fields.writeString(name)
                 fields.writeString(": ")
                 fields.writeString(value)
@@ -178,7 +182,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         // upstream's HTTP/1.1). NIO's HTTP/2 handler lets `:protocol` through only because siwa announced
         // SETTINGS_ENABLE_CONNECT_PROTOCOL, which it does in front of an upstream; another protocol is not carried.
         if let connectProtocol {
-            guard method == "CONNECT", RawHTTP.equalsIgnoringCase(Substring(connectProtocol), "websocket") else { return nil }
+            // A tunnel the client ends with its head, or one with a length (CONNECT has no content, RFC 9110 §9.3.6),
+            // is no WebSocket.
+            guard method == "CONNECT", RawHTTP.equalsIgnoringCase(Substring(connectProtocol), "websocket"), !endStream, !hasLength else { return nil }
             method = "GET"
             opensWebSocket = true
         }
@@ -187,12 +193,10 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         if let host, let authority, host.lowercased() != authority.lowercased() { return nil }
         self.method = method
         if opensWebSocket {
-            fields.writeStaticString("upgrade: websocket\r\nconnection: upgrade\r\n")
-            if !hasKey {
-                fields.writeStaticString("sec-websocket-key: ")
-                fields.writeString(Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString())
-                fields.writeStaticString("\r\n")
-            }
+            webSocketKey = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+            fields.writeStaticString("upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-key: ")
+            fields.writeString(webSocketKey)
+            fields.writeStaticString("\r\n")
         }
         out.writeString(method)
         out.writeString(" ")
@@ -214,6 +218,11 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         if chunked { out.writeString("transfer-encoding: chunked\r\n") }
         out.writeString("\r\n")
         return (out, chunked)
+    }
+
+    /// RFC 6455 §4.2.2: the `Sec-WebSocket-Accept` that answers `key`.
+    static func webSocketAccept(_ key: String) -> String {
+        Data(Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
     }
 
     /// RFC 9113 §8.2.1: a field value holds no NUL, CR or LF.
@@ -253,13 +262,21 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 }
                 pending = nil
                 if head.status == 101, opensWebSocket {
-                    // Switched: over HTTP/2 that is a 200 (RFC 8441 §5), without the handshake's own fields, and the
-                    // stream carries the WebSocket's bytes from here.
+                    // Switched: over HTTP/2 that is a 200 (RFC 8441 §5), without the handshake's own fields (nor a
+                    // length: a 2xx to a CONNECT has none, RFC 9110 §9.3.6), and the stream carries the WebSocket's
+                    // bytes from here. The upstream's accept must answer the key siwa made.
+                    let start = answer.readerIndex
+                    let value = { (line: RawHTTP.Line) in answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "" }
+                    let accept = head.lines.first { $0.name == "sec-websocket-accept" }.map(value)
+                    guard accept == Self.webSocketAccept(webSocketKey) else { return reset(context: context) }
                     var fields = HPACKHeaders()
                     fields.add(name: ":status", value: "200")
-                    let start = answer.readerIndex
-                    for line in head.lines where !AnswerFilter.hopByHop.contains(line.name) && line.name != "sec-websocket-accept" {
-                        fields.add(name: line.name, value: answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "")
+                    let named = AnswerFilter.connectionNamed(head.connection)
+                    for line in head.lines
+                    where !AnswerFilter.hopByHop.contains(line.name) && !named.contains(line.name) && line.name != "sec-websocket-accept"
+                        && line.name != "content-length"
+                    {
+                        fields.add(name: line.name, value: value(line))
                     }
                     answer.moveReaderIndex(forwardBy: head.length)
                     pending = nil
@@ -268,6 +285,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                     bytes = answer
                     continue
                 }
+                // A WebSocket not opened is answered with its refusal (401, 403, 502…); one that would read as a 2xx
+                // (a path of siwa's own, answered as a page) would tell the client its WebSocket is open: reset.
+                if opensWebSocket, (200..<300).contains(head.status) { return reset(context: context) }
                 if head.status < 200 {
                     // An interim answer: the answer follows.
                     guard head.status != 101 else { return reset(context: context) }

@@ -87,8 +87,9 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
         do {
             outcome = try await value.outcome.get()
         } catch {
-            // The client left between siwa's 101 and the switch: the upstream's side is closed unused.
-            try? await value.handoff.takeUpstream()?.connection.channel.close()
+            // The client left before the switch (between siwa's 101 and it, or while the upstream was being opened:
+            // an HTTP/2 stream reset): the upstream's side is closed unused, now or as soon as it opens.
+            try? await value.handoff.abandon()?.connection.channel.close()
             logger.debug("WebSocket upgrade not completed", metadata: ["error": "\(error)"])
             try? await value.channel.close()
             return
@@ -220,6 +221,8 @@ final class UpgradeHandoff: Sendable {
         var request: HTTPRequest?
         var upstream: UpstreamWebSocket?
         var failure: UpstreamForwarder.Failure?
+        /// The client's side went away before the switch: an upstream opened after that is closed at once.
+        var abandoned = false
     }
 
     private let state = Mutex(State())
@@ -232,7 +235,22 @@ final class UpgradeHandoff: Sendable {
     }
 
     func opened(_ upstream: UpstreamWebSocket) {
-        state.withLock { $0.upstream = upstream }
+        let kept = state.withLock { state in
+            guard !state.abandoned else { return false }
+            state.upstream = upstream
+            return true
+        }
+        if !kept { upstream.connection.channel.close(promise: nil) }
+    }
+
+    /// The client's side is gone before the switch: the upstream's side, if it opened already (whoever takes it closes
+    /// it); one that opens later is closed by `opened`.
+    func abandon() -> UpstreamWebSocket? {
+        state.withLock { state in
+            state.abandoned = true
+            defer { state.upstream = nil }
+            return state.upstream
+        }
     }
 
     /// The upstream did not switch protocols: why.
