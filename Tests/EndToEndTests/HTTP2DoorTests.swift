@@ -1,3 +1,4 @@
+import AppleIDEmulator
 import DoorHTTP
 import Foundation
 import NIOCore
@@ -205,6 +206,26 @@ struct HTTP2DoorTests {
         func values(_ name: String) -> [String] { fields.filter { $0.first == name }.map { $0.count > 1 ? $0[1] : "" } }
     }
 
+    /// A session as siwa stores one (the SHA-256 of its value) for `person`, written into the site's SQLite file: the
+    /// cookie's value.
+    static func seedSession(_ site: LocalSite, for person: EmulatorConfiguration.User) async throws -> String {
+        let value = "h2websocket" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
+        let seed = """
+            import hashlib, sqlite3, sys, time
+            db, value, sub, email = sys.argv[1:5]
+            now = time.time()
+            c = sqlite3.connect(db, timeout=30)
+            with c:
+                c.execute("INSERT OR IGNORE INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at) VALUES (?, ?, 0, 'Ada', 'L', ?, ?)", (sub, email, now, now))
+                c.execute("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, 'csrf', ?, ?)", (hashlib.sha256(value.encode()).hexdigest(), sub, now, now + 3600))
+            """
+        let seeded = try await ChildProcess.run(
+            try ExternalTool.authlibPython.executable(), arguments: ["-c", seed, site.databasePath, value, person.sub, person.email], environment: [:]
+        )
+        try #require(seeded.status == 0, "\(seeded.stderr)")
+        return value
+    }
+
     /// Opens a WebSocket on `path` over HTTP/2 with `cookie` and talks to the echo upstream through it.
     static func webSocket(https: Int, cert: String, path: String, cookie: String?, protocol: String = "websocket") async throws -> WebSocketOutcome {
         let script = ExternalTool.thirdPartyScripts.appendingPathComponent("h2_websocket.py").path
@@ -231,22 +252,8 @@ struct HTTP2DoorTests {
                     #expect(anonymous.ended)
                     #expect(tally.requests == 0, "the upstream was contacted without a session")
 
-                    // A session as siwa stores one (the SHA-256 of its value), for a person of the emulator's.
                     let ada = site.user("Ada")
-                    let value = "h2websocket" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
-                    let seed = """
-                        import hashlib, sqlite3, sys, time
-                        db, value, sub, email = sys.argv[1:5]
-                        now = time.time()
-                        c = sqlite3.connect(db, timeout=30)
-                        with c:
-                            c.execute("INSERT OR IGNORE INTO users (sub, email, is_private_email, first_name, last_name, created_at, last_sign_in_at) VALUES (?, ?, 0, 'Ada', 'L', ?, ?)", (sub, email, now, now))
-                            c.execute("INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, 'csrf', ?, ?)", (hashlib.sha256(value.encode()).hexdigest(), sub, now, now + 3600))
-                        """
-                    let seeded = try await ChildProcess.run(
-                        try ExternalTool.authlibPython.executable(), arguments: ["-c", seed, site.databasePath, value, ada.sub, ada.email], environment: [:]
-                    )
-                    #expect(seeded.status == 0, "\(seeded.stderr)")
+                    let value = try await Self.seedSession(site, for: ada)
                     let opened = try await Self.webSocket(https: https, cert: cert, path: "/ws/chat?room=2", cookie: "__Host-siwa_session=\(value); theme=dark")
                     #expect(opened.status == 200, "\(opened)")
                     #expect(opened.values("sec-websocket-protocol") == ["echo.v2"])
@@ -280,5 +287,45 @@ struct HTTP2DoorTests {
                 }
             }
         }
+    }
+
+    @Test("over HTTP/2 siwa makes the upstream handshake's key (the client has none) and checks the upstream's accept: an upstream whose 101 answers another key is not switched to; the stream is reset and the upstream's connection closed")
+    func webSocketAcceptChecked() async throws {
+        let closed = Collected(0)
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            try await LoopbackServer.run({ try $0.addHandler(WrongAcceptUpstream(closed: closed)) }) { port, connections in
+                let settings: [String: String?] = ["tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https)]
+                try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { site, _ in
+                    let value = try await Self.seedSession(site, for: site.user("Ada"))
+                    let answer = try await Self.webSocket(https: https, cert: cert, path: "/ws/chat", cookie: "__Host-siwa_session=\(value)")
+                    #expect(answer.status == nil && answer.reset != nil, "\(answer)")
+                    #expect(answer.messages.isEmpty)
+                    #expect(connections.value == 1, "the upstream was asked once")
+                    let deadline = ContinuousClock.now + .seconds(15)
+                    while closed.value < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+                    #expect(closed.value == 1, "the upstream's connection was closed")
+                }
+            }
+        }
+    }
+}
+
+/// An upstream that switches protocols to whatever it is asked, with an accept that answers no key.
+private final class WrongAcceptUpstream: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private let closed: Collected<Int>
+
+    init(closed: Collected<Int>) { self.closed = closed }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer)), promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed.withLock { $0 += 1 }
+        context.fireChannelInactive()
     }
 }
