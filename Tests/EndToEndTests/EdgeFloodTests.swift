@@ -33,15 +33,7 @@ struct EdgeFloodTests {
     }
 
     static func flood(_ name: String, https: Int, cert: String, path: String = "/healthz", wait: Int = 15) async throws -> Outcome {
-        let outcome = try await ChildProcess.run(
-            try ExternalTool.authlibPython.executable(),
-            arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("h2_floods.py").path, String(https), "auth.localhost", cert, name, path, String(wait)],
-            environment: [:]
-        )
-        guard let line = outcome.stdout.split(separator: "\n").last, let data = line.data(using: .utf8), let decoded = try? JSONDecoder().decode(Outcome.self, from: data) else {
-            throw EndToEndError("h2_floods.py \(name) printed no outcome: \(outcome.stdout) \(outcome.stderr)")
-        }
-        return decoded
+        try await ThirdPartyScript.run("h2_floods.py", [String(https), "auth.localhost", cert, name, path, String(wait)])
     }
 
     static func limits(_ site: LocalSite, cert: String) async throws -> [String: Int] {

@@ -36,16 +36,7 @@ struct HTTP2DoorTests {
         let input = FileManager.default.temporaryDirectory.appendingPathComponent("h2-requests-\(UUID().uuidString).json")
         try JSONEncoder().encode(requests).write(to: input)
         defer { try? FileManager.default.removeItem(at: input) }
-        let script = ExternalTool.thirdPartyScripts.appendingPathComponent("h2_requests.py").path
-        let outcome = try await ChildProcess.run(
-            URL(fileURLWithPath: "/bin/sh"),
-            arguments: ["-c", "exec \"$0\" \"$1\" \"$2\" auth.localhost \"$3\" < \"$4\"", try ExternalTool.authlibPython.executable().path, script, String(https), cert, input.path],
-            environment: [:]
-        )
-        guard let line = outcome.stdout.split(separator: "\n").last, let results = try? JSONDecoder().decode([Received].self, from: Data(line.utf8)) else {
-            throw EndToEndError("h2_requests.py printed no results: \(outcome.stdout.suffix(2000)) \(outcome.stderr.suffix(2000))")
-        }
-        return results
+        return try await ThirdPartyScript.run("h2_requests.py", [String(https), "auth.localhost", cert], input: input, as: [Received].self)
     }
 
     /// The echo upstream behind `siwa serve --upstream` on its own HTTPS, `/public/` open to all.
@@ -228,15 +219,7 @@ struct HTTP2DoorTests {
 
     /// Opens a WebSocket on `path` over HTTP/2 with `cookie` and talks to the echo upstream through it.
     static func webSocket(https: Int, cert: String, path: String, cookie: String?, protocol: String = "websocket") async throws -> WebSocketOutcome {
-        let script = ExternalTool.thirdPartyScripts.appendingPathComponent("h2_websocket.py").path
-        let outcome = try await ChildProcess.run(
-            try ExternalTool.authlibPython.executable(), arguments: [script, String(https), "auth.localhost", cert, path, cookie ?? "", `protocol`],
-            environment: [:], timeLimit: .seconds(60)
-        )
-        guard let line = outcome.stdout.split(separator: "\n").last, let result = try? JSONDecoder().decode(WebSocketOutcome.self, from: Data(line.utf8)) else {
-            throw EndToEndError("h2_websocket.py printed no result: \(outcome.stdout.suffix(2000)) \(outcome.stderr.suffix(2000))")
-        }
-        return result
+        try await ThirdPartyScript.run("h2_websocket.py", [String(https), "auth.localhost", cert, path, cookie ?? "", `protocol`], timeLimit: .seconds(60))
     }
 
     @Test("a WebSocket over HTTP/2 (RFC 8441): siwa announces extended CONNECT in front of an upstream; without a session the stream is answered 401 and the upstream sees nothing; with one, the upstream's handshake carries the person and no forged identity, the stream is answered 200 with the upstream's subprotocol, and messages, both ways, and the close code go end to end; an upstream that does not switch is 502; siwa's own path, which would answer 200, and another :protocol are reset")

@@ -16,15 +16,7 @@ struct UpstreamHTTP2Tests {
     }
 
     static func call(_ https: Int, root: String, token: String?) async throws -> Called {
-        let outcome = try await ChildProcess.run(
-            try ExternalTool.authlibPython.executable(),
-            arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("grpc_echo.py").path, "call", String(https), root, "auth.localhost"] + (token.map { [$0] } ?? []),
-            environment: [:], timeLimit: .seconds(60)
-        )
-        guard let line = outcome.stdout.split(separator: "\n").last, let called = try? JSONDecoder().decode(Called.self, from: Data(line.utf8)) else {
-            throw EndToEndError("grpc_echo.py call printed no outcome: \(outcome.stdout) \(outcome.stderr)")
-        }
-        return called
+        try await ThirdPartyScript.run("grpc_echo.py", ["call", String(https), root, "auth.localhost"] + (token.map { [$0] } ?? []), timeLimit: .seconds(60))
     }
 
     @Test("a unary call reaches the service as the person and the app and comes back with its trailers; a server-streaming call brings every part; without a token the call is UNAUTHENTICATED")

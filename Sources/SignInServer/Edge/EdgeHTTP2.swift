@@ -248,28 +248,22 @@ final class CodecInstaller: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if let webSockets, (try? context.pipeline.syncOperations.handler(type: HTTP2StreamBridge.self))?.opensWebSocket == true {
-            do {
-                let opened = try webSockets.configureUpgrades(channel: context.channel, logger: logger)
-                guard case .enqueued = launched.yield(.webSocket(opened)) else { return context.close(promise: nil) }
-            } catch {
-                return context.close(promise: nil)
-            }
-            context.fireChannelRead(data)
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            return
-        }
         do {
             let pipeline = context.pipeline.syncOperations
-            // Added in order after this handler, which then leaves: the bytes go on to the decoder.
-            let handlers: [any ChannelHandler] = [
-                HTTPResponseEncoder(), ByteToMessageHandler(HTTPRequestDecoder()), HTTPServerProtocolErrorHandler(),
-                SaysConnectionOutcome(countsHeads: false), HTTP1ToHTTPServerCodec(secure: true), StreamLauncher(launched: launched),
-            ]
-            var after: any ChannelHandler = self
-            for handler in handlers {
-                try pipeline.addHandler(handler, position: .after(after))
-                after = handler
+            if let webSockets, (try? pipeline.handler(type: HTTP2StreamBridge.self))?.opensWebSocket == true {
+                let opened = try webSockets.configureUpgrades(channel: context.channel, logger: logger)
+                guard case .enqueued = launched.yield(.webSocket(opened)) else { return context.close(promise: nil) }
+            } else {
+                // Added in order after this handler, which then leaves: the bytes go on to the decoder.
+                let handlers: [any ChannelHandler] = [
+                    HTTPResponseEncoder(), ByteToMessageHandler(HTTPRequestDecoder()), HTTPServerProtocolErrorHandler(),
+                    SaysConnectionOutcome(countsHeads: false), HTTP1ToHTTPServerCodec(secure: true), StreamLauncher(launched: launched),
+                ]
+                var after: any ChannelHandler = self
+                for handler in handlers {
+                    try pipeline.addHandler(handler, position: .after(after))
+                    after = handler
+                }
             }
         } catch {
             return context.close(promise: nil)

@@ -82,10 +82,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 end.writeString("0\r\n")
                 for (name, value, _) in headers.headers where !name.hasPrefix(":") {
                     guard RawHTTP.isToken(name), Self.isFieldValue(value) else { return refuse(context: context) }
-                    end.writeString(name)
-                    end.writeString(": ")
-                    end.writeString(value)
-                    end.writeString("\r\n")
+                    ByteHead.writeField(&end, name, value)
                 }
                 end.writeString("\r\n")
                 context.fireChannelRead(wrapInboundOut(end))
@@ -170,10 +167,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 if name == "content-length" { hasLength = true }
                 // RFC 8441 §5: a WebSocket over HTTP/2 has no key of its own; siwa makes the one its handshake needs.
                 if name == "sec-websocket-key", connectProtocol != nil { continue }
-                fields.writeString(name)
-                fields.writeString(": ")
-                fields.writeString(value)
-                fields.writeString("\r\n")
+                ByteHead.writeField(&fields, name, value)
             }
         }
         guard var method, RawHTTP.isToken(method) else { return nil }
@@ -265,19 +259,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                     // Switched: over HTTP/2 that is a 200 (RFC 8441 §5), without the handshake's own fields (nor a
                     // length: a 2xx to a CONNECT has none, RFC 9110 §9.3.6), and the stream carries the WebSocket's
                     // bytes from here. The upstream's accept must answer the key siwa made.
-                    let start = answer.readerIndex
-                    let value = { (line: RawHTTP.Line) in answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "" }
-                    let accept = head.lines.first { $0.name == "sec-websocket-accept" }.map(value)
+                    let accept = head.lines.first { $0.name == "sec-websocket-accept" }.map { Self.value(of: $0, in: answer) }
                     guard accept == Self.webSocketAccept(webSocketKey) else { return reset(context: context) }
-                    var fields = HPACKHeaders()
-                    fields.add(name: ":status", value: "200")
-                    let named = AnswerFilter.connectionNamed(head.connection)
-                    for line in head.lines
-                    where !AnswerFilter.hopByHop.contains(line.name) && !named.contains(line.name) && line.name != "sec-websocket-accept"
-                        && line.name != "content-length"
-                    {
-                        fields.add(name: line.name, value: value(line))
-                    }
+                    let fields = Self.fields(of: head, in: answer, status: 200, leaving: ["sec-websocket-accept", "content-length"])
                     answer.moveReaderIndex(forwardBy: head.length)
                     pending = nil
                     outbound = .tunnel
@@ -295,13 +279,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                     bytes = answer
                     continue
                 }
-                var fields = HPACKHeaders()
-                fields.add(name: ":status", value: String(head.status))
-                let named = AnswerFilter.connectionNamed(head.connection)
-                let start = answer.readerIndex
-                for line in head.lines where !AnswerFilter.hopByHop.contains(line.name) && !named.contains(line.name) {
-                    fields.add(name: line.name, value: answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "")
-                }
+                let fields = Self.fields(of: head, in: answer, status: head.status)
                 answer.moveReaderIndex(forwardBy: head.length)
                 bytes = answer
                 switch head.framing {
@@ -365,6 +343,23 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 return
             }
         }
+    }
+
+    /// The HEADERS of an answer `head` (at the front of `answer`), with `status`: its fields less the connection's
+    /// (hop-by-hop, and those its `Connection` names) and less `leaving`.
+    private static func fields(of head: RawHTTP.ResponseHead, in answer: ByteBuffer, status: Int, leaving: Set<String> = []) -> HPACKHeaders {
+        var fields = HPACKHeaders()
+        fields.add(name: ":status", value: String(status))
+        let named = AnswerFilter.connectionNamed(head.connection)
+        for line in head.lines where !AnswerFilter.hopByHop.contains(line.name) && !named.contains(line.name) && !leaving.contains(line.name) {
+            fields.add(name: line.name, value: value(of: line, in: answer))
+        }
+        return fields
+    }
+
+    /// The value of a field `line` of the head at the front of `answer`.
+    private static func value(of line: RawHTTP.Line, in answer: ByteBuffer) -> String {
+        answer.getString(at: answer.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
     }
 
     /// The fields of a chunked body's trailer section (its lines, CRLF each), less those of the connection.
