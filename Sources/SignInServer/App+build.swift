@@ -34,11 +34,13 @@ public struct ServerComponents: Sendable {
 }
 
 /// Opens the store `settings.database` names: a PostgreSQL URL or a SQLite path.
-public func makeStore(settings: ServerSettings, logger: Logger) throws -> any SignInStore {
+/// `operationTimeout`: how long one PostgreSQL operation may take (serve's requests get a 503 past it).
+public func makeStore(settings: ServerSettings, logger: Logger, operationTimeout: Duration = .seconds(5)) throws -> any SignInStore {
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     // Either backend gets the same session cache in front (`SessionCachedStore`).
     if settings.database.hasPrefix("postgres://") || settings.database.hasPrefix("postgresql://") {
-        return SessionCachedStore(try PostgresStore(url: settings.database, cipher: cipher, logger: logger), cacheSeconds: settings.checkCacheSeconds)
+        let store = try PostgresStore(url: settings.database, cipher: cipher, logger: logger, operationTimeout: operationTimeout)
+        return SessionCachedStore(store, cacheSeconds: settings.checkCacheSeconds)
     }
     return SessionCachedStore(try SQLiteStore(path: settings.database, cipher: cipher), cacheSeconds: settings.checkCacheSeconds, logger: logger)
 }

@@ -82,7 +82,9 @@ struct KeysCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "siwa")
         logger.logLevel = .warning
-        let store = try makeStore(settings: plan.settings, logger: logger)
+        // A command has no request waiting on it: it waits for a busy database (its first connection, the migration)
+        // rather than failing after the 5 s a request to serve is given.
+        let store = try makeStore(settings: plan.settings, logger: logger, operationTimeout: .seconds(60))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for service in store.services { group.addTask { try await service.run() } }
             try await store.migrate()
