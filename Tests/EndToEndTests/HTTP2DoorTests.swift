@@ -292,6 +292,44 @@ struct HTTP2DoorTests {
             }
         }
     }
+
+    struct Overlapped: Decodable {
+        let status: Int?
+        let seconds: Double?
+        let reset: Int?
+    }
+
+    @Test("streams under way together on one connection each keep their own upstream_timeout_ms: a silent upstream's streams, opened 0.4 s apart, are each answered 504 no sooner than the limit after their own start, and a stream answered meanwhile does not disturb them")
+    func overlappingDeadlines() async throws {
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            try await SilentListener.run { port in
+                let settings: [String: String?] = [
+                    "skip_auth_routes": "^/", "upstream_timeout_ms": "800", "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost",
+                    "https_port": String(https),
+                ]
+                try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { _, _ in
+                    let requests: [[String: String]] = [
+                        ["path": "/first", "after": "0"], ["path": "/healthz", "after": "0.2"], ["path": "/second", "after": "0.4"],
+                        ["path": "/third", "after": "0.4"],
+                    ]
+                    let input = FileManager.default.temporaryDirectory.appendingPathComponent("h2-overlap-\(UUID().uuidString).json")
+                    let json = "[" + requests.map { "{\"path\": \"\($0["path"] ?? "")\", \"after\": \($0["after"] ?? "0")}" }.joined(separator: ",") + "]"
+                    try Data(json.utf8).write(to: input)
+                    defer { try? FileManager.default.removeItem(at: input) }
+                    let answers = try await ThirdPartyScript.run(
+                        "h2_overlap.py", [String(https), "auth.localhost", cert, "30"], input: input, as: [Overlapped].self
+                    )
+                    #expect(answers.count == 4)
+                    #expect(answers.count == 4 && answers[1].status == 200, "\(answers)")
+                    for index in [0, 2, 3] where index < answers.count {
+                        #expect(answers[index].status == 504, "\(requests[index]): \(answers[index])")
+                        #expect((answers[index].seconds ?? 0) >= 0.8, "\(requests[index]) was answered before its own limit: \(answers[index])")
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// An upstream that switches protocols to whatever it is asked, with an accept that answers no key.

@@ -69,7 +69,7 @@ struct EdgeHTTP2: Sendable {
         let configuration = configuration
         return channel.eventLoop.makeCompletedFuture {
             let (streams, launched) = AsyncStream.makeStream(of: Launched.self)
-            let webSockets = webSockets
+            let launch = CodecInstaller.Launch(launched: launched, webSockets: webSockets, logger: logger)
             channel.closeFuture.whenComplete { _ in launched.finish() }
             let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics)
             let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
@@ -79,6 +79,8 @@ struct EdgeHTTP2: Sendable {
             let remembered = ConnectionMemory(answers: fastPath)
             remembered.learnPeer(channel.remoteAddress?.ipAddress)
             let memory = NIOLoopBound(remembered, eventLoop: channel.eventLoop)
+            // The streams' deadlines share the connection's timer, stopped once with the connection.
+            channel.closeFuture.whenComplete { _ in memory.value.timer.cancel() }
             _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                 mode: .server, connectionConfiguration: configuration.connection, streamConfiguration: configuration.stream, streamDelegate: delegate
             ) { stream in
@@ -89,7 +91,7 @@ struct EdgeHTTP2: Sendable {
                     try pipeline.addHandler(stall)
                     try pipeline.addHandler(HTTP2StreamBridge())
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
-                    try pipeline.addHandler(CodecInstaller(launched: launched, webSockets: webSockets, logger: logger))
+                    try pipeline.addHandler(CodecInstaller(launch))
                 }
             }
             try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
@@ -237,17 +239,28 @@ final class CodecInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
-    private let webSockets: UpstreamWebSocketChannel?
-    private let logger: Logger
+    /// Where a connection's streams go, made once per connection: a stream's handler holds one reference, not a copy
+    /// of each part (every stream has one, most never use it).
+    final class Launch: Sendable {
+        let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
+        let webSockets: UpstreamWebSocketChannel?
+        let logger: Logger
 
-    init(launched: AsyncStream<EdgeHTTP2.Launched>.Continuation, webSockets: UpstreamWebSocketChannel?, logger: Logger) {
-        self.launched = launched
-        self.webSockets = webSockets
-        self.logger = logger
+        init(launched: AsyncStream<EdgeHTTP2.Launched>.Continuation, webSockets: UpstreamWebSocketChannel?, logger: Logger) {
+            self.launched = launched
+            self.webSockets = webSockets
+            self.logger = logger
+        }
+    }
+
+    private let launch: Launch
+
+    init(_ launch: Launch) {
+        self.launch = launch
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let launched = launch.launched, webSockets = launch.webSockets, logger = launch.logger
         do {
             let pipeline = context.pipeline.syncOperations
             if let webSockets, (try? pipeline.handler(type: HTTP2StreamBridge.self))?.opensWebSocket == true {
@@ -476,7 +489,8 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 /// `h2_stall_timeout_ms` ends its whole connection (`ConnectionWatch` looks on its timer): a client that stops reading
 /// holds no answer, and no upstream connection, for longer. A write is outstanding from when it is made until NIO has
 /// handed it to the connection, which it does only as the client's flow-control window allows; `since` is when the
-/// answer last moved while something of it was outstanding.
+/// answer last moved while something of it was outstanding. Only DATA is flow-controlled, and a stream's frames go
+/// out in order, so only DATA is followed (a promise and a callback each, which showed in profiles for HEADERS too).
 final class StallWatch: ChannelOutboundHandler {
     typealias OutboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
@@ -485,6 +499,7 @@ final class StallWatch: ChannelOutboundHandler {
     private(set) var since: NIODeadline?
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .data = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         outstanding += 1
         if since == nil { since = .now() }
         let written = promise ?? context.eventLoop.makePromise()

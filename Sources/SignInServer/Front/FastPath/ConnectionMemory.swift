@@ -24,6 +24,8 @@ final class ConnectionMemory {
     private var lastAuthorization: (header: String, presented: FastPathAnswers.Presented?)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
     private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
+    /// The connection's one timer for its exchanges' deadlines, shared by an HTTP/2 connection's streams.
+    let timer = ConnectionTimer()
 
     init(answers: FastPathAnswers) {
         self.answers = answers
@@ -173,11 +175,6 @@ final class ConnectionMemory {
         out.writeString("\r\n")
         return out
     }
-
-
-
-
-
 
     /// The identity fields of `user` in `groups` with `assertion`, made once per person, groups and assertion on a
     /// connection.

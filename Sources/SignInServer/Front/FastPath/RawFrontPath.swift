@@ -27,7 +27,7 @@ import NIOCore
 ///
 /// The target is read as every way to the upstream reads it (`SiwaPaths.route`, `RequestTarget`): the decision is
 /// made on the normalized target, and the normalized target is what the upstream gets.
-final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, UpstreamExchangeDelegate {
+final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, UpstreamExchangeDelegate, DeadlineWatcher {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -57,8 +57,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
     private var warmed = false
-    /// The exchange's deadline (`ConnectionTimer`).
-    private let timer = ConnectionTimer()
+    /// The exchange's deadline, on the connection's timer (`ConnectionTimer`, shared by an HTTP/2 connection's streams).
+    private var timer: ConnectionTimer { memory.timer }
     /// The client half-closed while something was in progress or waiting: the connection ends once it is answered.
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
@@ -86,8 +86,17 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     func handlerRemoved(context: ChannelHandlerContext) {
         abandonExchange()
-        timer.cancel()
+        leaveTimer()
         self.context = nil
+    }
+
+    /// A connection of its own stops its timer; a stream leaves the connection's to its other streams.
+    private func leaveTimer() {
+        if ownsConnection {
+            timer.cancel()
+        } else {
+            timer.forget(self)
+        }
     }
 
     private func learnPeer(_ context: ChannelHandlerContext) {
@@ -101,7 +110,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     func channelInactive(context: ChannelHandlerContext) {
         abandonExchange()
-        timer.cancel()
+        leaveTimer()
         pending = nil
         context.fireChannelInactive()
     }
@@ -390,14 +399,16 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     private func armTimer(_ context: ChannelHandlerContext) {
         // Asked on every read of an answer's body: a timer that serves costs no new closure.
-        guard let deadline = exchange?.deadline, !timer.serves(deadline) else { return }
-        timer.arm(deadline, on: context.eventLoop) {
-            guard let context = self.context, let due = self.exchange?.deadline else { return }
-            if due <= .now() {
-                self.timedOut()
-            } else {
-                self.armTimer(context)
-            }
+        guard let deadline = exchange?.deadline else { return }
+        timer.arm(deadline, for: self, on: context.eventLoop)
+    }
+
+    func timerFired() {
+        guard let context, let due = exchange?.deadline else { return }
+        if due <= .now() {
+            timedOut()
+        } else {
+            armTimer(context)
         }
     }
 
