@@ -1,4 +1,7 @@
 import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -379,5 +382,88 @@ struct EdgeTests {
             try await Task.sleep(for: .seconds(5))
             #expect(try await Self.servedSerial(port: https, name: "auth.localhost").contains("second"))
         }
+    }
+
+    @Test("a CA's rate limit is honoured: an order refused with rateLimited is not tried again with the other challenge (it would be refused too, and count against the limit), and siwa keeps answering; the wait the CA asks for is ACMERetryAfterTests'")
+    func rateLimitedOrder() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let (http, https) = (ports[0], ports[1])
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-acme-limits-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
+        try await TestCertificate.make(certificate: cert, key: key, subject: "127.0.0.1", names: ["IP:127.0.0.1"])
+        let tls = try NIOSSLContext(configuration: .makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) }, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+        ))
+        let orders = Collected(0)
+        try await LoopbackServer.run({ pipeline in
+            try pipeline.addHandler(NIOSSLServerHandler(context: tls))
+            try pipeline.configureHTTPServerPipeline()
+            try pipeline.addHandler(RateLimitedACME(orders: orders))
+        }) { acmePort, _ in
+            try await LocalSite.run(settings: [
+                "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(acmePort)/directory",
+                "acme_ca_file": cert,
+            ]) { site in
+                let deadline = ContinuousClock.now + .seconds(30)
+                while orders.value == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(orders.value == 1, "siwa asked for no order within 30 s")
+                // Before, the refusal of the TLS-ALPN-01 order was followed at once by an HTTP-01 order.
+                try await Task.sleep(for: .seconds(3))
+                #expect(orders.value == 1, "the order was asked for again despite the CA's rate limit")
+                #expect(try await Curl.fetch("http://127.0.0.1:\(http)/healthz").status == 200)
+                #expect(site.port == http)
+            }
+        }
+    }
+}
+
+/// An ACME server (RFC 8555) that refuses every order for its rate limits, as Let's Encrypt does once a limit is met
+/// (429, `rateLimited`, `Retry-After`); Debian's pebble (2.4) has no rate limits to meet. Counts the orders asked for.
+private final class RateLimitedACME: ChannelInboundHandler, Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    private let orders: Collected<Int>
+    private let asked = Collected("")
+
+    init(orders: Collected<Int>) { self.orders = orders }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): asked.withLock { $0 = head.uri }
+        case .body: break
+        case .end: answer(context, path: asked.value)
+        }
+    }
+
+    private func answer(_ context: ChannelHandlerContext, path: String) {
+        let base = "https://127.0.0.1:\(context.channel.localAddress?.port ?? 0)"
+        var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+        let status: HTTPResponseStatus
+        var body = ""
+        switch path {
+        case "/directory":
+            status = .ok
+            body = "{\"newNonce\": \"\(base)/nonce\", \"newAccount\": \"\(base)/account\", \"newOrder\": \"\(base)/order\"}"
+        case "/nonce":
+            status = .ok
+        case "/account":
+            status = .created
+            headers.add(name: "Location", value: base + "/account/1")
+            body = "{\"status\": \"valid\"}"
+        case "/order":
+            orders.withLock { $0 += 1 }
+            status = .tooManyRequests
+            headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
+            headers.add(name: "Retry-After", value: "7200")
+            body = "{\"type\": \"urn:ietf:params:acme:error:rateLimited\", \"detail\": \"too many certificates already issued for this exact set of identifiers\"}"
+        default:
+            status = .notFound
+        }
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 }

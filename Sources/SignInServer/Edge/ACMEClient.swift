@@ -26,7 +26,26 @@ final class ACMEClient: Sendable {
         let step: String
         let detail: String
         var problemType: String? = nil
-        var description: String { "ACME \(step): \(detail)" }
+        /// The server's `Retry-After` (RFC 8555 6.6: a rate limit says when to ask again; RFC 9110 10.2.3: seconds or
+        /// an HTTP date), as a time from now.
+        var retryAfter: Duration? = nil
+        var description: String {
+            "ACME \(step): \(detail)" + (retryAfter.map { " (the server asks for no new attempt for \($0.components.seconds) s)" } ?? "")
+        }
+        /// The server refused for its rate limits (`rateLimited`): another challenge would be refused as well.
+        var rateLimited: Bool { problemType == "urn:ietf:params:acme:error:rateLimited" }
+    }
+
+    /// A `Retry-After` value as a time from `now`: delay-seconds, or an HTTP date (one in the past is zero); nil for
+    /// anything else.
+    static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            // Digits only; a value past a year (or past Int64) is read as a year: no CA asks for longer.
+            return .seconds(min(Int64(value) ?? Int64.max, 366 * 24 * 3600))
+        }
+        guard let date = HTTPDate.parse(value, now: now) else { return nil }
+        return .seconds(max(0, min(Int64(date.timeIntervalSince(now).rounded(.up)), 366 * 24 * 3600)))
     }
 
     let directoryURL: String
@@ -184,7 +203,9 @@ final class ACMEClient: Sendable {
             let problem = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
             let type = problem["type"] as? String
             if type == "urn:ietf:params:acme:error:badNonce", attempt < 5 { continue }
-            throw Failure(step: step, detail: "\(status.code) " + Self.describe(problem), problemType: type)
+            throw Failure(
+                step: step, detail: "\(status.code) " + Self.describe(problem), problemType: type, retryAfter: Self.retryAfter(headers.first(name: "Retry-After"))
+            )
         }
     }
 
@@ -222,5 +243,64 @@ final class ACMEClient: Sendable {
     static func describe(_ problem: [String: Any]) -> String {
         let type = (problem["type"] as? String).map { $0.replacingOccurrences(of: "urn:ietf:params:acme:error:", with: "") } ?? "problem"
         return "\(type): \(problem["detail"] as? String ?? "no detail")"
+    }
+}
+
+/// An HTTP date (RFC 9110 5.6.7) read as a recipient must: the IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), and
+/// the obsolete RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`) forms. Read
+/// strictly, by hand: Foundation's `DateFormatter` takes a date without its `GMT`, or one form for another.
+enum HTTPDate {
+    private static let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    static func parse(_ text: String, now: Date = Date()) -> Date? {
+        let parts = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        switch parts.count {
+        case 6:
+            // IMF-fixdate.
+            guard parts[0].hasSuffix(","), days.contains(String(parts[0].dropLast())), parts[5] == "GMT", parts[1].count == 2, parts[3].count == 4,
+                let day = digits(parts[1]), let month = months.firstIndex(of: parts[2]), let year = digits(parts[3])
+            else { return nil }
+            return date(year: year, month: month + 1, day: day, time: parts[4])
+        case 4:
+            // RFC 850: a two-digit year more than 50 years ahead is the last century's (RFC 9110 5.6.7).
+            let dated = parts[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+            guard parts[0].hasSuffix(","), longDays.contains(String(parts[0].dropLast())), parts[3] == "GMT", dated.count == 3,
+                dated[0].count == 2, dated[2].count == 2, let day = digits(dated[0]), let month = months.firstIndex(of: dated[1]), let short = digits(dated[2])
+            else { return nil }
+            let thisYear = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "GMT") ?? .current, from: now).year ?? 2000
+            var year = thisYear - thisYear % 100 + short
+            if year > thisYear + 50 { year -= 100 }
+            return date(year: year, month: month + 1, day: day, time: parts[2])
+        case 5:
+            // asctime: its day is padded with a blank, not a zero.
+            guard days.contains(parts[0]), let month = months.firstIndex(of: parts[1]), (1...2).contains(parts[2].count), parts[4].count == 4,
+                let day = digits(parts[2]), let year = digits(parts[4])
+            else { return nil }
+            return date(year: year, month: month + 1, day: day, time: parts[3])
+        default:
+            return nil
+        }
+    }
+
+    private static func digits(_ text: String) -> Int? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return Int(text)
+    }
+
+    /// The date of these parts and `HH:MM:SS`, when it is one (no 31 November, no hour 24).
+    private static func date(year: Int, month: Int, day: Int, time: String) -> Date? {
+        let clock = time.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }), let hour = digits(clock[0]), let minute = digits(clock[1]), let second = digits(clock[2]),
+            hour < 24, minute < 60, second < 61, let zone = TimeZone(identifier: "GMT")
+        else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let asked = DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: min(second, 59))
+        guard let date = calendar.date(from: asked) else { return nil }
+        let back = calendar.dateComponents([.year, .month, .day], from: date)
+        guard back.year == year, back.month == month, back.day == day else { return nil }
+        return date
     }
 }

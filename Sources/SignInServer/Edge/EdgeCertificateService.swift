@@ -173,7 +173,7 @@ final class EdgeCertificateService: Service, Sendable {
                     return
                 } catch {
                     let remaining = served.map { Int($0.notAfter.timeIntervalSinceNow) }
-                    let delay = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
+                    let delay = Self.retryDelay(after: error, backoff: backoff)
                     logger.error(
                         "ACME order failed; tried again later, the certificate in service stays",
                         metadata: ["reason": "\(error)", "retry_in_seconds": "\(delay.components.seconds)", "served_expires_in_seconds": "\(remaining.map(String.init) ?? "none")"]
@@ -191,6 +191,14 @@ final class EdgeCertificateService: Service, Sendable {
                 return
             }
         }
+    }
+
+    /// How long after a failed order the next is tried: `backoff` and up to a tenth more (jitter), or the time the CA
+    /// asked for (a rate limit's `Retry-After`) when that is longer: a CA is not asked sooner than it said.
+    static func retryDelay(after error: any Error, backoff: Duration) -> Duration {
+        let delay = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
+        guard let asked = (error as? ACMEClient.Failure)?.retryAfter, asked > delay else { return delay }
+        return asked
     }
 
     /// One order for `domains`, challenges tried in the configured order (a new order for the next when one fails);
@@ -262,6 +270,8 @@ final class EdgeCertificateService: Service, Sendable {
             } catch {
                 metrics.acmeOrder(outcome: "failed", challenge: challenge.rawValue)
                 logger.warning("ACME order with \(challenge.rawValue) failed", metadata: ["reason": "\(error)"])
+                // Refused for the CA's rate limits: an order with another challenge would be refused too, and count.
+                if let failure = error as? ACMEClient.Failure, failure.rateLimited { throw failure }
                 failures.append("\(challenge.rawValue): \(error)")
             }
         }
