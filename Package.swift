@@ -286,6 +286,8 @@ let package = Package(
                 "DoorHTTP",
                 "AppleIDEmulator",
                 "AppleSignIn",
+                "JOSE",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

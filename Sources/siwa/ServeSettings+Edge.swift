@@ -9,7 +9,7 @@ extension ServePlan {
         let domains = values.list("tls_domains").map { $0.lowercased() }
         let certificate = values.string("tls_cert_file").flatMap { $0.isEmpty ? nil : $0 }
         let key = values.string("tls_key_file").flatMap { $0.isEmpty ? nil : $0 }
-        let acmeKeys = ["acme_directory", "acme_email", "acme_ca_file", "acme_challenges"].filter { values.string($0) != nil }
+        let acmeKeys = ["acme_directory", "acme_email", "acme_ca_file", "acme_challenges", "acme_eab_kid", "acme_eab_hmac_key"].filter { values.string($0) != nil }
         guard !domains.isEmpty || certificate != nil || key != nil else {
             if let first = acmeKeys.first { throw ConfigurationError(field: first, "applies to siwa's own TLS: set tls_domains too") }
             if values.string("https_port") != nil { throw ConfigurationError(field: "https_port", "applies to siwa's own TLS: set tls_domains (or tls_cert_file and tls_key_file) too") }
@@ -54,6 +54,7 @@ extension ServePlan {
                     return challenge
                 }
             }
+            acme.externalAccount = try externalAccount(values)
             guard !domains.isEmpty else { throw ConfigurationError(field: "tls_domains", "is required to obtain a certificate (or give tls_cert_file and tls_key_file)") }
             source = .acme(acme)
         case (nil, _):
@@ -70,6 +71,29 @@ extension ServePlan {
         limits.maxControlFrames = try bounded(values, "h2_max_control_frames", default: limits.maxControlFrames, 1...100_000)
         edge.http2 = limits
         return edge
+    }
+
+    /// `acme_eab_kid` and `acme_eab_hmac_key`, both or neither; the HMAC key is base64url (as CAs give it, padded or
+    /// not). An error names the key, never the HMAC key's value.
+    static func externalAccount(_ values: LayeredValues) throws -> ACMESettings.ExternalAccount? {
+        let keyID = values.string("acme_eab_kid").flatMap { $0.isEmpty ? nil : $0 }
+        let encoded = values.string("acme_eab_hmac_key").flatMap { $0.isEmpty ? nil : $0 }
+        switch (keyID, encoded) {
+        case (nil, nil):
+            return nil
+        case (nil, _):
+            throw ConfigurationError(field: "acme_eab_kid", "is required with acme_eab_hmac_key: your CA gives both (the key ID and its HMAC key)")
+        case (_, nil):
+            throw ConfigurationError(field: "acme_eab_hmac_key", "is required with acme_eab_kid: your CA gives both (the key ID and its HMAC key)")
+        case (let keyID?, let encoded?):
+            guard !keyID.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+                throw ConfigurationError(field: "acme_eab_kid", "must be the key ID your CA gives, without blanks")
+            }
+            guard let key = ACMESettings.ExternalAccount.macKey(base64URL: encoded), key.count >= 16 else {
+                throw ConfigurationError(field: "acme_eab_hmac_key", "must be the HMAC key your CA gives, base64url-encoded, of 16 bytes or more (its value is not shown)")
+            }
+            return ACMESettings.ExternalAccount(keyID: keyID, macKey: key)
+        }
     }
 
     static func bounded(_ values: LayeredValues, _ key: String, default value: Int, _ range: ClosedRange<Int>) throws -> Int {

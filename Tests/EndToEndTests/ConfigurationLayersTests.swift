@@ -155,10 +155,35 @@ struct ConfigurationLayersTests {
             (["--acme-email", "a@example.com"], "acme_email"),
             (["--tls-domains", "a.example.com", "--h2-max-concurrent-streams", "0"], "h2_max_concurrent_streams"),
             (["--tls-domains", "a.example.com", "--hsts-max-age", "-1"], "hsts_max_age"),
+            (["--tls-domains", "a.example.com", "--acme-eab-kid", "kid-1"], "acme_eab_hmac_key"),
+            (["--tls-domains", "a.example.com", "--acme-eab-hmac-key", "c2VjcmV0LWhtYWMta2V5LXZhbHVlLTEyMzQ1Ng"], "acme_eab_kid"),
+            (["--tls-domains", "a.example.com", "--acme-eab-kid", "kid-1", "--acme-eab-hmac-key", "not base64url!"], "acme_eab_hmac_key"),
+            (["--tls-domains", "a.example.com", "--acme-eab-kid", "kid-1", "--acme-eab-hmac-key", "c2hvcnQ"], "acme_eab_hmac_key"),
+            (["--tls-domains", "a.example.com", "--acme-eab-kid", "kid 1", "--acme-eab-hmac-key", "c2VjcmV0LWhtYWMta2V5LXZhbHVlLTEyMzQ1Ng"], "acme_eab_kid"),
+            (["--acme-eab-kid", "kid-1", "--acme-eab-hmac-key", "c2VjcmV0LWhtYWMta2V5LXZhbHVlLTEyMzQ1Ng"], "acme_eab_kid"),
         ]
         for (arguments, field) in refused {
             let values = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
-            #expect("\(arguments)") { _ = try ServePlan(values: values, creatingLocalKey: false) } throws: { ($0 as? ConfigurationError)?.field == field }
+            #expect("\(arguments)") { _ = try ServePlan(values: values, creatingLocalKey: false) } throws: { error in
+                // An error names the key, never the HMAC key's value.
+                (error as? ConfigurationError)?.field == field && !"\(error)".contains("c2VjcmV0") && !"\(error)".contains("not base64url!")
+            }
+        }
+        // The binding reaches the settings, its key padded or not, and is never printed.
+        for encoded in ["c2VjcmV0LWhtYWMta2V5LXZhbHVlLTEyMzQ1Ng", "c2VjcmV0LWhtYWMta2V5LXZhbHVlLTEyMzQ1Ng=="] {
+            let values = try await LayeredValues(
+                arguments: ["--tls-domains", "a.example.com", "--acme-eab-kid", "kid-1"], environment: ["SIWA_ACME_EAB_HMAC_KEY": encoded], dotEnvPath: nil
+            )
+            let plan = try ServePlan(values: values, creatingLocalKey: false)
+            guard case .acme(let acme)? = plan.settings.edge?.source else {
+                Issue.record("no ACME settings")
+                continue
+            }
+            #expect(acme.externalAccount?.keyID == "kid-1")
+            #expect(acme.externalAccount.map { String(decoding: $0.macKey, as: UTF8.self) } == "secret-hmac-key-value-123456")
+            #expect(!"\(acme)".contains("c2VjcmV0") && !"\(acme)".contains("secret-hmac"))
+            #expect(values.printed().contains("acme_eab_hmac_key = <redacted>"), "\(values.printed())")
+            #expect(!values.printed().contains("c2VjcmV0"))
         }
         let directory = try Self.directory(["c.json": #"{"upstream": "http://127.0.0.1:3000/app/", "skip_auth_routes": ["GET=^/a{1,2}$", "^/public/"]}"#])
         defer { try? FileManager.default.removeItem(at: directory) }

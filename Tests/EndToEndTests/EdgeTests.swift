@@ -1,7 +1,12 @@
+import AsyncHTTPClient
+import Crypto
 import Foundation
+import JOSE
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+@testable import SignInServer
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -381,6 +386,45 @@ struct EdgeTests {
             try "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n".write(toFile: key, atomically: true, encoding: .utf8)
             try await Task.sleep(for: .seconds(5))
             #expect(try await Self.servedSerial(port: https, name: "auth.localhost").contains("second"))
+        }
+    }
+
+    @Test("a CA that opens accounts only with an external account binding (pebble requiring one): with acme_eab_kid and acme_eab_hmac_key siwa obtains its certificate; without them it does not ask and says what to set; with a wrong HMAC key the CA refuses and the key is not in the error")
+    func externalAccountBinding() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let (http, https) = (ports[0], ports[1])
+        let macKey = Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255) })
+        let wrongKey = Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255) })
+        try await withPebble(httpPort: http, tlsPort: https, externalAccountKeys: ["kid-siwa": macKey]) { pebble in
+            let root = try await pebble.rootFile()
+            // The client's steps, against pebble itself: without a binding, and with a wrong key.
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(pebble.caFile))
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: tls))
+            do {
+                let logger = Logger(label: "siwa.test")
+                let unbound = ACMEClient(directoryURL: pebble.directoryURL, http: client, key: P256.Signing.PrivateKey(), accountURL: nil, logger: logger)
+                let directory = try await unbound.directory()
+                #expect(directory.externalAccountRequired)
+                await #expect { _ = try await unbound.account(directory, email: nil) } throws: { error in
+                    "\(error)".contains("acme_eab_kid") && "\(error)".contains("acme_eab_hmac_key")
+                }
+                let wrong = ACMESettings.ExternalAccount(keyID: "kid-siwa", macKey: ACMESettings.ExternalAccount.macKey(base64URL: wrongKey) ?? [])
+                await #expect { _ = try await unbound.account(directory, email: nil, externalAccount: wrong) } throws: { error in
+                    (error as? ACMEClient.Failure)?.step == "newAccount" && !"\(error)".contains(wrongKey) && !"\(error)".contains(macKey)
+                }
+                try await client.shutdown()
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
+            try await LocalSite.run(settings: [
+                "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL, "acme_ca_file": pebble.caFile,
+                "acme_eab_kid": "kid-siwa", "acme_eab_hmac_key": macKey,
+            ]) { site in
+                try await Self.waitForCertificate(site, root: root, pebble: pebble)
+                #expect(try await Self.orders(site, root: root, challenge: "tls-alpn-01", outcome: "issued") == 1)
+            }
         }
     }
 

@@ -44,7 +44,11 @@ public struct Pebble: Sendable {
     public var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 }
 
-public func withPebble<T>(httpPort: Int, tlsPort: Int, validitySeconds: Int? = nil, _ body: (Pebble) async throws -> T) async throws -> T {
+/// `externalAccountKeys`: the key IDs and HMAC keys (base64url) of the external accounts pebble binds; when given,
+/// pebble opens accounts only with a binding (`externalAccountBindingRequired`).
+public func withPebble<T>(
+    httpPort: Int, tlsPort: Int, validitySeconds: Int? = nil, externalAccountKeys: [String: String]? = nil, _ body: (Pebble) async throws -> T
+) async throws -> T {
     let pebble = URL(fileURLWithPath: "/usr/bin/pebble")
     let challenges = URL(fileURLWithPath: "/usr/bin/pebble-challtestsrv")
     for tool in [pebble, challenges] where !FileManager.default.isExecutableFile(atPath: tool.path) {
@@ -63,6 +67,10 @@ public func withPebble<T>(httpPort: Int, tlsPort: Int, validitySeconds: Int? = n
         "httpPort": httpPort, "tlsPort": tlsPort, "ocspResponderURL": "", "externalAccountBindingRequired": false,
     ]
     if let validitySeconds { settings["certificateValidityPeriod"] = validitySeconds }
+    if let externalAccountKeys {
+        settings["externalAccountBindingRequired"] = true
+        settings["externalAccountMACKeys"] = externalAccountKeys
+    }
     let configuration = directory.appendingPathComponent("pebble.json")
     try JSONSerialization.data(withJSONObject: ["pebble": settings]).write(to: configuration)
     let log = directory.appendingPathComponent("pebble.log")

@@ -11,14 +11,16 @@ import NIOHTTP1
 /// TLS-ALPN-01 (RFC 8737) and HTTP-01 challenges answered by siwa's own listeners. Written here because no Swift
 /// ACME library is among the packages siwa may use (docs/architecture.md); it covers what a server ordering its own
 /// certificates needs: the directory, nonces (a `badNonce` is retried with the nonce it came with), the account (found
-/// again by its key when the stored URL is missing), orders, authorizations, challenges, finalization with a CSR, and
-/// the PEM chain. Every answer of the server is checked before it is used; a failure says which step and the
+/// again by its key when the stored URL is missing, bound to the CA's own account when it requires that), orders,
+/// authorizations, challenges, finalization with a CSR, and the PEM chain; a refusal's `Retry-After` is kept. Every answer of the server is checked before it is used; a failure says which step and the
 /// server's problem document (RFC 7807), never a key.
 final class ACMEClient: Sendable {
     struct Directory: Sendable {
         let newNonce: String
         let newAccount: String
         let newOrder: String
+        /// The server opens accounts only with an external account binding (`meta.externalAccountRequired`).
+        var externalAccountRequired = false
     }
 
     /// A failure of one step, with the server's problem when it sent one.
@@ -73,14 +75,25 @@ final class ACMEClient: Sendable {
         guard status == .ok, let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
             let newNonce = json["newNonce"] as? String, let newAccount = json["newAccount"] as? String, let newOrder = json["newOrder"] as? String
         else { throw Failure(step: "directory", detail: "\(directoryURL) answered \(status.code) without newNonce, newAccount and newOrder") }
-        return Directory(newNonce: newNonce, newAccount: newAccount, newOrder: newOrder)
+        let required = (json["meta"] as? [String: Any])?["externalAccountRequired"] as? Bool ?? false
+        return Directory(newNonce: newNonce, newAccount: newAccount, newOrder: newOrder, externalAccountRequired: required)
     }
 
-    /// Registers the account (or finds it again by its key: RFC 8555 7.3.1 answers 200 with its URL).
-    func account(_ directory: Directory, email: String?) async throws -> String {
+    /// Registers the account (or finds it again by its key: RFC 8555 7.3.1 answers 200 with its URL), bound to the
+    /// CA's own account when `externalAccount` is given (RFC 8555 7.3.4); a server that requires a binding and is
+    /// given none is not asked.
+    func account(_ directory: Directory, email: String?, externalAccount: ACMESettings.ExternalAccount? = nil) async throws -> String {
         if let known = accountURL { return known }
         var payload: [String: Any] = ["termsOfServiceAgreed": true]
         if let email { payload["contact"] = ["mailto:" + email] }
+        if let externalAccount {
+            payload["externalAccountBinding"] = try externalAccountBinding(externalAccount, url: directory.newAccount)
+        } else if directory.externalAccountRequired {
+            throw Failure(
+                step: "newAccount",
+                detail: "\(directoryURL) opens accounts only with an external account binding: set acme_eab_kid and acme_eab_hmac_key to the key ID and HMAC key your CA gives"
+            )
+        }
         let (status, headers, _) = try await post(directory.newAccount, payload: payload, directory: directory, step: "newAccount", useJWK: true)
         guard status == .created || status == .ok, let location = headers.first(name: "Location") else {
             throw Failure(step: "newAccount", detail: "answered \(status.code) without the account's Location")
@@ -170,6 +183,16 @@ final class ACMEClient: Sendable {
         let jwk = jwk(key)
         let canonical = "{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"\(jwk["x"] ?? "")\",\"y\":\"\(jwk["y"] ?? "")\"}"
         return Base64URL.encode(SHA256.hash(data: Data(canonical.utf8)))
+    }
+
+    /// RFC 8555 7.3.4: the account's public key (its JWK) signed with the CA's HMAC key (HS256), `kid` the CA's key
+    /// ID and `url` the newAccount URL, as a flattened JWS.
+    func externalAccountBinding(_ external: ACMESettings.ExternalAccount, url: String) throws -> [String: String] {
+        let protected: [String: Any] = ["alg": "HS256", "kid": external.keyID, "url": url]
+        let header = Base64URL.encode(try JSONSerialization.data(withJSONObject: protected, options: [.sortedKeys]))
+        let body = Base64URL.encode(try JSONSerialization.data(withJSONObject: Self.jwk(key.publicKey), options: [.sortedKeys]))
+        let mac = HMAC<SHA256>.authenticationCode(for: Data((header + "." + body).utf8), using: SymmetricKey(data: external.macKey))
+        return ["protected": header, "payload": body, "signature": Base64URL.encode(Array(mac))]
     }
 
     /// A flattened JWS (RFC 8555 6.2): `payload` nil for POST-as-GET (an empty payload).

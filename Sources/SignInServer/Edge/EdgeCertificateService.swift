@@ -254,7 +254,7 @@ final class EdgeCertificateService: Service, Sendable {
             let (accountKey, accountURL) = try await accountKey(acme)
             client = ACMEClient(directoryURL: acme.directory, http: http, key: accountKey, accountURL: accountURL, logger: logger)
             directory = try await client.directory()
-            let account = try await client.account(directory, email: acme.email)
+            let account = try await client.account(directory, email: acme.email, externalAccount: acme.externalAccount)
             if account != accountURL { try await saveAccount(acme, key: accountKey, url: account) }
         } catch {
             // The ACME server unreachable, or the account refused: before any challenge.

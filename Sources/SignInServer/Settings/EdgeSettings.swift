@@ -1,4 +1,5 @@
 import Foundation
+import JOSE
 
 /// siwa alone at the edge (issue 36): HTTPS on `https_port` with certificates it obtains by ACME (`tls_domains`) or
 /// that the operator brings (`tls_cert_file`, `tls_key_file`), HTTP/2 through ALPN, and on `port` only the redirect
@@ -51,6 +52,9 @@ public struct ACMESettings: Sendable {
     public var caFile: String?
     /// `acme_challenges`: the challenges to try, in order (TLS-ALPN-01 first by default).
     public var challenges: [Challenge] = [.tlsALPN01, .http01]
+    /// `acme_eab_kid` and `acme_eab_hmac_key`: the external account binding (RFC 8555 7.3.4) that some CAs require
+    /// to open an account (ZeroSSL, Google Trust Services, a step-ca that asks for one); nil: none.
+    public var externalAccount: ExternalAccount?
     /// Renewal starts at this fraction of a certificate's life (two thirds).
     public var renewAt: Double = 2.0 / 3.0
     /// The first wait after a failed order; doubled at each failure up to `maximumBackoff`.
@@ -60,6 +64,28 @@ public struct ACMESettings: Sendable {
     public var pollTimeout: Duration = .seconds(120)
 
     public init() {}
+
+    /// The key ID and the HMAC key a CA gives for binding the ACME account to an account of its own.
+    public struct ExternalAccount: Sendable, CustomStringConvertible {
+        public let keyID: String
+        /// The HMAC key's bytes (the CA gives them base64url-encoded). Secret: never printed.
+        public let macKey: [UInt8]
+
+        public init(keyID: String, macKey: [UInt8]) {
+            self.keyID = keyID
+            self.macKey = macKey
+        }
+
+        public var description: String { "external account \(keyID) (HMAC key redacted)" }
+
+        /// The HMAC key's bytes from the base64url a CA gives (blanks around it and padding taken off); nil when it is
+        /// not base64url.
+        public static func macKey(base64URL text: String) -> [UInt8]? {
+            var text = Substring(text.trimmingCharacters(in: .whitespaces))
+            while text.hasSuffix("=") { text = text.dropLast() }
+            return Base64URL.decode(text).map(Array.init)
+        }
+    }
 }
 
 /// HTTP/2's limits (`h2_*` keys), each with a default; a client past one loses its connection, no one else's.

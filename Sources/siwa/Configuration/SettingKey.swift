@@ -47,6 +47,8 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("acme_email", default: "none", help: "the ACME account's contact, for the CA's expiry notices"),
         SettingKey("acme_ca_file", default: "the system's", help: "PEM of the CA to trust for a private ACME server (step-ca, pebble)"),
         SettingKey("acme_challenges", list: true, default: "`tls-alpn-01,http-01`", help: "the challenges siwa answers, in the order tried: `tls-alpn-01` on `https_port`, `http-01` on `port`; list only what the firewall lets the CA reach"),
+        SettingKey("acme_eab_kid", default: "none", help: "the key ID of the external account binding (RFC 8555 7.3.4) a CA requires to open an account (ZeroSSL, Google Trust Services, a step-ca that asks for one), with `acme_eab_hmac_key`"),
+        SettingKey("acme_eab_hmac_key", secret: true, default: "none", help: "the HMAC key your CA gives with `acme_eab_kid`, base64url as the CA shows it; secret, redacted wherever configuration is printed"),
         SettingKey("hsts_max_age", default: "`0`", help: "seconds of `Strict-Transport-Security` on siwa's own answers over HTTPS (0: none; 31536000 once HTTPS is settled for good)"),
         SettingKey("h2_max_concurrent_streams", default: "`100`", help: "HTTP/2: streams a client may have open at once"),
         SettingKey("h2_max_header_list_size", default: "`16384`", help: "HTTP/2: the largest header list (decoded) a request may carry"),
