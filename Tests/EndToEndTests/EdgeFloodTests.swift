@@ -98,13 +98,38 @@ struct EdgeFloodTests {
         }
     }
 
-    @Test("a client that keeps its window shut holds no answer: its streams are ended, and its connection once idle for client_idle_timeout_ms; the bystander is answered")
+    @Test("a client that keeps its window shut holds no answer: its connection is ended once its answer has not moved for h2_stall_timeout_ms, and counted so; the bystander is answered")
     func zeroWindow() async throws {
         try await Self.withSite { site, cert, https in
-            // Closed by siwa after the 3 s idle time (`closed`), within the client's 30 s wait.
+            // Closed by siwa after the 2 s stall (`closed`), within the client's 30 s wait; the idle time does not
+            // end a connection with a stream open.
             let outcome = try await Self.flood("zero-window", https: https, cert: cert, path: "/metrics", wait: 30)
             #expect(outcome.closed == true, "\(outcome)")
+            let counted = try await Self.limits(site, cert: cert)
+            #expect((counted["h2_stall_timeout_ms"] ?? 0) >= 1, "the stall watch did not end the connection: \(counted) \(outcome)")
             #expect(try await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status == 200)
+        }
+    }
+
+    struct Windowed: Decodable {
+        let status: Int?
+        let body: String
+        let ended: Bool
+        let reset: Int?
+    }
+
+    @Test("a client with a small flow-control window, opened as it reads, gets every answer whole, on the handlers' path and on the byte path: the stream is not closed (reset CANCEL) while its window still holds part of the answer")
+    func smallWindow() async throws {
+        try await Self.withSite { site, cert, https in
+            for path in ["/nonexistent-page", "/metrics", "/"] {
+                let whole = try await Curl.fetch(site.url(path), http2: true, caFile: cert)
+                let answer = try await ThirdPartyScript.run("h2_window.py", [String(https), "auth.localhost", cert, path, "128"], as: Windowed.self)
+                #expect(answer.status == whole.status, "\(path): \(answer.status ?? 0)")
+                #expect(answer.ended && answer.reset == nil, "\(path): cut short after \(answer.body.utf8.count) bytes, reset \(answer.reset ?? -1)")
+                #expect(answer.body.utf8.count > 4 * 128, "\(path): \(answer.body.utf8.count) bytes do not test the window")
+                if path == "/nonexistent-page" { #expect(answer.body == whole.body) }
+                if path == "/metrics" { #expect(answer.body.hasSuffix("\n") && answer.body.contains("siwa_http2_limit_total") || answer.body.contains("# TYPE")) }
+            }
         }
     }
 }

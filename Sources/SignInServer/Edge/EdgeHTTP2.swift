@@ -159,6 +159,8 @@ struct EdgeHTTP2: Sendable {
                     first = try await iterator.next()
                     if case .end = first {
                         try await responder(Request(head: head, body: RequestBody(buffer: ByteBuffer())), ResponseWriter(outbound: outbound), stream.channel)
+                        // The stream is closed after this: not before its answer has gone out.
+                        await StallWatch.drain(stream.channel)
                         return
                     }
                 }
@@ -182,8 +184,10 @@ struct EdgeHTTP2: Sendable {
                         }
                     }
                     try await responder(Request(head: head, body: body), ResponseWriter(outbound: outbound), stream.channel)
-                    // The answer is written: what the client has not sent of its body is not waited for.
+                    // The answer is written: what the client has not sent of its body is not waited for, but what the
+                    // client's window still holds of the answer goes out before the stream is closed.
                     group.cancelAll()
+                    await StallWatch.drain(stream.channel)
                 }
             }
         } catch {
@@ -489,25 +493,58 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 /// `h2_stall_timeout_ms` ends its whole connection (`ConnectionWatch` looks on its timer): a client that stops reading
 /// holds no answer, and no upstream connection, for longer. A write is outstanding from when it is made until NIO has
 /// handed it to the connection, which it does only as the client's flow-control window allows; `since` is when the
-/// answer last moved while something of it was outstanding. Only DATA is flow-controlled, and a stream's frames go
-/// out in order, so only DATA is followed (a promise and a callback each, which showed in profiles for HEADERS too).
+/// answer last moved while something of it was outstanding. HEADERS are followed too, though not flow-controlled: a
+/// client that stops reading its connection holds them back as well, and a stream whose body has not started (a
+/// long poll) would otherwise hold its upstream connection until `upstream_idle_timeout_ms`.
 final class StallWatch: ChannelOutboundHandler {
     typealias OutboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
 
     private var outstanding = 0
     private(set) var since: NIODeadline?
+    /// Who waits for every write to be handed to the connection (`drained`).
+    private var drainWaiters: [EventLoopPromise<Void>] = []
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .data = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         outstanding += 1
         if since == nil { since = .now() }
         let written = promise ?? context.eventLoop.makePromise()
         written.futureResult.assumeIsolated().whenComplete { _ in
             self.outstanding -= 1
             self.since = self.outstanding == 0 ? nil : .now()
+            if self.outstanding == 0 { self.wakeDrainWaiters() }
         }
         context.write(data, promise: written)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        wakeDrainWaiters()
+    }
+
+    /// Succeeds once every write made so far has been handed to the connection (at once when none is outstanding), or
+    /// has failed with the stream: what a client's flow-control window holds back still goes out before the stream is
+    /// closed (closing it earlier resets it, CANCEL, and drops the rest of the answer).
+    func drained(on loop: any EventLoop) -> EventLoopFuture<Void> {
+        guard outstanding > 0 else { return loop.makeSucceededVoidFuture() }
+        let promise = loop.makePromise(of: Void.self)
+        drainWaiters.append(promise)
+        return promise.futureResult
+    }
+
+    private func wakeDrainWaiters() {
+        let waiters = drainWaiters
+        drainWaiters = []
+        for waiter in waiters { waiter.succeed() }
+    }
+
+    /// Waits until what the stream's writers have written has gone to the connection (`drained`); asked on the event
+    /// loop after the writes already on their way to it.
+    static func drain(_ channel: any Channel) async {
+        let drained = channel.eventLoop.flatSubmit {
+            guard let stall = try? channel.pipeline.syncOperations.handler(type: StallWatch.self) else { return channel.eventLoop.makeSucceededVoidFuture() }
+            return stall.drained(on: channel.eventLoop)
+        }
+        try? await drained.get()
     }
 }
 
