@@ -389,7 +389,7 @@ struct EdgeTests {
         }
     }
 
-    @Test("a CA that opens accounts only with an external account binding (pebble requiring one): with acme_eab_kid and acme_eab_hmac_key siwa obtains its certificate; without them it does not ask and says what to set; with a wrong HMAC key the CA refuses and the key is not in the error")
+    @Test("a CA that opens accounts only with an external account binding (pebble requiring one): with acme_eab_kid and acme_eab_hmac_key siwa obtains its certificate; without them it does not ask and says what to set, as siwa doctor --online does beforehand; with a wrong HMAC key the CA refuses and the key is not in the error")
     func externalAccountBinding() async throws {
         let ports = try await FreePorts.reserve(2)
         let (http, https) = (ports[0], ports[1])
@@ -418,6 +418,16 @@ struct EdgeTests {
                 try? await client.shutdown()
                 throw error
             }
+            // `siwa doctor --online` says so before siwa starts: what to set, then that it is set; and a CA it cannot
+            // trust (pebble without acme_ca_file) is said too.
+            let asked = ["tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL, "acme_ca_file": pebble.caFile]
+            let unset = await ConfigurationDoctor(values: asked, httpClient: .shared).acmeDirectoryCheck()
+            #expect(unset?.passed == false && unset?.message.contains("acme_eab_kid") == true, "\(unset?.line ?? "no check")")
+            let set = await ConfigurationDoctor(values: asked.merging(["acme_eab_kid": "kid-siwa", "acme_eab_hmac_key": macKey]) { $1 }, httpClient: .shared).acmeDirectoryCheck()
+            #expect(set?.passed == true && set?.message.contains("external account binding") == true, "\(set?.line ?? "no check")")
+            #expect(set.map { !$0.line.contains(macKey) } == true)
+            let untrusted = await ConfigurationDoctor(values: ["tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL], httpClient: .shared).acmeDirectoryCheck()
+            #expect(untrusted?.passed == false && untrusted?.message.contains("acme_ca_file") == true, "\(untrusted?.line ?? "no check")")
             try await LocalSite.run(settings: [
                 "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL, "acme_ca_file": pebble.caFile,
                 "acme_eab_kid": "kid-siwa", "acme_eab_hmac_key": macKey,

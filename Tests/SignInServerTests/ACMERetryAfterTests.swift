@@ -27,6 +27,20 @@ struct ACMERetryAfterTests {
         #expect(ACMEClient.retryAfter("0000000000000000120") == .seconds(120))
     }
 
+    @Test("RFC 850's two-digit year is the one within 50 years of now")
+    func twoDigitYears() throws {
+        let gmt = try #require(TimeZone(identifier: "GMT"))
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = gmt
+        for (now, text, year) in [(2026, "Thursday, 26-Nov-99 08:00:00 GMT", 1999), (2026, "Thursday, 26-Nov-26 08:00:00 GMT", 2026),
+                                  (2026, "Thursday, 26-Nov-76 08:00:00 GMT", 2076), (2060, "Thursday, 26-Nov-05 08:00:00 GMT", 2105),
+                                  (2060, "Thursday, 26-Nov-15 08:00:00 GMT", 2015)] {
+            let at = try #require(calendar.date(from: DateComponents(year: now, month: 6, day: 1)))
+            let parsed = HTTPDate.parse(text, now: at)
+            #expect(parsed.map { calendar.component(.year, from: $0) } == year, "\(text) in \(now)")
+        }
+    }
+
     @Test("an HTTP date in each form a recipient must read (IMF-fixdate, RFC 850, asctime), 500 generated dates each: the time until it; a past date is now")
     func dates() {
         var random = SplitMix64(seed: 8555)
@@ -62,7 +76,7 @@ struct ACMERetryAfterTests {
         }
     }
 
-    @Test("after a failed order: the backoff and up to a tenth more; a CA's longer Retry-After instead, never a shorter one")
+    @Test("after a failed order: the backoff and up to a tenth more; a CA's longer Retry-After instead, never a shorter one, at most a week and a quarter of a served certificate's remaining life")
     func waitAfterFailure() {
         struct Unreachable: Error {}
         let backoff = Duration.seconds(60)
@@ -71,6 +85,13 @@ struct ACMERetryAfterTests {
         )
         #expect(rateLimited.rateLimited)
         #expect(EdgeCertificateService.retryDelay(after: rateLimited, backoff: backoff) == .seconds(7200))
+        // A week at most, and no more than a quarter of a served certificate's remaining life.
+        let month = ACMEClient.Failure(step: "newAccount", detail: "503", retryAfter: .seconds(30 * 86_400))
+        #expect(EdgeCertificateService.retryDelay(after: month, backoff: backoff) == .seconds(7 * 86_400))
+        #expect(EdgeCertificateService.retryDelay(after: month, backoff: backoff, remaining: 20 * 86_400) == .seconds(5 * 86_400))
+        #expect(EdgeCertificateService.retryDelay(after: rateLimited, backoff: backoff, remaining: 4_000) == .seconds(1_000))
+        let lapsing = EdgeCertificateService.retryDelay(after: rateLimited, backoff: backoff, remaining: -10)
+        #expect(lapsing >= backoff && lapsing <= backoff + .seconds(6), "\(lapsing)")
         let soon = ACMEClient.Failure(step: "newOrder", detail: "503", retryAfter: .seconds(5))
         for error in [soon, ACMEClient.Failure(step: "directory", detail: "unreachable"), Unreachable()] as [any Error] {
             for _ in 0..<50 {

@@ -1,5 +1,6 @@
 import AppleSignIn
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import Logging
 import NIOCore
@@ -48,6 +49,7 @@ public struct ConfigurationDoctor: Sendable {
             checks.append(Check(name: "mode", passed: true, message: "local mode: no Apple credentials configured, Apple is emulated; set team_id, key_id, key_file, services_id and return_url for Apple mode"))
             checks.append(await databaseCheck())
             checks += await certificateChecks()
+            if online, let acme = await acmeDirectoryCheck() { checks.append(acme) }
             return checks
         }
         let base = values["apple_base_url"] ?? AppleSignInConfiguration.appleBaseURL
@@ -111,6 +113,7 @@ public struct ConfigurationDoctor: Sendable {
 
         checks.append(await databaseCheck())
         checks += await certificateChecks()
+        if online, let acme = await acmeDirectoryCheck() { checks.append(acme) }
 
         if online, let teamID = teamID.value, let keyID = keyID.value, let servicesID = servicesID.value, let pem {
             checks.append(contentsOf: await onlineChecks(teamID: teamID, keyID: keyID, servicesID: servicesID, pem: pem, base: base))
@@ -157,6 +160,41 @@ public struct ConfigurationDoctor: Sendable {
             }
         }
         return checks
+    }
+
+    /// With `--online` and a certificate siwa obtains: the ACME directory answers (trusting `acme_ca_file`), and an
+    /// external account binding is set when the CA opens accounts only with one. Nil when siwa obtains no certificate.
+    public func acmeDirectoryCheck() async -> Check? {
+        guard !list("tls_domains").isEmpty, values["tls_cert_file"] == nil, values["tls_key_file"] == nil else { return nil }
+        let directoryURL = values["acme_directory"] ?? ACMESettings.letsEncrypt
+        let http: HTTPClient
+        do {
+            http = try EdgeCertificateService.httpClient(caFile: values["acme_ca_file"])
+        } catch {
+            return Check(name: "acme_directory", passed: false, message: "acme_ca_file \(values["acme_ca_file"] ?? ""): cannot be read as PEM certificates: \(error)")
+        }
+        let client = ACMEClient(directoryURL: directoryURL, http: http, key: P256.Signing.PrivateKey(), accountURL: nil, logger: Logger(label: "siwa.doctor"))
+        let check: Check
+        do {
+            let directory = try await client.directory()
+            let bound = values["acme_eab_kid"] != nil && values["acme_eab_hmac_key"] != nil
+            if directory.externalAccountRequired, !bound {
+                check = Check(
+                    name: "acme_directory",
+                    passed: false,
+                    message: "\(directoryURL) opens accounts only with an external account binding: set acme_eab_kid and acme_eab_hmac_key to the key ID and HMAC key your CA gives"
+                )
+            } else {
+                check = Check(
+                    name: "acme_directory", passed: true,
+                    message: "\(directoryURL) answers" + (directory.externalAccountRequired ? "; it requires an external account binding, and one is set" : "")
+                )
+            }
+        } catch {
+            check = Check(name: "acme_directory", passed: false, message: "\(error); siwa cannot obtain a certificate until it answers (check acme_directory, acme_ca_file and the network)")
+        }
+        try? await http.shutdown()
+        return check
     }
 
     /// Days before expiry below which the certificate's check fails: Let's Encrypt's certificates are renewed with a

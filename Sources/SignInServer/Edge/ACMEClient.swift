@@ -287,14 +287,14 @@ enum HTTPDate {
             else { return nil }
             return date(year: year, month: month + 1, day: day, time: parts[4])
         case 4:
-            // RFC 850: a two-digit year more than 50 years ahead is the last century's (RFC 9110 5.6.7).
+            // RFC 850: a two-digit year is the one within 50 years of now (RFC 9110 5.6.7: never more than 50 ahead).
             let dated = parts[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
             guard parts[0].hasSuffix(","), longDays.contains(String(parts[0].dropLast())), parts[3] == "GMT", dated.count == 3,
                 dated[0].count == 2, dated[2].count == 2, let day = digits(dated[0]), let month = months.firstIndex(of: dated[1]), let short = digits(dated[2])
             else { return nil }
             let thisYear = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "GMT") ?? .current, from: now).year ?? 2000
             var year = thisYear - thisYear % 100 + short
-            if year > thisYear + 50 { year -= 100 }
+            if year > thisYear + 50 { year -= 100 } else if year < thisYear - 50 { year += 100 }
             return date(year: year, month: month + 1, day: day, time: parts[2])
         case 5:
             // asctime: its day is padded with a blank, not a zero.

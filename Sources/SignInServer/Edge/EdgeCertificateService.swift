@@ -173,7 +173,7 @@ final class EdgeCertificateService: Service, Sendable {
                     return
                 } catch {
                     let remaining = served.map { Int($0.notAfter.timeIntervalSinceNow) }
-                    let delay = Self.retryDelay(after: error, backoff: backoff)
+                    let delay = Self.retryDelay(after: error, backoff: backoff, remaining: served.map { $0.notAfter.timeIntervalSinceNow })
                     logger.error(
                         "ACME order failed; tried again later, the certificate in service stays",
                         metadata: ["reason": "\(error)", "retry_in_seconds": "\(delay.components.seconds)", "served_expires_in_seconds": "\(remaining.map(String.init) ?? "none")"]
@@ -194,11 +194,15 @@ final class EdgeCertificateService: Service, Sendable {
     }
 
     /// How long after a failed order the next is tried: `backoff` and up to a tenth more (jitter), or the time the CA
-    /// asked for (a rate limit's `Retry-After`) when that is longer: a CA is not asked sooner than it said.
-    static func retryDelay(after error: any Error, backoff: Duration) -> Duration {
+    /// asked for (a rate limit's `Retry-After`) when that is longer, so that a CA is not asked sooner than it said;
+    /// but never more than a week (Let's Encrypt's longest limit), nor, while a certificate is served with
+    /// `remaining` seconds left, more than a quarter of them: a wait the CA asks for does not let it lapse.
+    static func retryDelay(after error: any Error, backoff: Duration, remaining: TimeInterval? = nil) -> Duration {
         let delay = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
         guard let asked = (error as? ACMEClient.Failure)?.retryAfter, asked > delay else { return delay }
-        return asked
+        var limit = Duration.seconds(7 * 24 * 3600)
+        if let remaining { limit = min(limit, max(delay, .seconds(Int64(max(0, remaining) / 4)))) }
+        return min(asked, limit)
     }
 
     /// One order for `domains`, challenges tried in the configured order (a new order for the next when one fails);
@@ -207,7 +211,7 @@ final class EdgeCertificateService: Service, Sendable {
         let done: Bool? = try await store.whileOrdering { [self] in
             // Another instance may have stored a fresh one while this one waited.
             if let served = try? await loadStored(), renewalDate(served, acme: acme) > Date() { return true }
-            let http = try Self.httpClient(acme)
+            let http = try Self.httpClient(caFile: acme.caFile)
             do {
                 try await orderCertificate(acme, http: http)
                 try await http.shutdown()
@@ -220,9 +224,10 @@ final class EdgeCertificateService: Service, Sendable {
         return done ?? false
     }
 
-    private static func httpClient(_ acme: ACMESettings) throws -> HTTPClient {
+    /// A client for the ACME server, trusting `caFile` (`acme_ca_file`) when given, else the system's roots.
+    static func httpClient(caFile: String?) throws -> HTTPClient {
         var tls = TLSConfiguration.makeClientConfiguration()
-        if let caFile = acme.caFile {
+        if let caFile {
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caFile))
         }
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: tls))
@@ -262,6 +267,8 @@ final class EdgeCertificateService: Service, Sendable {
             throw error
         }
         var failures: [String] = []
+        // The longest wait a CA asked for in any of the tries.
+        var asked: Duration?
         for challenge in acme.challenges {
             do {
                 try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme)
@@ -272,10 +279,11 @@ final class EdgeCertificateService: Service, Sendable {
                 logger.warning("ACME order with \(challenge.rawValue) failed", metadata: ["reason": "\(error)"])
                 // Refused for the CA's rate limits: an order with another challenge would be refused too, and count.
                 if let failure = error as? ACMEClient.Failure, failure.rateLimited { throw failure }
+                if let wait = (error as? ACMEClient.Failure)?.retryAfter { asked = max(asked ?? wait, wait) }
                 failures.append("\(challenge.rawValue): \(error)")
             }
         }
-        throw EdgeError(description: failures.joined(separator: "; "))
+        throw ACMEClient.Failure(step: "order", detail: failures.joined(separator: "; "), retryAfter: asked)
     }
 
     private func orderCertificate(client: ACMEClient, directory: ACMEClient.Directory, challenge: ACMESettings.Challenge, acme: ACMESettings) async throws {

@@ -66,7 +66,7 @@ public struct ACMESettings: Sendable {
     public init() {}
 
     /// The key ID and the HMAC key a CA gives for binding the ACME account to an account of its own.
-    public struct ExternalAccount: Sendable, CustomStringConvertible {
+    public struct ExternalAccount: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
         public let keyID: String
         /// The HMAC key's bytes (the CA gives them base64url-encoded). Secret: never printed.
         public let macKey: [UInt8]
@@ -77,11 +77,14 @@ public struct ACMESettings: Sendable {
         }
 
         public var description: String { "external account \(keyID) (HMAC key redacted)" }
+        public var debugDescription: String { description }
+        /// `dump` and reflection show the key ID, not the key.
+        public var customMirror: Mirror { Mirror(self, children: ["keyID": keyID, "macKey": "<redacted>"]) }
 
-        /// The HMAC key's bytes from the base64url a CA gives (blanks around it and padding taken off); nil when it is
+        /// The HMAC key's bytes from the base64url a CA gives (blanks and line ends around it, and padding, taken off); nil when it is
         /// not base64url.
         public static func macKey(base64URL text: String) -> [UInt8]? {
-            var text = Substring(text.trimmingCharacters(in: .whitespaces))
+            var text = Substring(text.trimmingCharacters(in: .whitespacesAndNewlines))
             while text.hasSuffix("=") { text = text.dropLast() }
             return Base64URL.decode(text).map(Array.init)
         }
