@@ -159,8 +159,6 @@ struct EdgeHTTP2: Sendable {
                     first = try await iterator.next()
                     if case .end = first {
                         try await responder(Request(head: head, body: RequestBody(buffer: ByteBuffer())), ResponseWriter(outbound: outbound), stream.channel)
-                        // The stream is closed after this: not before its answer has gone out.
-                        await StallWatch.drain(stream.channel)
                         return
                     }
                 }
@@ -184,10 +182,9 @@ struct EdgeHTTP2: Sendable {
                         }
                     }
                     try await responder(Request(head: head, body: body), ResponseWriter(outbound: outbound), stream.channel)
-                    // The answer is written: what the client has not sent of its body is not waited for, but what the
-                    // client's window still holds of the answer goes out before the stream is closed.
+                    // The answer is written: what the client has not sent of its body is not waited for (what the
+                    // client's window still holds of the answer goes out before the stream closes: `StallWatch.close`).
                     group.cancelAll()
-                    await StallWatch.drain(stream.channel)
                 }
             }
         } catch {
@@ -521,9 +518,17 @@ final class StallWatch: ChannelOutboundHandler {
         wakeDrainWaiters()
     }
 
+    /// A stream closed while a write is outstanding (the client's flow-control window holds part of the answer) is
+    /// closed once that write has gone to the connection, whoever closes it: the handlers' task when its responder
+    /// returns, a WebSocket's relay at its end. Closed at once, NIO would reset it (CANCEL) and drop the rest of the
+    /// answer. A client that never opens its window is ended by `h2_stall_timeout_ms`, which fails the writes.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .all, outstanding > 0 else { return context.close(mode: mode, promise: promise) }
+        drained(on: context.eventLoop).assumeIsolated().whenComplete { _ in context.close(mode: mode, promise: promise) }
+    }
+
     /// Succeeds once every write made so far has been handed to the connection (at once when none is outstanding), or
-    /// has failed with the stream: what a client's flow-control window holds back still goes out before the stream is
-    /// closed (closing it earlier resets it, CANCEL, and drops the rest of the answer).
+    /// has failed with the stream.
     func drained(on loop: any EventLoop) -> EventLoopFuture<Void> {
         guard outstanding > 0 else { return loop.makeSucceededVoidFuture() }
         let promise = loop.makePromise(of: Void.self)
@@ -537,15 +542,6 @@ final class StallWatch: ChannelOutboundHandler {
         for waiter in waiters { waiter.succeed() }
     }
 
-    /// Waits until what the stream's writers have written has gone to the connection (`drained`); asked on the event
-    /// loop after the writes already on their way to it.
-    static func drain(_ channel: any Channel) async {
-        let drained = channel.eventLoop.flatSubmit {
-            guard let stall = try? channel.pipeline.syncOperations.handler(type: StallWatch.self) else { return channel.eventLoop.makeSucceededVoidFuture() }
-            return stall.drained(on: channel.eventLoop)
-        }
-        try? await drained.get()
-    }
 }
 
 /// A reference that does not keep its object.
