@@ -438,7 +438,7 @@ struct EdgeTests {
         }
     }
 
-    @Test("a CA's rate limit is honoured: an order refused with rateLimited is not tried again with the other challenge (it would be refused too, and count against the limit), and siwa keeps answering; the wait the CA asks for is ACMERetryAfterTests'")
+    @Test("a CA's rate limit is honoured: an order refused with rateLimited is not tried again with the other challenge (it would be refused too, and count against the limit), nor after a restart on the same store, and siwa keeps answering; the wait the CA asks for is ACMERetryAfterTests'")
     func rateLimitedOrder() async throws {
         let ports = try await FreePorts.reserve(2)
         let (http, https) = (ports[0], ports[1])
@@ -456,10 +456,11 @@ struct EdgeTests {
             try pipeline.configureHTTPServerPipeline()
             try pipeline.addHandler(RateLimitedACME(orders: orders))
         }) { acmePort, _ in
-            try await LocalSite.run(settings: [
+            let settings: [String: String?] = [
                 "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(acmePort)/directory",
-                "acme_ca_file": cert,
-            ]) { site in
+                "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
+            ]
+            try await LocalSite.run(settings: settings) { site in
                 let deadline = ContinuousClock.now + .seconds(30)
                 while orders.value == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
                 #expect(orders.value == 1, "siwa asked for no order within 30 s")
@@ -468,6 +469,13 @@ struct EdgeTests {
                 #expect(orders.value == 1, "the order was asked for again despite the CA's rate limit")
                 #expect(try await Curl.fetch("http://127.0.0.1:\(http)/healthz").status == 200)
                 #expect(site.port == http)
+            }
+            // Restarted on the same store (as another instance would start): the CA's wait is in the store, and
+            // siwa does not ask again before it ends. Before, a restart ordered at once.
+            try await LocalSite.run(settings: settings) { _ in
+                try await Task.sleep(for: .seconds(4))
+                #expect(orders.value == 1, "a restarted siwa asked again despite the CA's rate limit")
+                #expect(try await Curl.fetch("http://127.0.0.1:\(http)/healthz").status == 200)
             }
         }
     }

@@ -193,32 +193,54 @@ final class EdgeCertificateService: Service, Sendable {
         }
     }
 
-    /// How long after a failed order the next is tried: `backoff` and up to a tenth more (jitter), or the time the CA
-    /// asked for (a rate limit's `Retry-After`) when that is longer, so that a CA is not asked sooner than it said;
-    /// but never more than a week (Let's Encrypt's longest limit), nor, while a certificate is served with
-    /// `remaining` seconds left, more than a quarter of them: a wait the CA asks for does not let it lapse.
-    static func retryDelay(after error: any Error, backoff: Duration, remaining: TimeInterval? = nil) -> Duration {
-        let delay = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
-        guard let asked = (error as? ACMEClient.Failure)?.retryAfter, asked > delay else { return delay }
+    /// The wait a CA asked for (a rate limit's `Retry-After`), within its limits: at most a week (Let's Encrypt's
+    /// longest limit), and, while a certificate is served with `remaining` seconds left, at most a quarter of them, so
+    /// that a wait the CA asks for does not let it lapse. Nil when the CA asked for none.
+    static func askedWait(after error: any Error, remaining: TimeInterval?) -> Duration? {
+        guard let asked = (error as? ACMEClient.Failure)?.retryAfter else { return nil }
         var limit = Duration.seconds(7 * 24 * 3600)
-        if let remaining { limit = min(limit, max(delay, .seconds(Int64(max(0, remaining) / 4)))) }
+        if let remaining { limit = min(limit, .seconds(Int64(max(0, remaining) / 4))) }
         return min(asked, limit)
     }
+
+    /// How long after a failed order the next is tried: `backoff` and up to a tenth more (jitter), or the wait the CA
+    /// asked for (`askedWait`) when that is longer: a CA is not asked sooner than it said.
+    static func retryDelay(after error: any Error, backoff: Duration, remaining: TimeInterval? = nil) -> Duration {
+        let delay = backoff + .milliseconds(Int64.random(in: 0...(backoff.components.seconds * 100)))
+        guard let asked = askedWait(after: error, remaining: remaining), asked > delay else { return delay }
+        return asked
+    }
+
+    /// The store's name of the time before which the CA asked for no new order (`askedWait`), for `domains` from this
+    /// directory: kept in the store, so that neither another instance nor this one after a restart asks sooner.
+    var orderWaitName: String { "order-wait " + certificateName }
 
     /// One order for `domains`, challenges tried in the configured order (a new order for the next when one fails);
     /// false when another instance holds the ordering lock.
     func order(_ acme: ACMESettings) async throws -> Bool {
         let done: Bool? = try await store.whileOrdering { [self] in
             // Another instance may have stored a fresh one while this one waited.
-            if let served = try? await loadStored(), renewalDate(served, acme: acme) > Date() { return true }
+            let served = try? await loadStored()
+            if let served, renewalDate(served, acme: acme) > Date() { return true }
+            // The CA asked this instance, or another, or this one before a restart, to wait.
+            if let until = try? await store.edgeRecordExpiry(name: orderWaitName), until > Date() {
+                throw ACMEClient.Failure(
+                    step: "order", detail: "not asked: the CA asked for no new order before \(until)", retryAfter: .seconds(Int64(until.timeIntervalSinceNow.rounded(.up)))
+                )
+            }
             let http = try Self.httpClient(caFile: acme.caFile)
             do {
                 try await orderCertificate(acme, http: http)
                 try await http.shutdown()
             } catch {
                 try? await http.shutdown()
+                if let wait = Self.askedWait(after: error, remaining: served?.notAfter.timeIntervalSinceNow), wait > .zero {
+                    let until = Date() + TimeInterval(wait.components.seconds)
+                    try? await store.saveEdgeRecord(EdgeRecord(name: orderWaitName, value: "\(error)", notAfter: until, updatedAt: Date()))
+                }
                 throw error
             }
+            try? await store.deleteEdgeRecord(name: orderWaitName)
             return true
         }
         return done ?? false
