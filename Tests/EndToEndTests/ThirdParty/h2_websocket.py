@@ -2,7 +2,8 @@
 (`withWebSocketEchoUpstream`): reads its first message (the handshake it saw), sends a text and a binary message and
 reads them back, then asks it to close with code 4001 and answers its close.
 
-Usage: h2_websocket.py PORT SNI CAFILE PATH [COOKIE [PROTOCOL]]  (PROTOCOL: `:protocol`, websocket unless given)
+Usage: h2_websocket.py PORT SNI CAFILE PATH [COOKIE [PROTOCOL [WINDOW]]]  (PROTOCOL: `:protocol`, websocket unless
+given; WINDOW: the client's flow-control window, opened again as DATA is read, 65,535 unless given)
 The request also claims an identity (`x-auth-request-user: forged`), as a hostile client would.
 Prints one JSON object: {"enabled": the server's SETTINGS_ENABLE_CONNECT_PROTOCOL (null when not sent), "status",
 "fields": [[name, value], ...], "body": the answer's body when it was not 200, "messages": [{"opcode", "text" or
@@ -59,8 +60,9 @@ def ws_parse(buffer):
 def main():
     port, sni, cafile, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     cookie = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
-    protocol = sys.argv[6] if len(sys.argv) > 6 else "websocket"
-    connection = h2_floods.Connection(port, sni, cafile)
+    protocol = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else "websocket"
+    window = int(sys.argv[7]) if len(sys.argv) > 7 else None
+    connection = h2_floods.Connection(port, sni, cafile, window=window)
     decoder = hpack.Decoder()
     result = {"enabled": None, "status": None, "fields": [], "body": "", "messages": [], "close_code": None, "ended": False, "reset": None}
     pending = b""
@@ -120,6 +122,10 @@ def main():
                 else:
                     result["fields"].append([name, value])
         elif kind == DATA:
+            if payload:
+                # What was read is given back, to the stream and to the connection.
+                for stream in (STREAM, 0):
+                    connection.send(frame(h2_floods.WINDOW_UPDATE, 0, stream, struct.pack(">I", len(payload))))
             if result["status"] != 200:
                 body += payload
             else:
