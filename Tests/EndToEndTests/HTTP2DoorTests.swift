@@ -33,10 +33,7 @@ struct HTTP2DoorTests {
 
     /// Sends `requests` on one HTTP/2 connection, one stream after the other.
     static func send(_ requests: [Sent], https: Int, cert: String) async throws -> [Received] {
-        let input = FileManager.default.temporaryDirectory.appendingPathComponent("h2-requests-\(UUID().uuidString).json")
-        try JSONEncoder().encode(requests).write(to: input)
-        defer { try? FileManager.default.removeItem(at: input) }
-        return try await ThirdPartyScript.run("h2_requests.py", [String(https), "auth.localhost", cert], input: input, as: [Received].self)
+        try await ThirdPartyScript.run("h2_requests.py", [String(https), "auth.localhost", cert], sending: requests, as: [Received].self)
     }
 
     /// The echo upstream behind `siwa serve --upstream` on its own HTTPS, `/public/` open to all.
@@ -304,6 +301,12 @@ struct HTTP2DoorTests {
         }
     }
 
+    /// A request of `h2_overlap.py`: sent `after` seconds from the first's start.
+    struct Overlapping: Encodable {
+        let path: String
+        let after: Double
+    }
+
     struct Overlapped: Decodable {
         let status: Int?
         let seconds: Double?
@@ -320,16 +323,12 @@ struct HTTP2DoorTests {
                     "https_port": String(https),
                 ]
                 try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", settings) { _, _ in
-                    let requests: [[String: String]] = [
-                        ["path": "/first", "after": "0"], ["path": "/healthz", "after": "0.2"], ["path": "/second", "after": "0.4"],
-                        ["path": "/third", "after": "0.4"],
+                    let requests = [
+                        Overlapping(path: "/first", after: 0), Overlapping(path: "/healthz", after: 0.2), Overlapping(path: "/second", after: 0.4),
+                        Overlapping(path: "/third", after: 0.4),
                     ]
-                    let input = FileManager.default.temporaryDirectory.appendingPathComponent("h2-overlap-\(UUID().uuidString).json")
-                    let json = "[" + requests.map { "{\"path\": \"\($0["path"] ?? "")\", \"after\": \($0["after"] ?? "0")}" }.joined(separator: ",") + "]"
-                    try Data(json.utf8).write(to: input)
-                    defer { try? FileManager.default.removeItem(at: input) }
                     let answers = try await ThirdPartyScript.run(
-                        "h2_overlap.py", [String(https), "auth.localhost", cert, "30"], input: input, as: [Overlapped].self
+                        "h2_overlap.py", [String(https), "auth.localhost", cert, "30"], sending: requests, as: [Overlapped].self
                     )
                     #expect(answers.count == 4)
                     #expect(answers.count == 4 && answers[1].status == 200, "\(answers)")

@@ -12,8 +12,9 @@ import NIOHTTP1
 /// ACME library is among the packages siwa may use (docs/architecture.md); it covers what a server ordering its own
 /// certificates needs: the directory, nonces (a `badNonce` is retried with the nonce it came with), the account (found
 /// again by its key when the stored URL is missing, bound to the CA's own account when it requires that), orders,
-/// authorizations, challenges, finalization with a CSR, and the PEM chain; a refusal's `Retry-After` is kept. Every answer of the server is checked before it is used; a failure says which step and the
-/// server's problem document (RFC 7807), never a key.
+/// authorizations, challenges, finalization with a CSR, and the PEM chain; a refusal's `Retry-After` is kept. Every
+/// answer of the server is checked before it is used; a failure says which step and the server's problem document
+/// (RFC 7807), never a key.
 final class ACMEClient: Sendable {
     struct Directory: Sendable {
         let newNonce: String
@@ -42,7 +43,7 @@ final class ACMEClient: Sendable {
     /// anything else.
     static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        if value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+        if HTTPDate.isDigits(value) {
             // Digits only; a value past a year (or past Int64) is read as a year: no CA asks for longer.
             return .seconds(min(Int64(value) ?? Int64.max, 366 * 24 * 3600))
         }
@@ -307,9 +308,13 @@ enum HTTPDate {
         }
     }
 
+    /// Whether `text` is one or more ASCII digits (a `Retry-After`'s delay-seconds, a date's numbers).
+    static func isDigits(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
     private static func digits(_ text: String) -> Int? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-        return Int(text)
+        isDigits(text) ? Int(text) : nil
     }
 
     /// The date of these parts and `HH:MM:SS`, when it is one (no 31 November, no hour 24).

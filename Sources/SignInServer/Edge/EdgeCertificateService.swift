@@ -172,11 +172,11 @@ final class EdgeCertificateService: Service, Sendable {
                 } catch where Task.isCancelled || Task.isShuttingDownGracefully {
                     return
                 } catch {
-                    let remaining = served.map { Int($0.notAfter.timeIntervalSinceNow) }
-                    let delay = Self.retryDelay(after: error, backoff: backoff, remaining: served.map { $0.notAfter.timeIntervalSinceNow })
+                    let remaining = served.map { $0.notAfter.timeIntervalSinceNow }
+                    let delay = Self.retryDelay(after: error, backoff: backoff, remaining: remaining)
                     logger.error(
                         "ACME order failed; tried again later, the certificate in service stays",
-                        metadata: ["reason": "\(error)", "retry_in_seconds": "\(delay.components.seconds)", "served_expires_in_seconds": "\(remaining.map(String.init) ?? "none")"]
+                        metadata: ["reason": "\(error)", "retry_in_seconds": "\(delay.components.seconds)", "served_expires_in_seconds": "\(remaining.map { String(Int($0)) } ?? "none")"]
                     )
                     nextAttempt = Date() + TimeInterval(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
                     backoff = min(backoff * 2, acme.maximumBackoff)
@@ -299,9 +299,11 @@ final class EdgeCertificateService: Service, Sendable {
             } catch {
                 metrics.acmeOrder(outcome: "failed", challenge: challenge.rawValue)
                 logger.warning("ACME order with \(challenge.rawValue) failed", metadata: ["reason": "\(error)"])
-                // Refused for the CA's rate limits: an order with another challenge would be refused too, and count.
-                if let failure = error as? ACMEClient.Failure, failure.rateLimited { throw failure }
-                if let wait = (error as? ACMEClient.Failure)?.retryAfter { asked = max(asked ?? wait, wait) }
+                if let failure = error as? ACMEClient.Failure {
+                    // Refused for the CA's rate limits: an order with another challenge would be refused too, and count.
+                    if failure.rateLimited { throw failure }
+                    if let wait = failure.retryAfter { asked = max(asked ?? wait, wait) }
+                }
                 failures.append("\(challenge.rawValue): \(error)")
             }
         }

@@ -541,7 +541,6 @@ final class StallWatch: ChannelOutboundHandler {
         drainWaiters = []
         for waiter in waiters { waiter.succeed() }
     }
-
 }
 
 /// A reference that does not keep its object.
