@@ -31,9 +31,11 @@ struct HTTP2DoorTests {
         func values(_ name: String) -> [String] { fields.filter { $0.first == name }.map { $0.count > 1 ? $0[1] : "" } }
     }
 
-    /// Sends `requests` on one HTTP/2 connection, one stream after the other.
-    static func send(_ requests: [Sent], https: Int, cert: String) async throws -> [Received] {
-        try await ThirdPartyScript.run("h2_requests.py", [String(https), "auth.localhost", cert], sending: requests, as: [Received].self)
+    /// Sends `requests` on one HTTP/2 connection, one stream after the other; `window`: the client's flow-control
+    /// window, opened again as it reads.
+    static func send(_ requests: [Sent], https: Int, cert: String, window: Int? = nil) async throws -> [Received] {
+        let arguments = [String(https), "auth.localhost", cert] + (window.map { [String($0)] } ?? [])
+        return try await ThirdPartyScript.run("h2_requests.py", arguments, sending: requests, as: [Received].self)
     }
 
     /// The echo upstream behind `siwa serve --upstream` on its own HTTPS, `/public/` open to all.

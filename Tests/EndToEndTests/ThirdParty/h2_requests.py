@@ -4,7 +4,8 @@ with a blank, a field value with a CR, a `Connection` field) is sent as it is, s
 
 A request after which siwa ended the connection (GOAWAY, or a close) says `closed`; the next goes on a new one.
 
-Usage: h2_requests.py PORT SNI CAFILE < requests.json
+Usage: h2_requests.py PORT SNI CAFILE [WINDOW] < requests.json  (WINDOW: the client's flow-control window, 65,535
+unless given; what is read is given back to the stream and to the connection, as a well-behaved client does)
 Each request: {"method", "path", "authority" (optional), "fields": [[name, value], ...], "body": text or null,
 "split": true to send the body in two DATA frames}. Prints one JSON list, one result per request:
 {"status", "fields": [[name, value], ...], "body", "reset": error code or null, "closed": whether the connection ended, "goaway": its error code}.
@@ -22,12 +23,13 @@ import hpack
 
 def main():
     port, sni, cafile = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    window = int(sys.argv[4]) if len(sys.argv) > 4 else None
     requests = json.load(sys.stdin)
     results = []
     closed = True
     for request in requests:
         if closed:
-            connection = h2_floods.Connection(port, sni, cafile)
+            connection = h2_floods.Connection(port, sni, cafile, window=window)
             decoder = hpack.Decoder()
             decoder.max_allowed_table_size = 65536
             stream = 1
@@ -74,7 +76,8 @@ def main():
             elif kind == DATA:
                 result["body"] += payload
                 if payload:
-                    connection.send(frame(h2_floods.WINDOW_UPDATE, 0, 0, struct.pack(">I", len(payload))))
+                    for on_stream in ((0,) if flags & END_STREAM else (stream, 0)):
+                        connection.send(frame(h2_floods.WINDOW_UPDATE, 0, on_stream, struct.pack(">I", len(payload))))
             elif kind == RST_STREAM:
                 result["reset"] = int.from_bytes(payload[:4], "big")
                 break
