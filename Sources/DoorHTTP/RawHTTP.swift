@@ -216,8 +216,7 @@ package enum RawHTTP {
         case .notYet: return bytes.count > responseHeadLimit ? .invalid("response head longer than \(responseHeadLimit) bytes") : .incomplete
         }
         // Status line: HTTP/1.x SP 3DIGIT SP reason CRLF (the reason may be empty, its SP too).
-        let prefix: [UInt8] = Array("HTTP/1.".utf8)
-        guard end >= 14, prefix.indices.allSatisfy({ bytes[$0] == prefix[$0] }), bytes[7] == UInt8(ascii: "0") || bytes[7] == UInt8(ascii: "1"),
+        guard end >= 14, "HTTP/1.".utf8.enumerated().allSatisfy({ bytes[$0.offset] == $0.element }), bytes[7] == UInt8(ascii: "0") || bytes[7] == UInt8(ascii: "1"),
             bytes[8] == UInt8(ascii: " "), (9...11).allSatisfy({ (0x30...0x39).contains(bytes[$0]) })
         else { return .invalid("malformed status line") }
         let minor = bytes[7] == UInt8(ascii: "1") ? 1 : 0
@@ -236,9 +235,11 @@ package enum RawHTTP {
         var transferEncoding: [String] = []
         var connection: [String] = []
         for line in lines {
-            let value = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self)
+            // Made only for the fields read here: most of an answer's are not.
+            let value = { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self) }
             switch line.name {
             case "content-length":
+                let value = value()
                 // A second Content-Length, even an equal one, is refused, as NIO's parser refuses it on the handlers'
                 // carrier: one behaviour for every carrier.
                 guard length == nil else { return .invalid("two Content-Length fields") }
@@ -246,9 +247,9 @@ package enum RawHTTP {
                 else { return .invalid("bad Content-Length") }
                 length = parsed
             case "transfer-encoding":
-                transferEncoding.append(value)
+                transferEncoding.append(value())
             case "connection":
-                connection.append(value)
+                connection.append(value())
             default:
                 break
             }

@@ -82,8 +82,12 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
         return remainder.first == UInt8(ascii: "/") ? remainder : [UInt8(ascii: "/")] + remainder
     }
 
-    /// The path normalized (percent-encoding, then dot-segments).
-    private static func normalizedPath(_ bytes: ArraySlice<UInt8>) throws(Refusal) -> String {
+    /// The path normalized (percent-encoding, then dot-segments). `shortcut` false: always by the loop (the tests
+    /// compare the two).
+    static func normalizedPath(_ bytes: ArraySlice<UInt8>, shortcut: Bool = true) throws(Refusal) -> String {
+        // Most paths hold only what a path may hold unencoded (no `%`, no `\`) and no dot-segment: normalized, they
+        // are themselves (what the loop below would make of them, without its copies).
+        if shortcut, bytes.allSatisfy(isPathByte), !hasDotSegment(bytes) { return String(decoding: bytes, as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var decoded: [UInt8] = []
@@ -118,8 +122,8 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
     /// RFC 3986 §5.2.4 on a path that starts with `/`; a segment that would climb above `/` is refused, and so is a
     /// dot-segment with parameters (`..;x`, which some servers read as `..`).
     private static func removingDotSegments(_ path: [UInt8]) throws(Refusal) -> [UInt8] {
+        guard hasDotSegment(path[...]) else { return path }
         let segments = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
-        guard segments.contains(where: { $0.first == UInt8(ascii: ".") }) else { return path }
         var kept: [ArraySlice<UInt8>] = []
         var endsInDirectory = false
         for segment in segments {
@@ -148,6 +152,17 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
         }
         if endsInDirectory || out.isEmpty { out.append(UInt8(ascii: "/")) }
         return out
+    }
+
+    /// Whether a segment after a `/` of `path` starts with `.` (what the part before the first `/` starts with does not
+    /// count: a path here starts with `/`).
+    private static func hasDotSegment(_ path: ArraySlice<UInt8>) -> Bool {
+        var afterSlash = false
+        for byte in path {
+            if afterSlash, byte == UInt8(ascii: ".") { return true }
+            afterSlash = byte == UInt8(ascii: "/")
+        }
+        return false
     }
 
     /// The query with its percent-encodings checked, and characters a query may not hold unencoded encoded.
@@ -180,10 +195,14 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
     /// Appends `byte` as it is, or `encoded` as `%XX` with upper-case hex digits.
     private static func append(_ byte: UInt8, encoded: Bool, to out: inout [UInt8]) {
         guard encoded else { return out.append(byte) }
-        let digits = Array("0123456789ABCDEF".utf8)
         out.append(UInt8(ascii: "%"))
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0x0F)])
+        out.append(hexDigit(byte >> 4))
+        out.append(hexDigit(byte & 0x0F))
+    }
+
+    /// The upper-case hex digit of `nibble` (0…15).
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
     }
 
     /// RFC 3986 unreserved.

@@ -99,6 +99,24 @@ struct RequestTargetTests {
         #expect(accepted > 500, "the generator rarely made an acceptable target: \(accepted)")
     }
 
+    @Test("generated paths: the shortcut for a path that is already normalized gives what the full normalization gives, refusals included")
+    func shortcutAgreesWithTheLoop() {
+        // Pieces that make plain paths most of the time, and every kind of path the shortcut must leave to the loop.
+        let pieces = ["/", "/", "a", "b", ".", "..", ".a", ";", ":", "@", "~", "-", "=", "%2e", "%41", "%2F", "%", "\\", "{", "%c3%a9", "//"]
+        var random = SplitMix64(seed: 0x7061_7468_7331)
+        var plain = 0
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 8) + 1
+            let path = "/" + (0..<count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            let bytes = Array(path.utf8)[...]
+            let quick = Result { () throws(RequestTarget.Refusal) in try RequestTarget.normalizedPath(bytes) }
+            let full = Result { () throws(RequestTarget.Refusal) in try RequestTarget.normalizedPath(bytes, shortcut: false) }
+            #expect(quick == full, "\(path)")
+            if case .success(let normalized) = full, normalized == path { plain += 1 }
+        }
+        #expect(plain > 1_000, "the generator rarely made a path that is already normalized: \(plain)")
+    }
+
     /// async-http-client 1.37's `URL.uri` (`HTTPHandler.swift`), which builds the request line of every request it sends.
     static func asyncHTTPClientURI(_ string: String) -> String? {
         guard let url = URL(string: string) else { return nil }

@@ -78,6 +78,7 @@ struct EdgeHTTP2: Sendable {
             // What the connection's requests repeat (its cookie, its person's fields) is read once for all its streams.
             let remembered = ConnectionMemory(answers: fastPath)
             remembered.learnPeer(channel.remoteAddress?.ipAddress)
+            remembered.buildsBehind = { context in try CodecInstaller.build(after: context, launch: launch) }
             let memory = NIOLoopBound(remembered, eventLoop: channel.eventLoop)
             // The streams' deadlines share the connection's timer, stopped once with the connection.
             channel.closeFuture.whenComplete { _ in memory.value.timer.cancel() }
@@ -86,12 +87,9 @@ struct EdgeHTTP2: Sendable {
             ) { stream in
                 stream.eventLoop.makeCompletedFuture {
                     let pipeline = stream.pipeline.syncOperations
-                    let stall = StallWatch()
-                    watched.value.watch(stall)
-                    try pipeline.addHandler(stall)
+                    try pipeline.addHandler(StallWatch(watch: watched.value))
                     try pipeline.addHandler(HTTP2StreamBridge())
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
-                    try pipeline.addHandler(CodecInstaller(launch))
                 }
             }
             try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
@@ -231,17 +229,15 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
     }
 }
 
-/// Behind the byte path on a stream: the first bytes it hands on (a request it does not take) install NIO's HTTP/1
-/// codecs and the launcher after it. A stream the byte path answers never builds them. A stream that opens a
-/// WebSocket (RFC 8441, `HTTP2StreamBridge.opensWebSocket`) gets the HTTP/1.1 upgrade's pipeline instead, as a
-/// connection to siwa in front of an upstream has it (`UpstreamWebSocketChannel`): the same decision, the same
-/// handshake with the upstream, the same relay.
-final class CodecInstaller: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    /// Where a connection's streams go, made once per connection: a stream's handler holds one reference, not a copy
-    /// of each part (every stream has one, most never use it).
+/// Behind the byte path on a stream: before the first bytes it hands on (a request it does not take), the byte path
+/// has NIO's HTTP/1 codecs and the launcher built after it (`ConnectionMemory.buildsBehind`). A stream the byte path
+/// answers never builds them, nor a handler that would wait for them. A stream that opens a WebSocket (RFC 8441,
+/// `HTTP2StreamBridge.opensWebSocket`) gets the HTTP/1.1 upgrade's pipeline instead, as a connection to siwa in front
+/// of an upstream has it (`UpstreamWebSocketChannel`): the same decision, the same handshake with the upstream, the
+/// same relay.
+enum CodecInstaller {
+    /// Where a connection's streams go, made once per connection: each stream's byte path holds one reference (through
+    /// the connection's memory), not a copy of each part.
     final class Launch: Sendable {
         let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
         let webSockets: UpstreamWebSocketChannel?
@@ -254,36 +250,23 @@ final class CodecInstaller: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    private let launch: Launch
-
-    init(_ launch: Launch) {
-        self.launch = launch
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let launched = launch.launched, webSockets = launch.webSockets, logger = launch.logger
-        do {
-            let pipeline = context.pipeline.syncOperations
-            if let webSockets, (try? pipeline.handler(type: HTTP2StreamBridge.self))?.opensWebSocket == true {
-                let opened = try webSockets.configureUpgrades(channel: context.channel, logger: logger)
-                guard case .enqueued = launched.yield(.webSocket(opened)) else { return context.close(promise: nil) }
-            } else {
-                // Added in order after this handler, which then leaves: the bytes go on to the decoder.
-                let handlers: [any ChannelHandler] = [
-                    HTTPResponseEncoder(), ByteToMessageHandler(HTTPRequestDecoder()), HTTPServerProtocolErrorHandler(),
-                    SaysConnectionOutcome(countsHeads: false), HTTP1ToHTTPServerCodec(secure: true), StreamLauncher(launched: launched),
-                ]
-                var after: any ChannelHandler = self
-                for handler in handlers {
-                    try pipeline.addHandler(handler, position: .after(after))
-                    after = handler
-                }
-            }
-        } catch {
-            return context.close(promise: nil)
+    /// Builds the handlers after `context` (the byte path's, last in the stream's pipeline) that take what it hands on.
+    static func build(after context: ChannelHandlerContext, launch: Launch) throws {
+        let pipeline = context.pipeline.syncOperations
+        if let webSockets = launch.webSockets, (try? pipeline.handler(type: HTTP2StreamBridge.self))?.opensWebSocket == true {
+            let opened = try webSockets.configureUpgrades(channel: context.channel, logger: launch.logger)
+            guard case .enqueued = launch.launched.yield(.webSocket(opened)) else { throw ChannelError.ioOnClosedChannel }
+            return
         }
-        context.fireChannelRead(data)
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        let handlers: [any ChannelHandler] = [
+            HTTPResponseEncoder(), ByteToMessageHandler(HTTPRequestDecoder()), HTTPServerProtocolErrorHandler(),
+            SaysConnectionOutcome(countsHeads: false), HTTP1ToHTTPServerCodec(secure: true), StreamLauncher(launched: launch.launched),
+        ]
+        var after = context.handler
+        for handler in handlers {
+            try pipeline.addHandler(handler, position: .after(after))
+            after = handler
+        }
     }
 }
 
@@ -353,8 +336,11 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private let metrics: ServerMetrics
     /// Whether NIO's HTTP/2 handler has written a GOAWAY (a connection error), read from the frames going out.
     private(set) var goAwaySent = false
-    /// The frame being written: the bytes of its 9-byte header seen so far, then how much of its payload is left.
-    private var header: [UInt8] = []
+    /// The frame being written: how many bytes of its 9-byte header have been seen, its length and type read from
+    /// them so far, then how much of its payload is left.
+    private var headerSeen = 0
+    private var frameLength = 0
+    private var frameType: UInt8 = 0
     private var payloadLeft = 0
     fileprivate var last = NIODeadline.now()
     fileprivate var open = 0
@@ -363,8 +349,10 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private var task: RepeatedTask?
 
     private let stallTimeout: TimeAmount
-    /// The streams' answers under way, checked on the same timer as the idle time.
-    private var stalls: [Weak<StallWatch>] = []
+    /// The open streams' answers, checked on the same timer as the idle time. Each stream's `StallWatch` joins when
+    /// added to its stream and leaves when removed (held strongly: a weak reference would cost each stream an
+    /// allocation of its own).
+    private var stalls: [StallWatch] = []
 
     init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, metrics: ServerMetrics) {
         self.idleTimeout = idleTimeout
@@ -372,20 +360,19 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         self.metrics = metrics
     }
 
-    /// Watches a new stream's answer for `h2_stall_timeout_ms`.
-    func watch(_ stall: StallWatch) {
-        stalls.append(Weak(stall))
+    /// Watches a stream's answer for `h2_stall_timeout_ms`.
+    fileprivate func watch(_ stall: StallWatch) {
+        stalls.append(stall)
     }
 
-    /// Whether a stream's answer has not moved for `stallTimeout`; forgets the streams that have ended.
+    /// Stops watching a stream that has ended.
+    fileprivate func forget(_ stall: StallWatch) {
+        if let index = stalls.lastIndex(where: { $0 === stall }) { stalls.remove(at: index) }
+    }
+
+    /// Whether a stream's answer has not moved for `stallTimeout`.
     private func anyStalled(now: NIODeadline) -> Bool {
-        var stalled = false
-        stalls.removeAll { entry in
-            guard let stall = entry.value else { return true }
-            if let since = stall.since, now - since >= stallTimeout { stalled = true }
-            return false
-        }
-        return stalled
+        stalls.contains { stall in stall.since.map { now - $0 >= stallTimeout } ?? false }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -475,46 +462,85 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
                 bytes = bytes.dropFirst(skipped)
                 continue
             }
-            let taken = min(9 - header.count, bytes.count)
-            header += bytes.prefix(taken)
-            bytes = bytes.dropFirst(taken)
-            guard header.count == 9 else { return }
-            if header[3] == 7 { goAwaySent = true }
-            payloadLeft = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
-            header = []
+            guard let byte = bytes.popFirst() else { return }
+            switch headerSeen {
+            case 0...2: frameLength = frameLength << 8 | Int(byte)
+            case 3: frameType = byte
+            default: break
+            }
+            headerSeen += 1
+            guard headerSeen == 9 else { continue }
+            if frameType == 7 { goAwaySent = true }
+            payloadLeft = frameLength
+            headerSeen = 0
+            frameLength = 0
         }
     }
 }
 
 /// A stream whose answer does not go out (the client's window stays shut, or it stops reading) for
 /// `h2_stall_timeout_ms` ends its whole connection (`ConnectionWatch` looks on its timer): a client that stops reading
-/// holds no answer, and no upstream connection, for longer. A write is outstanding from when it is made until NIO has
+/// holds no answer, and no upstream connection, for longer. A write is outstanding from its flush until NIO has
 /// handed it to the connection, which it does only as the client's flow-control window allows; `since` is when the
 /// answer last moved while something of it was outstanding. HEADERS are followed too, though not flow-controlled: a
 /// client that stops reading its connection holds them back as well, and a stream whose body has not started (a
 /// long poll) would otherwise hold its upstream connection until `upstream_idle_timeout_ms`.
+///
+/// Only the last write before each flush is followed: a stream's frames reach the connection in the order written, so
+/// when that one has, so have those before it. The last write is held back until the next write or the flush, which
+/// is when it is known to be the last.
 final class StallWatch: ChannelOutboundHandler {
     typealias OutboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
 
+    /// The connection's watch, which looks at `since` while this stream is in the pipeline.
+    private let watch: ConnectionWatch
+    /// Followed writes not yet handed to the connection.
     private var outstanding = 0
     private(set) var since: NIODeadline?
     /// Who waits for every write to be handed to the connection (`drained`).
     private var drainWaiters: [EventLoopPromise<Void>] = []
+    /// The last write, not passed on yet.
+    private var held: (data: NIOAny, promise: EventLoopPromise<Void>?)?
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if let held { context.write(held.data, promise: held.promise) }
+        held = (data, promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        passHeld(context: context)
+        context.flush()
+    }
+
+    /// Passes the held write on, followed until NIO has handed it to the connection.
+    private func passHeld(context: ChannelHandlerContext) {
+        guard let held else { return }
+        self.held = nil
         outstanding += 1
         if since == nil { since = .now() }
-        let written = promise ?? context.eventLoop.makePromise()
+        let written = held.promise ?? context.eventLoop.makePromise()
         written.futureResult.assumeIsolated().whenComplete { _ in
             self.outstanding -= 1
             self.since = self.outstanding == 0 ? nil : .now()
             if self.outstanding == 0 { self.wakeDrainWaiters() }
         }
-        context.write(data, promise: written)
+        context.write(held.data, promise: written)
+    }
+
+    init(watch: ConnectionWatch) {
+        self.watch = watch
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        watch.watch(self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        watch.forget(self)
+        // A write never flushed, the stream gone.
+        held?.promise?.fail(ChannelError.ioOnClosedChannel)
+        held = nil
         wakeDrainWaiters()
     }
 
@@ -523,6 +549,12 @@ final class StallWatch: ChannelOutboundHandler {
     /// returns, a WebSocket's relay at its end. Closed at once, NIO would reset it (CANCEL) and drop the rest of the
     /// answer. A client that never opens its window is ended by `h2_stall_timeout_ms`, which fails the writes.
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        // A write not flushed goes before the close, as it would have without this handler (not followed: unflushed,
+        // it is not waited for).
+        if let held {
+            self.held = nil
+            context.write(held.data, promise: held.promise)
+        }
         guard mode == .all, outstanding > 0 else { return context.close(mode: mode, promise: promise) }
         drained(on: context.eventLoop).assumeIsolated().whenComplete { _ in context.close(mode: mode, promise: promise) }
     }
@@ -543,8 +575,3 @@ final class StallWatch: ChannelOutboundHandler {
     }
 }
 
-/// A reference that does not keep its object.
-struct Weak<Object: AnyObject> {
-    weak var value: Object?
-    init(_ value: Object) { self.value = value }
-}

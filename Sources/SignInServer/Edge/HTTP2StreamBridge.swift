@@ -134,19 +134,20 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     }
 
     /// The HTTP/1.1 head of a stream's `headers`, and whether its body is chunked; nil when the head is malformed.
+    /// Two readings of `headers`: the first checks them and finds what the request line and `Host` are made of, the
+    /// second writes the rest after them, into one buffer.
     private func request(_ headers: HPACKHeaders, endStream: Bool, allocator: ByteBufferAllocator) -> (ByteBuffer, chunked: Bool)? {
         var method: String?
         var path: String?
         var authority: String?
-        var cookies: [String] = []
+        var cookies = 0
         var hasLength = false
-        var out = allocator.buffer(capacity: 512)
-        // The fields after the request line and `Host`: written to their own buffer first.
-        var fields = allocator.buffer(capacity: 512)
         var host: String?
         var connectProtocol: String?
+        var size = 128
         for (name, value, _) in headers {
             guard Self.isFieldValue(value) else { return nil }
+            size += name.utf8.count + value.utf8.count + 4
             switch name {
             case ":method": method = value
             case ":path": path = value
@@ -154,7 +155,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             case ":scheme": continue
             case ":protocol": connectProtocol = value
             case let pseudo where pseudo.hasPrefix(":"): return nil
-            case "cookie": cookies.append(value)
+            case "cookie": cookies += 1
             case "host":
                 guard host == nil else { return nil }
                 host = value
@@ -165,9 +166,6 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             default:
                 guard RawHTTP.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return nil }
                 if name == "content-length" { hasLength = true }
-                // RFC 8441 §5: a WebSocket over HTTP/2 has no key of its own; siwa makes the one its handshake needs.
-                if name == "sec-websocket-key", connectProtocol != nil { continue }
-                ByteHead.writeField(&fields, name, value)
             }
         }
         guard var method, RawHTTP.isToken(method) else { return nil }
@@ -185,32 +183,47 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         // CONNECT names an authority, not a path (RFC 9113 §8.5).
         guard let target = method == "CONNECT" ? authority : path, Self.isTarget(target) else { return nil }
         if let host, let authority, host.lowercased() != authority.lowercased() { return nil }
+        let hostName = authority ?? host
+        if let hostName, !Self.isTarget(hostName) { return nil }
         self.method = method
+        var out = allocator.buffer(capacity: size)
+        out.writeString(method)
+        out.writeStaticString(" ")
+        out.writeString(target)
+        out.writeStaticString(" HTTP/1.1\r\n")
+        if let hostName {
+            out.writeStaticString("host: ")
+            out.writeString(hostName)
+            out.writeStaticString("\r\n")
+        }
+        // The `Cookie` fields joined in one (RFC 9113 §8.2.3).
+        if cookies > 0 {
+            out.writeStaticString("cookie: ")
+            var first = true
+            for (name, value, _) in headers where name == "cookie" {
+                if !first { out.writeStaticString("; ") }
+                first = false
+                out.writeString(value)
+            }
+            out.writeStaticString("\r\n")
+        }
+        for (name, value, _) in headers where !name.hasPrefix(":") {
+            switch name {
+            case "cookie", "host": continue
+            // RFC 8441 §5: a WebSocket over HTTP/2 has no key of its own; siwa makes the one its handshake needs.
+            case "sec-websocket-key" where connectProtocol != nil: continue
+            default: ByteHead.writeField(&out, name, value)
+            }
+        }
         if opensWebSocket {
             webSocketKey = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
-            fields.writeStaticString("upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-key: ")
-            fields.writeString(webSocketKey)
-            fields.writeStaticString("\r\n")
+            out.writeStaticString("upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-key: ")
+            out.writeString(webSocketKey)
+            out.writeStaticString("\r\n")
         }
-        out.writeString(method)
-        out.writeString(" ")
-        out.writeString(target)
-        out.writeString(" HTTP/1.1\r\n")
-        if let name = authority ?? host {
-            guard Self.isTarget(name) else { return nil }
-            out.writeString("host: ")
-            out.writeString(name)
-            out.writeString("\r\n")
-        }
-        if !cookies.isEmpty {
-            out.writeString("cookie: ")
-            out.writeString(cookies.joined(separator: "; "))
-            out.writeString("\r\n")
-        }
-        out.writeBuffer(&fields)
         let chunked = !endStream && !hasLength && !opensWebSocket
-        if chunked { out.writeString("transfer-encoding: chunked\r\n") }
-        out.writeString("\r\n")
+        if chunked { out.writeStaticString("transfer-encoding: chunked\r\n") }
+        out.writeStaticString("\r\n")
         return (out, chunked)
     }
 
@@ -349,6 +362,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// (hop-by-hop, and those its `Connection` names) and less `leaving`.
     private static func fields(of head: RawHTTP.ResponseHead, in answer: ByteBuffer, status: Int, leaving: Set<String> = []) -> HPACKHeaders {
         var fields = HPACKHeaders()
+        fields.reserveCapacity(head.lines.count + 1)
         fields.add(name: ":status", value: String(status))
         let named = AnswerFilter.connectionNamed(head.connection)
         for line in head.lines where !AnswerFilter.hopByHop.contains(line.name) && !named.contains(line.name) && !leaving.contains(line.name) {

@@ -22,7 +22,7 @@ public final class IdentityAssertions: Sendable {
     /// The ES256 keys of the store.
     private let keyring: SigningKeyring
     /// The assertions signed lately, by subject and audience.
-    private let recent = Mutex<[String: (token: String, groups: [String], issuedAt: Date)]>([:])
+    private let recent = Mutex<[CacheKey: (token: String, groups: [String], issuedAt: Date)]>([:])
 
     public init(store: any SigningKeyStore, issuer: String, logger: Logger) {
         self.store = store
@@ -119,7 +119,15 @@ public final class IdentityAssertions: Sendable {
     }
 
     /// One assertion per person, audience and client (a browser's and an app's say different `azp`).
-    private static func cacheKey(_ user: UserRecord, _ audience: String, _ client: String?) -> String {
-        user.subject + "\u{1}" + audience + (client.map { "\u{1}" + $0 } ?? "")
+    private static func cacheKey(_ user: UserRecord, _ audience: String, _ client: String?) -> CacheKey {
+        CacheKey(subject: user.subject, audience: audience, client: client)
+    }
+
+    /// What an assertion kept in `recent` is for; its parts as they are, not joined (joining them cost an allocation on
+    /// each request of the byte path).
+    struct CacheKey: Hashable, Sendable {
+        let subject: String
+        let audience: String
+        let client: String?
     }
 }

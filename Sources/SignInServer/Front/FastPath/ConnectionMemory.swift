@@ -26,6 +26,10 @@ final class ConnectionMemory {
     private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
     /// The connection's one timer for its exchanges' deadlines, shared by an HTTP/2 connection's streams.
     let timer = ConnectionTimer()
+    /// What builds the handlers behind the byte path, called before it first hands bytes on to them (with its own
+    /// context): an HTTP/2 stream's codecs, built only for a stream it does not take. Nil when they are there from the
+    /// start (an HTTP/1.1 connection).
+    var buildsBehind: ((ChannelHandlerContext) throws -> Void)?
 
     init(answers: FastPathAnswers) {
         self.answers = answers

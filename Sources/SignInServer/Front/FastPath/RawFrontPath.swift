@@ -63,6 +63,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
     private var closeWhenIdle = false
+    /// The handlers behind this one have been built (`ConnectionMemory.buildsBehind`).
+    private var builtBehind = false
 
     /// This handler reads a connection of its own (HTTP/1.1): it learns its peer and finds its client timer. On an
     /// HTTP/2 stream the connection's `memory` knows the peer, and the connection's limits are HTTP/2's.
@@ -280,6 +282,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// Hands the request at the front of `buffer` (its head, and as much of its body as has come) to NIO's parser;
     /// the rest of its body follows as it comes, and the next request waits for the codecs' answer.
     private func handToCodecs(_ head: RawHTTP.RequestHead, from buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+        guard buildBehind(context) else { return }
         let body = head.contentLength ?? 0
         let passed = min(buffer.readableBytes, head.length + body)
         guard let request = buffer.readSlice(length: passed) else { return }
@@ -318,6 +321,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// Hands what is pending to NIO's parser and leaves the pipeline: the connection is Hummingbird's from here on.
     private func handOn(_ context: ChannelHandlerContext) {
+        guard buildBehind(context) else { return }
         let rest = pending
         pending = nil
         // Handed on before leaving: a context that has left the pipeline reaches no handler.
@@ -331,6 +335,22 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         let channel = context.channel
         _ = context.pipeline.syncOperations.removeHandler(context: context)
         if askRead { channel.read() }
+    }
+
+    /// Builds the handlers behind this one, once, before bytes are first handed on to them; false when they could not
+    /// be built (the connection, or the stream, is closed).
+    private func buildBehind(_ context: ChannelHandlerContext) -> Bool {
+        guard !builtBehind, let build = memory.buildsBehind else { return true }
+        builtBehind = true
+        do {
+            try build(context)
+            return true
+        } catch {
+            ended = true
+            pending = nil
+            context.close(promise: nil)
+            return false
+        }
     }
 
     // MARK: The upstream's side

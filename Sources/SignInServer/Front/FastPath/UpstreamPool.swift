@@ -13,8 +13,14 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     private let tls: NIOSSLContext?
     /// What goes between TLS and the connection's handler (NIO's HTTP/1 client codec, or nothing).
     private let codecs: @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
-    /// Idle connections per event loop.
-    private let idle = Mutex<[ObjectIdentifier: [UpstreamConnection<Part>]]>([:])
+    /// Idle connections per event loop. Each loop's are a reference changed in place: a dictionary's value changed
+    /// through its subscript costs an allocation on each request here (the accessor's frame, the pool being generic).
+    private let idle = Mutex<[ObjectIdentifier: IdleConnections]>([:])
+
+    private final class IdleConnections: @unchecked Sendable {
+        /// Changed only under `idle`'s lock.
+        var connections: [UpstreamConnection<Part>] = []
+    }
     /// At most this many idle connections are kept per event loop (`upstream_max_connections`, at least 128); more
     /// are closed when their exchange ends. A connection idles only once it was needed: HTTP/2 clients keep hundreds
     /// of requests in flight on a few connections, and a pool that kept fewer opened and closed connections without
@@ -54,7 +60,7 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     /// An idle connection on `eventLoop`, taken out of the pool; nil when there is none.
     private func idleConnection(on eventLoop: any EventLoop) -> UpstreamConnection<Part>? {
         let key = ObjectIdentifier(eventLoop)
-        while let candidate = idle.withLock({ $0[key]?.popLast() }) {
+        while let candidate = idle.withLock({ $0[key]?.connections.popLast() }) {
             if candidate.channel.isActive { return candidate }
         }
         return nil
@@ -106,8 +112,15 @@ final class UpstreamPool<Part: Sendable>: Sendable {
         let key = ObjectIdentifier(connection.channel.eventLoop)
         let limit = idleLimit
         let kept = idle.withLock { idle in
-            guard idle[key, default: []].count < limit else { return false }
-            idle[key, default: []].append(connection)
+            let list: IdleConnections
+            if let existing = idle[key] {
+                list = existing
+            } else {
+                list = IdleConnections()
+                idle[key] = list
+            }
+            guard list.connections.count < limit else { return false }
+            list.connections.append(connection)
             return true
         }
         if !kept { connection.channel.close(promise: nil) }
@@ -117,7 +130,7 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     func forget(_ connection: UpstreamChannelIdentity) {
         idle.withLock { idle in
             let key = connection.eventLoop
-            idle[key]?.removeAll { ObjectIdentifier($0.channel) == connection.channel }
+            idle[key]?.connections.removeAll { ObjectIdentifier($0.channel) == connection.channel }
         }
     }
 
@@ -125,7 +138,7 @@ final class UpstreamPool<Part: Sendable>: Sendable {
     func closeAll() {
         let all = idle.withLock { idle in
             defer { idle.removeAll() }
-            return idle.values.flatMap { $0 }
+            return idle.values.flatMap { $0.connections }
         }
         for connection in all { connection.channel.close(promise: nil) }
     }
