@@ -442,20 +442,8 @@ struct EdgeTests {
     func rateLimitedOrder() async throws {
         let ports = try await FreePorts.reserve(2)
         let (http, https) = (ports[0], ports[1])
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-acme-limits-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
-        try await TestCertificate.make(certificate: cert, key: key, subject: "127.0.0.1", names: ["IP:127.0.0.1"])
-        let tls = try NIOSSLContext(configuration: .makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) }, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
-        ))
         let orders = Collected(0)
-        try await LoopbackServer.run({ pipeline in
-            try pipeline.addHandler(NIOSSLServerHandler(context: tls))
-            try pipeline.configureHTTPServerPipeline()
-            try pipeline.addHandler(RateLimitedACME(orders: orders))
-        }) { acmePort, _ in
+        try await Self.withACMEStandIn(StandIn.rateLimited(orders: orders)) { acmePort, directory, cert in
             let settings: [String: String?] = [
                 "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(acmePort)/directory",
                 "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
@@ -481,51 +469,185 @@ struct EdgeTests {
     }
 }
 
-/// An ACME server (RFC 8555) that refuses every order for its rate limits, as Let's Encrypt does once a limit is met
-/// (429, `rateLimited`, `Retry-After`); Debian's pebble (2.4) has no rate limits to meet. Counts the orders asked for.
-private final class RateLimitedACME: ChannelInboundHandler, Sendable {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-    private let orders: Collected<Int>
-    private let asked = Collected("")
-
-    init(orders: Collected<Int>) { self.orders = orders }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): asked.withLock { $0 = head.uri }
-        case .body: break
-        case .end: answer(context, path: asked.value)
+extension EdgeTests {
+    @Test("the CA's renewal information (RFC 9773): siwa asks for it as soon as a certificate is served, by the identifier openssl's reading of that certificate gives; a suggested window already over renews the certificate at once, long before two thirds of its life, and the new certificate is asked about in turn and kept while its window is far off")
+    func renewalInformation() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let (http, https) = (ports[0], ports[1])
+        // Certificates for an hour: two thirds of their life is 40 minutes away, so only the CA's word renews one here.
+        try await withPebble(httpPort: http, tlsPort: https, validitySeconds: 3600) { pebble in
+            // Pebble 2.4 serves no renewal information: a server of the test's own serves pebble's directory with
+            // `renewalInfo` added, and the renewal information; everything else goes to pebble itself.
+            let pebbleDirectory = try await Curl.fetch(pebble.directoryURL, caFile: pebble.caFile).body
+            let asked = Collected<[String]>([])
+            try await Self.withACMEStandIn(StandIn.renewalInformation(pebbleDirectory: pebbleDirectory, asked: asked)) { shimPort, directory, cert in
+                let trusted = directory.appendingPathComponent("trusted.pem").path
+                try (String(contentsOfFile: pebble.caFile, encoding: .utf8) + "\n" + String(contentsOfFile: cert, encoding: .utf8)).write(toFile: trusted, atomically: true, encoding: .utf8)
+                try await LocalSite.run(settings: [
+                    "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(shimPort)/directory",
+                    "acme_ca_file": trusted,
+                ]) { site in
+                    let root = try await pebble.rootFile()
+                    try await Self.waitForCertificate(site, root: root, pebble: pebble)
+                    let first = try await Self.servedPEM(port: https)
+                    let firstID = try await Self.certID(of: first)
+                    // Renewed at once: the window of the first certificate is already over.
+                    let deadline = ContinuousClock.now + .seconds(40)
+                    var now = first
+                    while now == first, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(500))
+                        now = try await Self.servedPEM(port: https)
+                    }
+                    #expect(now != first, "the CA's open window did not renew the certificate within 40 s; asked about: \(asked.value); pebble's log:\n\(pebble.logText.suffix(2000))")
+                    #expect(asked.value.first == firstID, "siwa asked about \(asked.value), not \(firstID) (openssl's reading of the served certificate)")
+                    let secondID = try await Self.certID(of: now)
+                    let askDeadline = ContinuousClock.now + .seconds(15)
+                    while !asked.value.contains(secondID), ContinuousClock.now < askDeadline { try await Task.sleep(for: .milliseconds(200)) }
+                    #expect(asked.value.contains(secondID), "the new certificate was not asked about: \(asked.value)")
+                    // Its window is a month off: it is kept.
+                    try await Task.sleep(for: .seconds(3))
+                    #expect(try await Self.servedPEM(port: https) == now)
+                    #expect(try await Self.orders(site, root: root, challenge: "tls-alpn-01", outcome: "issued") == 2)
+                }
+            }
         }
     }
 
-    private func answer(_ context: ChannelHandlerContext, path: String) {
-        let base = "https://127.0.0.1:\(context.channel.localAddress?.port ?? 0)"
-        var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
-        let status: HTTPResponseStatus
-        var body = ""
-        switch path {
-        case "/directory":
-            status = .ok
-            body = "{\"newNonce\": \"\(base)/nonce\", \"newAccount\": \"\(base)/account\", \"newOrder\": \"\(base)/order\"}"
-        case "/nonce":
-            status = .ok
-        case "/account":
-            status = .created
-            headers.add(name: "Location", value: base + "/account/1")
-            body = "{\"status\": \"valid\"}"
-        case "/order":
-            orders.withLock { $0 += 1 }
-            status = .tooManyRequests
-            headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
-            headers.add(name: "Retry-After", value: "7200")
-            body = "{\"type\": \"urn:ietf:params:acme:error:rateLimited\", \"detail\": \"too many certificates already issued for this exact set of identifiers\"}"
-        default:
-            status = .notFound
+    /// A small HTTPS server of the test's own standing in for an ACME server, or in front of one, with a certificate
+    /// made for 127.0.0.1 (`cert`, which siwa's `acme_ca_file` must trust), each request answered by `answer`;
+    /// `body` gets its port and a scratch directory.
+    fileprivate static func withACMEStandIn(
+        _ answer: @escaping StandIn.Answer, _ body: (_ port: Int, _ directory: URL, _ cert: String) async throws -> Void
+    ) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-acme-stand-in-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (cert, key) = (directory.appendingPathComponent("cert.pem").path, directory.appendingPathComponent("key.pem").path)
+        try await TestCertificate.make(certificate: cert, key: key, subject: "127.0.0.1", names: ["IP:127.0.0.1"])
+        let tls = try NIOSSLContext(configuration: .makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) }, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+        ))
+        try await LoopbackServer.run({ pipeline in
+            try pipeline.addHandler(NIOSSLServerHandler(context: tls))
+            try pipeline.configureHTTPServerPipeline()
+            try pipeline.addHandler(StandIn(answer))
+        }) { port, _ in
+            try await body(port, directory, cert)
         }
-        headers.add(name: "Content-Length", value: String(body.utf8.count))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-        if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    /// The PEM of the certificate the HTTPS port serves to `auth.localhost`.
+    static func servedPEM(port: Int) async throws -> String {
+        let shown = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"), arguments: ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", "auth.localhost"], environment: [:], timeLimit: .seconds(30)
+        )
+        guard let start = shown.stdout.range(of: "-----BEGIN CERTIFICATE-----"), let end = shown.stdout.range(of: "-----END CERTIFICATE-----") else {
+            throw EndToEndError("no certificate in s_client's output: \(shown.stdout.prefix(500))")
+        }
+        return String(shown.stdout[start.lowerBound..<end.upperBound]) + "\n"
+    }
+
+    /// RFC 9773 4.1's identifier of `pem`, from openssl's reading of it (not siwa's): the authority key identifier
+    /// and the serial number's DER content (a zero byte first when its first bit is set), base64url each.
+    static func certID(of pem: String) async throws -> String {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ari-\(UUID().uuidString).pem")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try pem.write(to: file, atomically: true, encoding: .utf8)
+        let shown = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/openssl"), arguments: ["x509", "-noout", "-serial", "-ext", "authorityKeyIdentifier", "-in", file.path], environment: [:]
+        )
+        let lines = shown.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let serialLine = lines.first(where: { $0.hasPrefix("serial=") }),
+            let keyLine = lines.first(where: { $0.replacingOccurrences(of: "keyid:", with: "").split(separator: ":").count > 8 })
+        else { throw EndToEndError("openssl did not show a serial and an authority key identifier: \(shown.stdout)") }
+        func bytes(_ hex: some StringProtocol) -> [UInt8] {
+            let digits = Array(hex.filter(\.isHexDigit))
+            return stride(from: 0, to: digits.count - 1, by: 2).compactMap { UInt8(String(digits[$0...$0 + 1]), radix: 16) }
+        }
+        var serial = bytes(serialLine.dropFirst("serial=".count))
+        if let high = serial.first, high >= 0x80 { serial.insert(0, at: 0) }
+        return Base64URL.encode(bytes(keyLine.replacingOccurrences(of: "keyid:", with: ""))) + "." + Base64URL.encode(serial)
+    }
+}
+
+/// A small HTTPS server of the test's own (`EdgeTests.withACMEStandIn`): each request answered by `answer`, given its
+/// path and the server's own base URL.
+private final class StandIn: ChannelInboundHandler, Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    typealias Answer = @Sendable (_ path: String, _ base: String) -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: String)
+    private let answer: Answer
+    private let path = Collected("")
+
+    init(_ answer: @escaping Answer) { self.answer = answer }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): path.withLock { $0 = head.uri }
+        case .body: break
+        case .end:
+            var (status, headers, body) = answer(path.value, "https://127.0.0.1:\(context.channel.localAddress?.port ?? 0)")
+            headers.add(name: "Content-Length", value: String(body.utf8.count))
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil) }
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+}
+
+extension StandIn {
+    /// In front of pebble (2.4, which serves no renewal information): its directory with `renewalInfo` added, and the
+    /// renewal information (RFC 9773 4.2) of every certificate asked about: the first one's window closed an hour ago
+    /// (the CA wants it replaced now), any other's opens a month from now. Records the identifiers asked about, in
+    /// order.
+    static func renewalInformation(pebbleDirectory: String, asked: Collected<[String]>) -> Answer {
+        { path, base in
+            let stamp = ISO8601DateFormatter()
+            let json = HTTPHeaders([("Content-Type", "application/json")])
+            if path == "/directory" {
+                let open = pebbleDirectory.trimmingCharacters(in: .whitespacesAndNewlines).dropLast()
+                return (.ok, json, open + ", \"renewalInfo\": \"\(base)/renewal-info/\"}")
+            }
+            guard path.hasPrefix("/renewal-info/") else { return (.notFound, json, "") }
+            let id = String(path.dropFirst("/renewal-info/".count))
+            var first = false
+            asked.withLock { asked in
+                if !asked.contains(id) { asked.append(id) }
+                first = asked.first == id
+            }
+            // A window already over, as a CA says of a certificate it is about to revoke; else one a month off.
+            let start = first ? Date().addingTimeInterval(-7200) : Date().addingTimeInterval(30 * 86400)
+            var headers = json
+            headers.add(name: "Retry-After", value: "21600")
+            return (.ok, headers, "{\"suggestedWindow\": {\"start\": \"\(stamp.string(from: start))\", \"end\": \"\(stamp.string(from: start.addingTimeInterval(3600)))\"}}")
+        }
+    }
+
+    /// An ACME server (RFC 8555) that refuses every order for its rate limits, as Let's Encrypt does once a limit is
+    /// met (429, `rateLimited`, `Retry-After`); Debian's pebble (2.4) has no rate limits to meet. Counts the orders
+    /// asked for.
+    static func rateLimited(orders: Collected<Int>) -> Answer {
+        { path, base in
+            var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+            switch path {
+            case "/directory":
+                return (.ok, headers, "{\"newNonce\": \"\(base)/nonce\", \"newAccount\": \"\(base)/account\", \"newOrder\": \"\(base)/order\"}")
+            case "/nonce":
+                return (.ok, headers, "")
+            case "/account":
+                headers.add(name: "Location", value: base + "/account/1")
+                return (.created, headers, "{\"status\": \"valid\"}")
+            case "/order":
+                orders.withLock { $0 += 1 }
+                headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
+                headers.add(name: "Retry-After", value: "7200")
+                return (
+                    .tooManyRequests, headers,
+                    "{\"type\": \"urn:ietf:params:acme:error:rateLimited\", \"detail\": \"too many certificates already issued for this exact set of identifiers\"}"
+                )
+            default:
+                return (.notFound, headers, "")
+            }
+        }
     }
 }

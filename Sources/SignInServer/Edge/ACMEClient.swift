@@ -22,6 +22,8 @@ final class ACMEClient: Sendable {
         let newOrder: String
         /// The server opens accounts only with an external account binding (`meta.externalAccountRequired`).
         var externalAccountRequired = false
+        /// Where the server says when to renew a certificate (RFC 9773 `renewalInfo`); nil when it does not.
+        var renewalInfo: String? = nil
     }
 
     /// A failure of one step, with the server's problem when it sent one.
@@ -77,7 +79,9 @@ final class ACMEClient: Sendable {
             let newNonce = json["newNonce"] as? String, let newAccount = json["newAccount"] as? String, let newOrder = json["newOrder"] as? String
         else { throw Failure(step: "directory", detail: "\(directoryURL) answered \(status.code) without newNonce, newAccount and newOrder") }
         let required = (json["meta"] as? [String: Any])?["externalAccountRequired"] as? Bool ?? false
-        return Directory(newNonce: newNonce, newAccount: newAccount, newOrder: newOrder, externalAccountRequired: required)
+        return Directory(
+            newNonce: newNonce, newAccount: newAccount, newOrder: newOrder, externalAccountRequired: required, renewalInfo: json["renewalInfo"] as? String
+        )
     }
 
     /// Registers the account (or finds it again by its key: RFC 8555 7.3.1 answers 200 with its URL), bound to the
@@ -112,13 +116,47 @@ final class ACMEClient: Sendable {
         let error: String?
     }
 
-    func newOrder(_ directory: Directory, domains: [String]) async throws -> Order {
-        let payload: [String: Any] = ["identifiers": domains.map { ["type": "dns", "value": $0] }]
-        let (status, headers, body) = try await post(directory.newOrder, payload: payload, directory: directory, step: "newOrder")
+    /// A new order for `domains`; `replaces`: the ARI identifier of the certificate it replaces (RFC 9773 5), said only
+    /// to a server that serves renewal information. A server that has that certificate replaced already
+    /// (`alreadyReplaced`: another client of the account renewed it) is asked again without it.
+    func newOrder(_ directory: Directory, domains: [String], replaces: String? = nil) async throws -> Order {
+        let replaces = directory.renewalInfo == nil ? nil : replaces
+        let (status, headers, body): (HTTPResponseStatus, HTTPHeaders, Data)
+        do {
+            (status, headers, body) = try await post(directory.newOrder, payload: Self.newOrderPayload(domains: domains, replaces: replaces), directory: directory, step: "newOrder")
+        } catch let failure as Failure where replaces != nil && failure.problemType == "urn:ietf:params:acme:error:alreadyReplaced" {
+            logger.info("the CA has the certificate replaced already; ordering without naming it", metadata: ["replaces": "\(replaces ?? "")"])
+            return try await newOrder(directory, domains: domains, replaces: nil)
+        }
         guard status == .created, let location = headers.first(name: "Location") else {
             throw Failure(step: "newOrder", detail: "answered \(status.code) without the order's Location")
         }
         return try Self.order(url: location, body: body, step: "newOrder")
+    }
+
+    /// The payload of a new order (RFC 8555 7.4, and RFC 9773 5's `replaces`).
+    static func newOrderPayload(domains: [String], replaces: String?) -> [String: Any] {
+        var payload: [String: Any] = ["identifiers": domains.map { ["type": "dns", "value": $0] }]
+        if let replaces { payload["replaces"] = replaces }
+        return payload
+    }
+
+    /// The server's renewal information for the certificate `certID` names (RFC 9773 4.2): a plain GET, no account.
+    func renewalInfo(_ directory: Directory, certID: String) async throws -> RenewalInfo {
+        guard let base = directory.renewalInfo else { throw Failure(step: "renewalInfo", detail: "the directory names no renewalInfo") }
+        let url = (base.hasSuffix("/") ? base : base + "/") + certID
+        let (status, headers, body) = try await send(url, method: .GET, body: nil, step: "renewalInfo")
+        let retryAfter = Self.retryAfter(headers.first(name: "Retry-After"))
+        guard status == .ok else {
+            let problem = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
+            throw Failure(step: "renewalInfo", detail: "\(status.code) " + Self.describe(problem), problemType: problem["type"] as? String, retryAfter: retryAfter)
+        }
+        guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let window = json["suggestedWindow"] as? [String: Any],
+            let start = (window["start"] as? String).flatMap(RenewalInfo.date), let end = (window["end"] as? String).flatMap(RenewalInfo.date)
+        else { throw Failure(step: "renewalInfo", detail: "an answer without a suggestedWindow of two RFC 3339 times", retryAfter: retryAfter) }
+        // RFC 9773 4.2: a window that ends before it starts is as no answer at all.
+        guard end > start else { throw Failure(step: "renewalInfo", detail: "a suggestedWindow that ends before it starts", retryAfter: retryAfter) }
+        return RenewalInfo(start: start, end: end, explanationURL: json["explanationURL"] as? String, retryAfter: retryAfter)
     }
 
     func order(_ url: String, directory: Directory) async throws -> Order {
@@ -267,6 +305,46 @@ final class ACMEClient: Sendable {
     static func describe(_ problem: [String: Any]) -> String {
         let type = (problem["type"] as? String).map { $0.replacingOccurrences(of: "urn:ietf:params:acme:error:", with: "") } ?? "problem"
         return "\(type): \(problem["detail"] as? String ?? "no detail")"
+    }
+}
+
+/// When a CA suggests renewing a certificate (ACME Renewal Information, RFC 9773): a window, a page that says why
+/// (a CA that revokes certificates early says so there), and when to ask again.
+struct RenewalInfo: Sendable, Equatable {
+    let start: Date
+    let end: Date
+    let explanationURL: String?
+    /// The server's `Retry-After`: when to ask again.
+    let retryAfter: Duration?
+
+    /// The identifier of a certificate for renewal information (RFC 9773 4.1): its authority key identifier and its
+    /// serial number's DER content, each base64url without padding, joined by `.`. `serial` is the (positive) number's
+    /// bytes, big-endian, with or without leading zeros: its DER content has none but the one a first bit set needs.
+    static func certID(authorityKeyID: some Sequence<UInt8>, serial: some Sequence<UInt8>) -> String {
+        var content = Array(serial.drop { $0 == 0 })
+        if content.first.map({ $0 >= 0x80 }) ?? true { content.insert(0, at: 0) }
+        return Base64URL.encode(authorityKeyID) + "." + Base64URL.encode(content)
+    }
+
+    /// An RFC 3339 time, with or without fractions of a second.
+    static func date(_ text: String) -> Date? {
+        let whole = ISO8601DateFormatter()
+        whole.formatOptions = [.withInternetDateTime]
+        if let date = whole.date(from: text) { return date }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: text)
+    }
+
+    /// A time picked uniformly at random in the window (RFC 9773 4.2), so that a CA's certificates are not all
+    /// renewed at one moment.
+    func pickedTime() -> Date {
+        start + Double.random(in: 0..<end.timeIntervalSince(start))
+    }
+
+    /// When to ask again (RFC 9773 4.3): the server's `Retry-After`, within a minute and a day; six hours without one.
+    var nextAsk: Duration {
+        min(max(retryAfter ?? .seconds(6 * 3600), .seconds(60)), .seconds(24 * 3600))
     }
 }
 

@@ -20,8 +20,9 @@ final class HTTP01Answers: Sendable {
 /// Keeps the edge's certificate in service (issue 36). With the operator's files: loads them before the server
 /// starts, and again when they change (looked at every few seconds) or on SIGHUP; a pair that does not load leaves
 /// the one served in place. With ACME: serves the stored certificate, and orders one when there is none or two thirds
-/// of its life have passed, one instance at a time (`EdgeStore.whileOrdering`); a failed order is tried again after
-/// a backoff that doubles (with jitter), while the certificate in service stays until it is replaced.
+/// of its life have passed, or sooner when the CA's renewal information (RFC 9773) suggests it, one instance at a time
+/// (`EdgeStore.whileOrdering`); a failed order is tried again after a backoff that doubles (with jitter), while the
+/// certificate in service stays until it is replaced.
 final class EdgeCertificateService: Service, Sendable {
     let settings: EdgeSettings
     let certificates: EdgeCertificates
@@ -153,16 +154,20 @@ final class EdgeCertificateService: Service, Sendable {
         let storeLook: Int64 = 10
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let served = try? await loadStored()
-            let due = served.map { renewalDate($0, acme: acme) } ?? .distantPast
+            var due = served.map { renewalDate($0, acme: acme) } ?? .distantPast
+            // The CA may suggest an earlier renewal (RFC 9773): a certificate it will revoke, say. Never a later one.
+            if let served, let suggested = await suggestedRenewal(served, acme: acme), suggested < due { due = suggested }
             var wait: Duration
             if due > Date() {
-                // Until it is due, at most an hour: another instance may have renewed it in the store.
-                wait = .seconds(min(3600, max(1, Int64(due.timeIntervalSinceNow))))
+                // Until it is due, at most an hour (another instance may have renewed it in the store), or until the
+                // CA is to be asked again for its renewal information.
+                let until = min(due, renewalAdvice.withLockedValue { $0?.nextAsk } ?? due)
+                wait = .seconds(min(3600, max(1, Int64(until.timeIntervalSinceNow.rounded(.up)))))
             } else if nextAttempt > Date() {
                 wait = .seconds(min(storeLook, max(1, Int64(nextAttempt.timeIntervalSinceNow))))
             } else {
                 do {
-                    if try await order(acme) {
+                    if try await order(acme, replacing: served) {
                         backoff = acme.firstBackoff
                         wait = .seconds(1)
                     } else {
@@ -193,6 +198,78 @@ final class EdgeCertificateService: Service, Sendable {
         }
     }
 
+    // MARK: The CA's renewal information (RFC 9773)
+
+    /// What the CA said of the served certificate's renewal: its window, the time this instance picked in it, and when
+    /// to ask again. Each instance asks for itself (a GET, a few a day); the one that finds the certificate due orders,
+    /// under the ordering lock, and the others serve what it stores.
+    struct RenewalAdvice: Sendable {
+        let certID: String
+        var window: RenewalInfo?
+        var picked: Date?
+        var nextAsk: Date
+        var failures = 0
+    }
+
+    let renewalAdvice = NIOLockedValueBox<RenewalAdvice?>(nil)
+
+    /// The time picked in the CA's suggested window for renewing `served`, asking the CA when due: at once for a
+    /// certificate newly served, then when it said to ask again (`RenewalInfo.nextAsk`); after a failure, from a
+    /// minute on, doubling, at most six hours. Nil when the CA serves no renewal information (asked again daily), has
+    /// not answered, or the certificate has expired.
+    func suggestedRenewal(_ served: EdgeCertificates.Served, acme: ACMESettings, now: Date = Date()) async -> Date? {
+        guard let certID = served.certID, served.notAfter > now else { return nil }
+        var advice = renewalAdvice.withLockedValue { $0 }.flatMap { $0.certID == certID ? $0 : nil } ?? RenewalAdvice(certID: certID, nextAsk: now)
+        if advice.nextAsk <= now {
+            await ask(&advice, acme: acme, now: now)
+            renewalAdvice.withLockedValue { $0 = advice }
+        }
+        return advice.picked
+    }
+
+    private func ask(_ advice: inout RenewalAdvice, acme: ACMESettings, now: Date) async {
+        let http: HTTPClient
+        do {
+            http = try Self.httpClient(caFile: acme.caFile)
+        } catch {
+            advice.nextAsk = now + 6 * 3600
+            return
+        }
+        do {
+            let (key, url) = try await accountKey(acme)
+            let client = ACMEClient(directoryURL: acme.directory, http: http, key: key, accountURL: url, logger: logger)
+            let directory = try await client.directory()
+            if directory.renewalInfo == nil {
+                advice.window = nil
+                advice.picked = nil
+                advice.nextAsk = now + 24 * 3600
+            } else {
+                let info = try await client.renewalInfo(directory, certID: advice.certID)
+                if info.start != advice.window?.start || info.end != advice.window?.end {
+                    let picked = info.pickedTime()
+                    advice.picked = picked
+                    logger.info(
+                        "the CA suggests when to renew the certificate",
+                        metadata: [
+                            "window_start": "\(info.start)", "window_end": "\(info.end)", "renew_at": "\(picked)",
+                            "explanation": "\(info.explanationURL ?? "none")",
+                        ]
+                    )
+                }
+                advice.window = info
+                advice.failures = 0
+                advice.nextAsk = now + TimeInterval(info.nextAsk.components.seconds)
+            }
+        } catch {
+            advice.failures += 1
+            let backoff = min(60 * pow(2, Double(min(advice.failures - 1, 10))), 6 * 3600)
+            let asked = (error as? ACMEClient.Failure)?.retryAfter.map { TimeInterval(min(max($0, .seconds(60)), .seconds(24 * 3600)).components.seconds) }
+            advice.nextAsk = now + max(backoff, asked ?? 0)
+            logger.warning("the CA's renewal information not read; renewal keeps its own schedule", metadata: ["reason": "\(error)"])
+        }
+        try? await http.shutdown()
+    }
+
     /// The wait a CA asked for (a rate limit's `Retry-After`), within its limits: at most a week (Let's Encrypt's
     /// longest limit), and, while a certificate is served with `remaining` seconds left, at most a quarter of them, so
     /// that a wait the CA asks for does not let it lapse. Nil when the CA asked for none.
@@ -216,12 +293,13 @@ final class EdgeCertificateService: Service, Sendable {
     var orderWaitName: String { "order-wait " + certificateName }
 
     /// One order for `domains`, challenges tried in the configured order (a new order for the next when one fails);
-    /// false when another instance holds the ordering lock.
-    func order(_ acme: ACMESettings) async throws -> Bool {
+    /// false when another instance holds the ordering lock. `replacing`: the certificate found due (by its age or by
+    /// the CA's renewal information), named to the CA as the one replaced.
+    func order(_ acme: ACMESettings, replacing: EdgeCertificates.Served? = nil) async throws -> Bool {
         let done: Bool? = try await store.whileOrdering { [self] in
             // Another instance may have stored a fresh one while this one waited.
             let served = try? await loadStored()
-            if let served, renewalDate(served, acme: acme) > Date() { return true }
+            if let served, served.chainPEM != replacing?.chainPEM, renewalDate(served, acme: acme) > Date() { return true }
             // The CA asked this instance, or another, or this one before a restart, to wait.
             if let until = try? await store.edgeRecordExpiry(name: orderWaitName), until > Date() {
                 throw ACMEClient.Failure(
@@ -230,7 +308,7 @@ final class EdgeCertificateService: Service, Sendable {
             }
             let http = try Self.httpClient(caFile: acme.caFile)
             do {
-                try await orderCertificate(acme, http: http)
+                try await orderCertificate(acme, http: http, replaces: served?.certID)
                 try await http.shutdown()
             } catch {
                 try? await http.shutdown()
@@ -274,7 +352,7 @@ final class EdgeCertificateService: Service, Sendable {
         try await store.saveEdgeRecord(EdgeRecord(name: "acme-account " + acme.directory, value: value, notAfter: nil, updatedAt: Date()))
     }
 
-    private func orderCertificate(_ acme: ACMESettings, http: HTTPClient) async throws {
+    private func orderCertificate(_ acme: ACMESettings, http: HTTPClient, replaces: String?) async throws {
         let client: ACMEClient
         let directory: ACMEClient.Directory
         do {
@@ -293,7 +371,7 @@ final class EdgeCertificateService: Service, Sendable {
         var asked: Duration?
         for challenge in acme.challenges {
             do {
-                try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme)
+                try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme, replaces: replaces)
                 metrics.acmeOrder(outcome: "issued", challenge: challenge.rawValue)
                 return
             } catch {
@@ -310,8 +388,10 @@ final class EdgeCertificateService: Service, Sendable {
         throw ACMEClient.Failure(step: "order", detail: failures.joined(separator: "; "), retryAfter: asked)
     }
 
-    private func orderCertificate(client: ACMEClient, directory: ACMEClient.Directory, challenge: ACMESettings.Challenge, acme: ACMESettings) async throws {
-        var order = try await client.newOrder(directory, domains: settings.domains)
+    private func orderCertificate(
+        client: ACMEClient, directory: ACMEClient.Directory, challenge: ACMESettings.Challenge, acme: ACMESettings, replaces: String?
+    ) async throws {
+        var order = try await client.newOrder(directory, domains: settings.domains, replaces: replaces)
         var cleanups: [@Sendable () -> Void] = []
         defer { for cleanup in cleanups { cleanup() } }
         for url in order.authorizations {

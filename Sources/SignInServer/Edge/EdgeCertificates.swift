@@ -18,6 +18,8 @@ final class EdgeCertificates: Sendable {
         let notBefore: Date
         let notAfter: Date
         let context: NIOSSLContext
+        /// Its identifier for the CA's renewal information (RFC 9773); nil without an authority key identifier.
+        var certID: String? = nil
     }
 
     /// What a hello gets.
@@ -93,7 +95,11 @@ final class EdgeCertificates: Sendable {
             throw EdgeError.certificate("the certificate names \(names.joined(separator: ", ")), none of tls_domains (\(domains.joined(separator: ", ")))")
         }
         let context = try NIOSSLContext(configuration: EdgeTLS.serverConfiguration(chain: chain, key: key, protocols: EdgeTLS.siteProtocols))
-        let served = Served(names: covered, chainPEM: chainPEM, keyPEM: keyPEM, notBefore: leaf.notValidBefore, notAfter: leaf.notValidAfter, context: context)
+        let authorityKeyID = (try? leaf.extensions.authorityKeyIdentifier)??.keyIdentifier
+        let served = Served(
+            names: covered, chainPEM: chainPEM, keyPEM: keyPEM, notBefore: leaf.notValidBefore, notAfter: leaf.notValidAfter, context: context,
+            certID: authorityKeyID.map { RenewalInfo.certID(authorityKeyID: $0, serial: leaf.serialNumber.bytes) }
+        )
         state.withLockedValue { state in
             for name in domains.isEmpty ? names : covered { state.served[name] = served }
         }
