@@ -87,8 +87,7 @@ struct EdgeHTTP2: Sendable {
             ) { stream in
                 stream.eventLoop.makeCompletedFuture {
                     let pipeline = stream.pipeline.syncOperations
-                    try pipeline.addHandler(StallWatch(watch: watched.value))
-                    try pipeline.addHandler(HTTP2StreamBridge())
+                    try pipeline.addHandler(HTTP2StreamBridge(watch: watched.value))
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
                 }
             }
@@ -181,7 +180,7 @@ struct EdgeHTTP2: Sendable {
                     }
                     try await responder(Request(head: head, body: body), ResponseWriter(outbound: outbound), stream.channel)
                     // The answer is written: what the client has not sent of its body is not waited for (what the
-                    // client's window still holds of the answer goes out before the stream closes: `StallWatch.close`).
+                    // client's window still holds of the answer goes out before the stream closes: `HTTP2StreamBridge.closeStream`).
                     group.cancelAll()
                 }
             }
@@ -349,10 +348,10 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private var task: RepeatedTask?
 
     private let stallTimeout: TimeAmount
-    /// The open streams' answers, checked on the same timer as the idle time. Each stream's `StallWatch` joins when
-    /// added to its stream and leaves when removed (held strongly: a weak reference would cost each stream an
-    /// allocation of its own).
-    private var stalls: [StallWatch] = []
+    /// The open streams' answers, checked on the same timer as the idle time. Each stream's bridge
+    /// (`HTTP2StreamBridge`, which follows its writes) joins when added to its stream and leaves when removed (held
+    /// strongly: a weak reference would cost each stream an allocation of its own).
+    private var stalls: [HTTP2StreamBridge] = []
 
     init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, metrics: ServerMetrics) {
         self.idleTimeout = idleTimeout
@@ -361,12 +360,12 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Watches a stream's answer for `h2_stall_timeout_ms`.
-    fileprivate func watch(_ stall: StallWatch) {
+    func watch(_ stall: HTTP2StreamBridge) {
         stalls.append(stall)
     }
 
     /// Stops watching a stream that has ended.
-    fileprivate func forget(_ stall: StallWatch) {
+    func forget(_ stall: HTTP2StreamBridge) {
         if let index = stalls.lastIndex(where: { $0 === stall }) { stalls.remove(at: index) }
     }
 
@@ -477,101 +476,3 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 }
-
-/// A stream whose answer does not go out (the client's window stays shut, or it stops reading) for
-/// `h2_stall_timeout_ms` ends its whole connection (`ConnectionWatch` looks on its timer): a client that stops reading
-/// holds no answer, and no upstream connection, for longer. A write is outstanding from its flush until NIO has
-/// handed it to the connection, which it does only as the client's flow-control window allows; `since` is when the
-/// answer last moved while something of it was outstanding. HEADERS are followed too, though not flow-controlled: a
-/// client that stops reading its connection holds them back as well, and a stream whose body has not started (a
-/// long poll) would otherwise hold its upstream connection until `upstream_idle_timeout_ms`.
-///
-/// Only the last write before each flush is followed: a stream's frames reach the connection in the order written, so
-/// when that one has, so have those before it. The last write is held back until the next write or the flush, which
-/// is when it is known to be the last.
-final class StallWatch: ChannelOutboundHandler {
-    typealias OutboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
-
-    /// The connection's watch, which looks at `since` while this stream is in the pipeline.
-    private let watch: ConnectionWatch
-    /// Followed writes not yet handed to the connection.
-    private var outstanding = 0
-    private(set) var since: NIODeadline?
-    /// Who waits for every write to be handed to the connection (`drained`).
-    private var drainWaiters: [EventLoopPromise<Void>] = []
-    /// The last write, not passed on yet.
-    private var held: (data: NIOAny, promise: EventLoopPromise<Void>?)?
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if let held { context.write(held.data, promise: held.promise) }
-        held = (data, promise)
-    }
-
-    func flush(context: ChannelHandlerContext) {
-        passHeld(context: context)
-        context.flush()
-    }
-
-    /// Passes the held write on, followed until NIO has handed it to the connection.
-    private func passHeld(context: ChannelHandlerContext) {
-        guard let held else { return }
-        self.held = nil
-        outstanding += 1
-        if since == nil { since = .now() }
-        let written = held.promise ?? context.eventLoop.makePromise()
-        written.futureResult.assumeIsolated().whenComplete { _ in
-            self.outstanding -= 1
-            self.since = self.outstanding == 0 ? nil : .now()
-            if self.outstanding == 0 { self.wakeDrainWaiters() }
-        }
-        context.write(held.data, promise: written)
-    }
-
-    init(watch: ConnectionWatch) {
-        self.watch = watch
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        watch.watch(self)
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        watch.forget(self)
-        // A write never flushed, the stream gone.
-        held?.promise?.fail(ChannelError.ioOnClosedChannel)
-        held = nil
-        wakeDrainWaiters()
-    }
-
-    /// A stream closed while a write is outstanding (the client's flow-control window holds part of the answer) is
-    /// closed once that write has gone to the connection, whoever closes it: the handlers' task when its responder
-    /// returns, a WebSocket's relay at its end. Closed at once, NIO would reset it (CANCEL) and drop the rest of the
-    /// answer. A client that never opens its window is ended by `h2_stall_timeout_ms`, which fails the writes.
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        // A write not flushed goes before the close, as it would have without this handler (not followed: unflushed,
-        // it is not waited for).
-        if let held {
-            self.held = nil
-            context.write(held.data, promise: held.promise)
-        }
-        guard mode == .all, outstanding > 0 else { return context.close(mode: mode, promise: promise) }
-        drained(on: context.eventLoop).assumeIsolated().whenComplete { _ in context.close(mode: mode, promise: promise) }
-    }
-
-    /// Succeeds once every write made so far has been handed to the connection (at once when none is outstanding), or
-    /// has failed with the stream.
-    func drained(on loop: any EventLoop) -> EventLoopFuture<Void> {
-        guard outstanding > 0 else { return loop.makeSucceededVoidFuture() }
-        let promise = loop.makePromise(of: Void.self)
-        drainWaiters.append(promise)
-        return promise.futureResult
-    }
-
-    private func wakeDrainWaiters() {
-        let waiters = drainWaiters
-        drainWaiters = []
-        for waiter in waiters { waiter.succeed() }
-    }
-}
-

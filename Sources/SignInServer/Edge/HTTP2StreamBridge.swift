@@ -62,6 +62,33 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// since the HTTP/2 client has no key to check it against.
     private var webSocketKey = ""
 
+    /// The connection's watch, which looks at `since` while this stream is in the pipeline (`h2_stall_timeout_ms`).
+    private let watch: ConnectionWatch
+    /// Followed frames not yet handed to the connection (`passUnflushed`).
+    private var outstanding = 0
+    /// When the answer last moved while something of it was outstanding; nil when nothing is.
+    private(set) var since: NIODeadline?
+    /// Who waits for every frame to be handed to the connection (`drained`).
+    private var drainWaiters: [EventLoopPromise<Void>] = []
+    /// The last frame written, not passed on yet: it goes on at the next write, or followed at the flush.
+    private var unflushed: (frame: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)?
+
+    init(watch: ConnectionWatch) {
+        self.watch = watch
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        watch.watch(self)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        watch.forget(self)
+        // A frame never flushed, the stream gone.
+        unflushed?.promise?.fail(ChannelError.ioOnClosedChannel)
+        unflushed = nil
+        wakeDrainWaiters()
+    }
+
     // MARK: The request
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -129,8 +156,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     private func refuse(context: ChannelHandlerContext) {
         inbound = .ended
         outbound = .ended
-        context.writeAndFlush(wrapOutboundOut(.rstStream(.protocolError)), promise: nil)
-        context.close(promise: nil)
+        send(.rstStream(.protocolError), promise: nil, context: context)
+        flush(context: context)
+        closeStream(context: context, mode: .all, promise: nil)
     }
 
     /// The HTTP/1.1 head of a stream's `headers`, and whether its body is chunked; nil when the head is malformed.
@@ -249,7 +277,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         answer(&bytes, context: context)
         if let held {
             self.held = nil
-            context.write(wrapOutboundOut(held), promise: promise)
+            send(held, promise: promise, context: context)
         } else {
             promise?.succeed()
         }
@@ -390,7 +418,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
 
     /// Writes the frame held before, and holds `frame`: the last of a write goes out with its promise.
     private func emit(_ frame: HTTP2Frame.FramePayload, context: ChannelHandlerContext) {
-        if let held { context.write(wrapOutboundOut(held), promise: nil) }
+        if let held { send(held, promise: nil, context: context) }
         held = frame
     }
 
@@ -400,23 +428,92 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         pending = nil
         if let held {
             self.held = nil
-            context.write(wrapOutboundOut(held), promise: nil)
+            send(held, promise: nil, context: context)
         }
-        context.writeAndFlush(wrapOutboundOut(.rstStream(.internalError)), promise: nil)
-        context.close(promise: nil)
+        send(.rstStream(.internalError), promise: nil, context: context)
+        flush(context: context)
+        closeStream(context: context, mode: .all, promise: nil)
     }
 
     /// The writer ends its side (`SaysConnectionOutcome` after a closing answer): an answer that ends with the
     /// connection ends its stream; the stream closes once the client has ended its side too.
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .output else { return context.close(mode: mode, promise: promise) }
+        guard mode == .output else { return closeStream(context: context, mode: mode, promise: promise) }
         switch outbound {
         case .untilClose, .tunnel:
             outbound = .ended
-            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))), promise: nil)
+            send(.data(.init(data: .byteBuffer(ByteBuffer()), endStream: true)), promise: nil, context: context)
+            flush(context: context)
         case .head, .length, .chunked, .ended:
             break
         }
         promise?.succeed()
+    }
+
+    // MARK: The stall watch
+
+    // A stream whose answer does not go out (the client's window stays shut, or it stops reading) for
+    // `h2_stall_timeout_ms` ends its whole connection (`ConnectionWatch` looks at `since` on its timer): a client that
+    // stops reading holds no answer, and no upstream connection, for longer. A frame is outstanding from its flush
+    // until NIO has handed it to the connection, which it does only as the client's flow-control window allows.
+    // HEADERS are followed too, though not flow-controlled: a client that stops reading its connection holds them
+    // back as well, and a stream whose body has not started (a long poll) would otherwise hold its upstream
+    // connection until `upstream_idle_timeout_ms`. Only the last frame before each flush is followed: a stream's
+    // frames reach the connection in the order written, so when that one has, so have those before it.
+
+    /// Writes `frame`: the one held before goes on, and this one is held until the next write or the flush.
+    private func send(_ frame: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
+        if let unflushed { context.write(wrapOutboundOut(unflushed.frame), promise: unflushed.promise) }
+        unflushed = (frame, promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        passUnflushed(context: context)
+        context.flush()
+    }
+
+    /// Passes the held frame on, followed until NIO has handed it to the connection.
+    private func passUnflushed(context: ChannelHandlerContext) {
+        guard let unflushed else { return }
+        self.unflushed = nil
+        outstanding += 1
+        if since == nil { since = .now() }
+        let written = unflushed.promise ?? context.eventLoop.makePromise()
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            self.outstanding -= 1
+            self.since = self.outstanding == 0 ? nil : .now()
+            if self.outstanding == 0 { self.wakeDrainWaiters() }
+        }
+        context.write(wrapOutboundOut(unflushed.frame), promise: written)
+    }
+
+    /// A stream closed while a frame is outstanding (the client's flow-control window holds part of the answer) is
+    /// closed once that frame has gone to the connection, whoever closes it: the handlers' task when its responder
+    /// returns, a WebSocket's relay at its end, this bridge after a reset. Closed at once, NIO would reset it
+    /// (CANCEL) and drop the rest of the answer. A client that never opens its window is ended by
+    /// `h2_stall_timeout_ms`, which fails the writes.
+    private func closeStream(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        // A frame not flushed goes before the close, not followed: unflushed, it is not waited for.
+        if let unflushed {
+            self.unflushed = nil
+            context.write(wrapOutboundOut(unflushed.frame), promise: unflushed.promise)
+        }
+        guard mode == .all, outstanding > 0 else { return context.close(mode: mode, promise: promise) }
+        drained(on: context.eventLoop).assumeIsolated().whenComplete { _ in context.close(mode: mode, promise: promise) }
+    }
+
+    /// Succeeds once every frame followed so far has been handed to the connection (at once when none is
+    /// outstanding), or has failed with the stream.
+    private func drained(on loop: any EventLoop) -> EventLoopFuture<Void> {
+        guard outstanding > 0 else { return loop.makeSucceededVoidFuture() }
+        let promise = loop.makePromise(of: Void.self)
+        drainWaiters.append(promise)
+        return promise.futureResult
+    }
+
+    private func wakeDrainWaiters() {
+        let waiters = drainWaiters
+        drainWaiters = []
+        for waiter in waiters { waiter.succeed() }
     }
 }
