@@ -438,34 +438,47 @@ struct EdgeTests {
         }
     }
 
-    @Test("a CA's rate limit is honoured: an order refused with rateLimited is not tried again with the other challenge (it would be refused too, and count against the limit), nor after a restart on the same store, and siwa keeps answering; the wait the CA asks for is ACMERetryAfterTests'")
-    func rateLimitedOrder() async throws {
+    @Test(
+        "a failed order is not asked for again before its wait, by this instance or another, or after a restart on the same store: a CA's rate limit (rateLimited, its Retry-After; not tried again with the other challenge, which would be refused too and count against the limit), or a CA's error (500, the backoff; the other challenge tried); siwa keeps answering meanwhile",
+        arguments: [Refusal.rateLimited, .serverInternal]
+    )
+    func failedOrderWaits(_ refusal: Refusal) async throws {
         let ports = try await FreePorts.reserve(2)
         let (http, https) = (ports[0], ports[1])
         let orders = Collected(0)
-        try await Self.withACMEStandIn(StandIn.rateLimited(orders: orders)) { acmePort, directory, cert in
+        // A rate limit refuses one order; an error is met by each challenge's order.
+        let expected = refusal == .rateLimited ? 1 : 2
+        try await Self.withACMEStandIn(StandIn.refusingOrders(refusal, orders: orders)) { acmePort, directory, cert in
             let settings: [String: String?] = [
                 "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(acmePort)/directory",
                 "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
             ]
             try await LocalSite.run(settings: settings) { site in
                 let deadline = ContinuousClock.now + .seconds(30)
-                while orders.value == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
-                #expect(orders.value == 1, "siwa asked for no order within 30 s")
-                // Before, the refusal of the TLS-ALPN-01 order was followed at once by an HTTP-01 order.
+                while orders.value < expected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(orders.value == expected, "siwa asked for \(orders.value) orders within 30 s")
+                // Before, the refusal of the TLS-ALPN-01 order for the CA's rate limit was followed at once by an
+                // HTTP-01 order.
                 try await Task.sleep(for: .seconds(3))
-                #expect(orders.value == 1, "the order was asked for again despite the CA's rate limit")
+                #expect(orders.value == expected, "an order was asked for again before its wait")
                 #expect(try await Curl.fetch("http://127.0.0.1:\(http)/healthz").status == 200)
                 #expect(site.port == http)
             }
-            // Restarted on the same store (as another instance would start): the CA's wait is in the store, and
-            // siwa does not ask again before it ends. Before, a restart ordered at once.
+            // Restarted on the same store (as another instance would start): the wait is in the store, and siwa does
+            // not ask again before it ends. Before, a restart ordered at once (and, for an error, so did another
+            // instance).
             try await LocalSite.run(settings: settings) { _ in
                 try await Task.sleep(for: .seconds(4))
-                #expect(orders.value == 1, "a restarted siwa asked again despite the CA's rate limit")
+                #expect(orders.value == expected, "a restarted siwa asked again before the wait")
                 #expect(try await Curl.fetch("http://127.0.0.1:\(http)/healthz").status == 200)
             }
         }
+    }
+
+    /// How `StandIn.refusingOrders` refuses.
+    enum Refusal: String, CustomTestStringConvertible, Sendable {
+        case rateLimited, serverInternal
+        var testDescription: String { rawValue }
     }
 }
 
@@ -623,10 +636,10 @@ extension StandIn {
         }
     }
 
-    /// An ACME server (RFC 8555) that refuses every order for its rate limits, as Let's Encrypt does once a limit is
-    /// met (429, `rateLimited`, `Retry-After`); Debian's pebble (2.4) has no rate limits to meet. Counts the orders
-    /// asked for.
-    static func rateLimited(orders: Collected<Int>) -> Answer {
+    /// An ACME server (RFC 8555) that refuses every order: for its rate limits, as Let's Encrypt does once a limit is
+    /// met (429, `rateLimited`, `Retry-After`: Debian's pebble 2.4 has no rate limits to meet), or for an error of its
+    /// own (500, `serverInternal`, no `Retry-After`). Counts the orders asked for.
+    static func refusingOrders(_ refusal: EdgeTests.Refusal, orders: Collected<Int>) -> Answer {
         { path, base in
             var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
             switch path {
@@ -640,11 +653,16 @@ extension StandIn {
             case "/order":
                 orders.withLock { $0 += 1 }
                 headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
-                headers.add(name: "Retry-After", value: "7200")
-                return (
-                    .tooManyRequests, headers,
-                    "{\"type\": \"urn:ietf:params:acme:error:rateLimited\", \"detail\": \"too many certificates already issued for this exact set of identifiers\"}"
-                )
+                switch refusal {
+                case .rateLimited:
+                    headers.add(name: "Retry-After", value: "7200")
+                    return (
+                        .tooManyRequests, headers,
+                        "{\"type\": \"urn:ietf:params:acme:error:rateLimited\", \"detail\": \"too many certificates already issued for this exact set of identifiers\"}"
+                    )
+                case .serverInternal:
+                    return (.internalServerError, headers, "{\"type\": \"urn:ietf:params:acme:error:serverInternal\", \"detail\": \"the database is down\"}")
+                }
             default:
                 return (.notFound, headers, "")
             }

@@ -167,7 +167,7 @@ final class EdgeCertificateService: Service, Sendable {
                 wait = .seconds(min(storeLook, max(1, Int64(nextAttempt.timeIntervalSinceNow))))
             } else {
                 do {
-                    if try await order(acme, replacing: served) {
+                    if try await order(acme, replacing: served, backoff: backoff) {
                         backoff = acme.firstBackoff
                         wait = .seconds(1)
                     } else {
@@ -288,22 +288,24 @@ final class EdgeCertificateService: Service, Sendable {
         return asked
     }
 
-    /// The store's name of the time before which the CA asked for no new order (`askedWait`), for `domains` from this
-    /// directory: kept in the store, so that neither another instance nor this one after a restart asks sooner.
+    /// The store's name of the time before which no new order is asked for `domains` from this directory, after a
+    /// failed one: the backoff, or the wait the CA asked for (`askedWait`) when longer. Kept in the store, so that
+    /// neither another instance nor this one after a restart asks sooner.
     var orderWaitName: String { "order-wait " + certificateName }
 
     /// One order for `domains`, challenges tried in the configured order (a new order for the next when one fails);
     /// false when another instance holds the ordering lock. `replacing`: the certificate found due (by its age or by
-    /// the CA's renewal information), named to the CA as the one replaced.
-    func order(_ acme: ACMESettings, replacing: EdgeCertificates.Served? = nil) async throws -> Bool {
+    /// the CA's renewal information), named to the CA as the one replaced. After a failure no instance orders again
+    /// before `backoff` (with jitter) or the wait the CA asked for has passed (`orderWaitName`).
+    func order(_ acme: ACMESettings, replacing: EdgeCertificates.Served? = nil, backoff: Duration? = nil) async throws -> Bool {
         let done: Bool? = try await store.whileOrdering { [self] in
             // Another instance may have stored a fresh one while this one waited.
             let served = try? await loadStored()
             if let served, served.chainPEM != replacing?.chainPEM, renewalDate(served, acme: acme) > Date() { return true }
-            // The CA asked this instance, or another, or this one before a restart, to wait.
+            // An order failed (here, on another instance, or here before a restart), or the CA asked to wait.
             if let until = try? await store.edgeRecordExpiry(name: orderWaitName), until > Date() {
                 throw ACMEClient.Failure(
-                    step: "order", detail: "not asked: the CA asked for no new order before \(until)", retryAfter: .seconds(Int64(until.timeIntervalSinceNow.rounded(.up)))
+                    step: "order", detail: "not asked: after a failed order, no new one before \(until)", retryAfter: .seconds(Int64(until.timeIntervalSinceNow.rounded(.up)))
                 )
             }
             let http = try Self.httpClient(caFile: acme.caFile)
@@ -312,7 +314,9 @@ final class EdgeCertificateService: Service, Sendable {
                 try await http.shutdown()
             } catch {
                 try? await http.shutdown()
-                if let wait = Self.askedWait(after: error, remaining: served?.notAfter.timeIntervalSinceNow), wait > .zero {
+                let remaining = served?.notAfter.timeIntervalSinceNow
+                let wait = backoff.map { Self.retryDelay(after: error, backoff: $0, remaining: remaining) } ?? Self.askedWait(after: error, remaining: remaining)
+                if let wait, wait > .zero {
                     let until = Date() + TimeInterval(wait.components.seconds)
                     try? await store.saveEdgeRecord(EdgeRecord(name: orderWaitName, value: "\(error)", notAfter: until, updatedAt: Date()))
                 }
