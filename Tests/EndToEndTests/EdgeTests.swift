@@ -475,6 +475,50 @@ struct EdgeTests {
         }
     }
 
+    @Test(
+        "an order names the certificate it replaces (RFC 9773 5) to a CA that serves renewal information, and only to one; a CA that refuses the order for that certificate (alreadyReplaced, unauthorized, notFound, malformed) is asked again once without it; a rate limit is not asked again",
+        arguments: [("alreadyReplaced", 409), ("unauthorized", 403), ("notFound", 404), ("malformed", 400), ("rateLimited", 429), ("", 0)]
+    )
+    func ordersNameWhatTheyReplace(_ refusal: String, _ status: Int) async throws {
+        let named = Collected<[String?]>([])
+        let refusing = refusal.isEmpty ? nil : (HTTPResponseStatus(statusCode: status), refusal)
+        for renewalInfo in [true, false] {
+            named.withLock { $0 = [] }
+            try await Self.withACMEStandIn(StandIn.ordering(renewalInfo: renewalInfo, refusal: refusing, replaces: named)) { port, _, cert in
+                let http = try EdgeCertificateService.httpClient(caFile: cert)
+                let client = ACMEClient(
+                    directoryURL: "https://127.0.0.1:\(port)/directory", http: http, key: P256.Signing.PrivateKey(), accountURL: nil, logger: Logger(label: "test")
+                )
+                let outcome: Result<ACMEClient.Order, any Error>
+                do {
+                    let directory = try await client.directory()
+                    _ = try await client.account(directory, email: nil)
+                    outcome = .success(try await client.newOrder(directory, domains: ["auth.localhost"], replaces: "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE"))
+                } catch {
+                    outcome = .failure(error)
+                }
+                try await http.shutdown()
+                guard renewalInfo else {
+                    // A CA without renewal information is not told: one order, naming nothing.
+                    #expect(named.value == [nil])
+                    #expect((try? outcome.get()) != nil)
+                    return
+                }
+                switch refusal {
+                case "":
+                    #expect(named.value == ["aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE"])
+                    #expect((try? outcome.get())?.url.hasSuffix("/order/1") == true)
+                case "rateLimited":
+                    #expect(named.value == ["aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE"], "a rate limit was asked again")
+                    #expect((try? outcome.get()) == nil)
+                default:
+                    #expect(named.value == ["aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE", nil], "\(refusal): \(named.value)")
+                    #expect((try? outcome.get()) != nil, "\(refusal): the order without replaces failed")
+                }
+            }
+        }
+    }
+
     /// How `StandIn.refusingOrders` refuses.
     enum Refusal: String, CustomTestStringConvertible, Sendable {
         case rateLimited, serverInternal
@@ -584,22 +628,25 @@ extension EdgeTests {
 }
 
 /// A small HTTPS server of the test's own (`EdgeTests.withACMEStandIn`): each request answered by `answer`, given its
-/// path and the server's own base URL.
+/// path, the server's own base URL and the request's body.
 private final class StandIn: ChannelInboundHandler, Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
-    typealias Answer = @Sendable (_ path: String, _ base: String) -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: String)
+    typealias Answer = @Sendable (_ path: String, _ base: String, _ body: String) -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: String)
     private let answer: Answer
     private let path = Collected("")
+    private let received = Collected("")
 
     init(_ answer: @escaping Answer) { self.answer = answer }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let head): path.withLock { $0 = head.uri }
-        case .body: break
+        case .head(let head):
+            path.withLock { $0 = head.uri }
+            received.withLock { $0 = "" }
+        case .body(let bytes): received.withLock { $0 += String(buffer: bytes) }
         case .end:
-            var (status, headers, body) = answer(path.value, "https://127.0.0.1:\(context.channel.localAddress?.port ?? 0)")
+            var (status, headers, body) = answer(path.value, "https://127.0.0.1:\(context.channel.localAddress?.port ?? 0)", received.value)
             headers.add(name: "Content-Length", value: String(body.utf8.count))
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
             if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: body)))), promise: nil) }
@@ -614,7 +661,7 @@ extension StandIn {
     /// (the CA wants it replaced now), any other's opens a month from now. Records the identifiers asked about, in
     /// order.
     static func renewalInformation(pebbleDirectory: String, asked: Collected<[String]>) -> Answer {
-        { path, base in
+        { path, base, _ in
             let stamp = ISO8601DateFormatter()
             let json = HTTPHeaders([("Content-Type", "application/json")])
             if path == "/directory" {
@@ -636,36 +683,62 @@ extension StandIn {
         }
     }
 
+    /// What every stand-in ACME server answers the same way: its directory (`renewalInfo` in it when asked), a nonce
+    /// (with every answer), and an account; nil for the other paths.
+    static func account(path: String, base: String, renewalInfo: Bool = false) -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: String)? {
+        var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+        switch path {
+        case "/directory":
+            let info = renewalInfo ? ", \"renewalInfo\": \"\(base)/renewal-info/\"" : ""
+            return (.ok, headers, "{\"newNonce\": \"\(base)/nonce\", \"newAccount\": \"\(base)/account\", \"newOrder\": \"\(base)/order\"\(info)}")
+        case "/nonce":
+            return (.ok, headers, "")
+        case "/account":
+            headers.add(name: "Location", value: base + "/account/1")
+            return (.created, headers, "{\"status\": \"valid\"}")
+        default:
+            return nil
+        }
+    }
+
+    /// A problem document (RFC 7807) of ACME's `type` with `status`, and `Retry-After` when given.
+    static func problem(_ status: HTTPResponseStatus, _ type: String, _ detail: String, retryAfter: String? = nil) -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: String) {
+        var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/problem+json")])
+        if let retryAfter { headers.add(name: "Retry-After", value: retryAfter) }
+        return (status, headers, "{\"type\": \"urn:ietf:params:acme:error:\(type)\", \"detail\": \"\(detail)\"}")
+    }
+
     /// An ACME server (RFC 8555) that refuses every order: for its rate limits, as Let's Encrypt does once a limit is
     /// met (429, `rateLimited`, `Retry-After`: Debian's pebble 2.4 has no rate limits to meet), or for an error of its
     /// own (500, `serverInternal`, no `Retry-After`). Counts the orders asked for.
     static func refusingOrders(_ refusal: EdgeTests.Refusal, orders: Collected<Int>) -> Answer {
-        { path, base in
-            var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
-            switch path {
-            case "/directory":
-                return (.ok, headers, "{\"newNonce\": \"\(base)/nonce\", \"newAccount\": \"\(base)/account\", \"newOrder\": \"\(base)/order\"}")
-            case "/nonce":
-                return (.ok, headers, "")
-            case "/account":
-                headers.add(name: "Location", value: base + "/account/1")
-                return (.created, headers, "{\"status\": \"valid\"}")
-            case "/order":
-                orders.withLock { $0 += 1 }
-                headers.replaceOrAdd(name: "Content-Type", value: "application/problem+json")
-                switch refusal {
-                case .rateLimited:
-                    headers.add(name: "Retry-After", value: "7200")
-                    return (
-                        .tooManyRequests, headers,
-                        "{\"type\": \"urn:ietf:params:acme:error:rateLimited\", \"detail\": \"too many certificates already issued for this exact set of identifiers\"}"
-                    )
-                case .serverInternal:
-                    return (.internalServerError, headers, "{\"type\": \"urn:ietf:params:acme:error:serverInternal\", \"detail\": \"the database is down\"}")
-                }
-            default:
-                return (.notFound, headers, "")
+        { path, base, _ in
+            if let answer = account(path: path, base: base) { return answer }
+            guard path == "/order" else { return (.notFound, [:], "") }
+            orders.withLock { $0 += 1 }
+            switch refusal {
+            case .rateLimited:
+                return problem(.tooManyRequests, "rateLimited", "too many certificates already issued for this exact set of identifiers", retryAfter: "7200")
+            case .serverInternal:
+                return problem(.internalServerError, "serverInternal", "the database is down")
             }
+        }
+    }
+
+    /// An ACME server that serves renewal information (when `renewalInfo`), records each new order's `replaces` (nil
+    /// when it names none), and refuses one that names a certificate it replaces with `refusal` (`nil`: takes it); an
+    /// order that names none is taken.
+    static func ordering(renewalInfo: Bool, refusal: (HTTPResponseStatus, String)?, replaces: Collected<[String?]>) -> Answer {
+        { path, base, body in
+            if let answer = account(path: path, base: base, renewalInfo: renewalInfo) { return answer }
+            guard path == "/order" else { return (.notFound, [:], "") }
+            let jws = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
+            let payload = (jws?["payload"] as? String).flatMap(Base64URL.decode).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+            replaces.withLock { $0.append(payload["replaces"] as? String) }
+            if payload["replaces"] != nil, let (status, type) = refusal { return problem(status, type, "not for that certificate") }
+            var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+            headers.add(name: "Location", value: base + "/order/1")
+            return (.created, headers, "{\"status\": \"pending\", \"authorizations\": [], \"finalize\": \"\(base)/finalize/1\"}")
         }
     }
 }

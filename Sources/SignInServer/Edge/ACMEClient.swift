@@ -31,6 +31,8 @@ final class ACMEClient: Sendable {
         let step: String
         let detail: String
         var problemType: String? = nil
+        /// The server's status code, when it answered with a refusal.
+        var status: Int? = nil
         /// The server's `Retry-After` (RFC 8555 6.6: a rate limit says when to ask again; RFC 9110 10.2.3: seconds or
         /// an HTTP date), as a time from now.
         var retryAfter: Duration? = nil
@@ -117,15 +119,16 @@ final class ACMEClient: Sendable {
     }
 
     /// A new order for `domains`; `replaces`: the ARI identifier of the certificate it replaces (RFC 9773 5), said only
-    /// to a server that serves renewal information. A server that has that certificate replaced already
-    /// (`alreadyReplaced`: another client of the account renewed it) is asked again without it.
+    /// to a server that serves renewal information. A server that refuses the order for what it names (`alreadyReplaced`:
+    /// another client renewed it; `unauthorized`: another account's certificate; `notFound`, `malformed`: one it does
+    /// not know) is asked again, once, without it; a rate limit is not asked again.
     func newOrder(_ directory: Directory, domains: [String], replaces: String? = nil) async throws -> Order {
         let replaces = directory.renewalInfo == nil ? nil : replaces
         let (status, headers, body): (HTTPResponseStatus, HTTPHeaders, Data)
         do {
             (status, headers, body) = try await post(directory.newOrder, payload: Self.newOrderPayload(domains: domains, replaces: replaces), directory: directory, step: "newOrder")
-        } catch let failure as Failure where replaces != nil && failure.problemType == "urn:ietf:params:acme:error:alreadyReplaced" {
-            logger.info("the CA has the certificate replaced already; ordering without naming it", metadata: ["replaces": "\(replaces ?? "")"])
+        } catch let failure as Failure where replaces != nil && (400..<500).contains(failure.status ?? 0) && !failure.rateLimited {
+            logger.info("the CA refused the order naming the certificate it replaces; ordering without naming it", metadata: ["reason": "\(failure)"])
             return try await newOrder(directory, domains: domains, replaces: nil)
         }
         guard status == .created, let location = headers.first(name: "Location") else {
@@ -266,7 +269,8 @@ final class ACMEClient: Sendable {
             let type = problem["type"] as? String
             if type == "urn:ietf:params:acme:error:badNonce", attempt < 5 { continue }
             throw Failure(
-                step: step, detail: "\(status.code) " + Self.describe(problem), problemType: type, retryAfter: Self.retryAfter(headers.first(name: "Retry-After"))
+                step: step, detail: "\(status.code) " + Self.describe(problem), problemType: type, status: Int(status.code),
+                retryAfter: Self.retryAfter(headers.first(name: "Retry-After"))
             )
         }
     }

@@ -161,7 +161,8 @@ final class EdgeCertificateService: Service, Sendable {
             if due > Date() {
                 // Until it is due, at most an hour (another instance may have renewed it in the store), or until the
                 // CA is to be asked again for its renewal information.
-                let until = min(due, renewalAdvice.withLockedValue { $0?.nextAsk } ?? due)
+                let nextAsk = renewalAdvice.withLockedValue { advice in advice?.certID == served?.certID ? advice?.nextAsk : nil }
+                let until = min(due, nextAsk ?? due)
                 wait = .seconds(min(3600, max(1, Int64(until.timeIntervalSinceNow.rounded(.up)))))
             } else if nextAttempt > Date() {
                 wait = .seconds(min(storeLook, max(1, Int64(nextAttempt.timeIntervalSinceNow))))
@@ -176,16 +177,27 @@ final class EdgeCertificateService: Service, Sendable {
                     }
                 } catch where Task.isCancelled || Task.isShuttingDownGracefully {
                     return
+                } catch let waiting as OrderWaiting {
+                    // A failed order's wait, in the store (this instance's before a restart, or another's): no order
+                    // before it ends, and no new failure to count.
+                    nextAttempt = waiting.until
+                    wait = .seconds(min(storeLook, max(1, Int64(waiting.until.timeIntervalSinceNow.rounded(.up)))))
                 } catch {
                     let remaining = served.map { $0.notAfter.timeIntervalSinceNow }
-                    let delay = Self.retryDelay(after: error, backoff: backoff, remaining: remaining)
+                    // The wait `order` stored, so that this instance and the others wait alike; worked out here when
+                    // the order failed before it could store one.
+                    let failed = error as? OrderFailed
+                    let until = failed?.until ?? Date() + Self.seconds(Self.retryDelay(after: error, backoff: backoff, remaining: remaining))
                     logger.error(
                         "ACME order failed; tried again later, the certificate in service stays",
-                        metadata: ["reason": "\(error)", "retry_in_seconds": "\(delay.components.seconds)", "served_expires_in_seconds": "\(remaining.map { String(Int($0)) } ?? "none")"]
+                        metadata: [
+                            "reason": "\(failed?.underlying ?? error)", "retry_in_seconds": "\(Int(until.timeIntervalSinceNow.rounded(.up)))",
+                            "served_expires_in_seconds": "\(remaining.map { String(Int($0)) } ?? "none")",
+                        ]
                     )
-                    nextAttempt = Date() + TimeInterval(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+                    nextAttempt = until
                     backoff = min(backoff * 2, acme.maximumBackoff)
-                    wait = .seconds(min(storeLook, delay.components.seconds + 1))
+                    wait = .seconds(min(storeLook, max(1, Int64(until.timeIntervalSinceNow.rounded(.up)))))
                 }
             }
             // A shutdown ends the wait (an hour at most) at once.
@@ -236,8 +248,9 @@ final class EdgeCertificateService: Service, Sendable {
             return
         }
         do {
-            let (key, url) = try await accountKey(acme)
-            let client = ACMEClient(directoryURL: acme.directory, http: http, key: key, accountURL: url, logger: logger)
+            // Renewal information is asked for without an account (a plain GET): a key of no account, not the stored
+            // one, which this must neither make nor change outside the ordering lock.
+            let client = ACMEClient(directoryURL: acme.directory, http: http, key: P256.Signing.PrivateKey(), accountURL: nil, logger: logger)
             let directory = try await client.directory()
             if directory.renewalInfo == nil {
                 advice.window = nil
@@ -268,6 +281,24 @@ final class EdgeCertificateService: Service, Sendable {
             logger.warning("the CA's renewal information not read; renewal keeps its own schedule", metadata: ["reason": "\(error)"])
         }
         try? await http.shutdown()
+    }
+
+    /// No order is asked for before `until`: an earlier one failed (`orderWaitName`).
+    struct OrderWaiting: Error, CustomStringConvertible {
+        let until: Date
+        var description: String { "not asked: after a failed order, no new one before \(until)" }
+    }
+
+    /// An order failed, and no other is asked for before `until` (stored as `orderWaitName`).
+    struct OrderFailed: Error, CustomStringConvertible {
+        let underlying: any Error
+        let until: Date
+        var description: String { "\(underlying)" }
+    }
+
+    /// `duration` in seconds, fractions included.
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        TimeInterval(duration.components.seconds) + TimeInterval(duration.components.attoseconds) / 1e18
     }
 
     /// The wait a CA asked for (a rate limit's `Retry-After`), within its limits: at most a week (Let's Encrypt's
@@ -303,11 +334,7 @@ final class EdgeCertificateService: Service, Sendable {
             let served = try? await loadStored()
             if let served, served.chainPEM != replacing?.chainPEM, renewalDate(served, acme: acme) > Date() { return true }
             // An order failed (here, on another instance, or here before a restart), or the CA asked to wait.
-            if let until = try? await store.edgeRecordExpiry(name: orderWaitName), until > Date() {
-                throw ACMEClient.Failure(
-                    step: "order", detail: "not asked: after a failed order, no new one before \(until)", retryAfter: .seconds(Int64(until.timeIntervalSinceNow.rounded(.up)))
-                )
-            }
+            if let until = try? await store.edgeRecordExpiry(name: orderWaitName), until > Date() { throw OrderWaiting(until: until) }
             let http = try Self.httpClient(caFile: acme.caFile)
             do {
                 try await orderCertificate(acme, http: http, replaces: served?.certID)
@@ -315,12 +342,15 @@ final class EdgeCertificateService: Service, Sendable {
             } catch {
                 try? await http.shutdown()
                 let remaining = served?.notAfter.timeIntervalSinceNow
+                // Only a refusal of the CA's (a status it answered with) holds every instance back. One that never
+                // reached the CA, or whose validation failed, may be this instance's own (its network, its trust of the
+                // CA): another instance may well succeed, so this one alone waits.
+                guard (error as? ACMEClient.Failure)?.status != nil else { throw error }
                 let wait = backoff.map { Self.retryDelay(after: error, backoff: $0, remaining: remaining) } ?? Self.askedWait(after: error, remaining: remaining)
-                if let wait, wait > .zero {
-                    let until = Date() + TimeInterval(wait.components.seconds)
-                    try? await store.saveEdgeRecord(EdgeRecord(name: orderWaitName, value: "\(error)", notAfter: until, updatedAt: Date()))
-                }
-                throw error
+                guard let wait, wait > .zero else { throw error }
+                let until = Date() + Self.seconds(wait)
+                try? await store.saveEdgeRecord(EdgeRecord(name: orderWaitName, value: "\(error)", notAfter: until, updatedAt: Date()))
+                throw OrderFailed(underlying: error, until: until)
             }
             try? await store.deleteEdgeRecord(name: orderWaitName)
             return true
@@ -371,8 +401,9 @@ final class EdgeCertificateService: Service, Sendable {
             throw error
         }
         var failures: [String] = []
-        // The longest wait a CA asked for in any of the tries.
+        // The longest wait a CA asked for in any of the tries, and a status it refused one with.
         var asked: Duration?
+        var refusedWith: Int?
         for challenge in acme.challenges {
             do {
                 try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme, replaces: replaces)
@@ -385,11 +416,12 @@ final class EdgeCertificateService: Service, Sendable {
                     // Refused for the CA's rate limits: an order with another challenge would be refused too, and count.
                     if failure.rateLimited { throw failure }
                     if let wait = failure.retryAfter { asked = max(asked ?? wait, wait) }
+                    refusedWith = refusedWith ?? failure.status
                 }
                 failures.append("\(challenge.rawValue): \(error)")
             }
         }
-        throw ACMEClient.Failure(step: "order", detail: failures.joined(separator: "; "), retryAfter: asked)
+        throw ACMEClient.Failure(step: "order", detail: failures.joined(separator: "; "), status: refusedWith, retryAfter: asked)
     }
 
     private func orderCertificate(

@@ -64,7 +64,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
 
     /// The connection's watch, which looks at `since` while this stream is in the pipeline (`h2_stall_timeout_ms`).
     private let watch: ConnectionWatch
-    /// Followed frames not yet handed to the connection (`passUnflushed`).
+    /// Followed frames not yet handed to the connection (`follow`).
     private var outstanding = 0
     /// When the answer last moved while something of it was outstanding; nil when nothing is.
     private(set) var since: NIODeadline?
@@ -458,33 +458,42 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     // until NIO has handed it to the connection, which it does only as the client's flow-control window allows.
     // HEADERS are followed too, though not flow-controlled: a client that stops reading its connection holds them
     // back as well, and a stream whose body has not started (a long poll) would otherwise hold its upstream
-    // connection until `upstream_idle_timeout_ms`. Only the last frame before each flush is followed: a stream's
-    // frames reach the connection in the order written, so when that one has, so have those before it.
+    // connection until `upstream_idle_timeout_ms`. While the answer goes out as it is written, only the last frame
+    // before each flush is followed: a stream's frames reach the connection in the order written, so when that one has,
+    // so have those before it. Once something is held back, every frame is followed, so that each one the client
+    // reads counts as movement (a slow but steady reader is not taken for a stalled one).
 
     /// Writes `frame`: the one held before goes on, and this one is held until the next write or the flush.
     private func send(_ frame: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
-        if let unflushed { context.write(wrapOutboundOut(unflushed.frame), promise: unflushed.promise) }
+        if let unflushed {
+            if outstanding > 0 {
+                follow(unflushed.frame, promise: unflushed.promise, context: context)
+            } else {
+                context.write(wrapOutboundOut(unflushed.frame), promise: unflushed.promise)
+            }
+        }
         unflushed = (frame, promise)
     }
 
     func flush(context: ChannelHandlerContext) {
-        passUnflushed(context: context)
+        if let unflushed {
+            self.unflushed = nil
+            follow(unflushed.frame, promise: unflushed.promise, context: context)
+        }
         context.flush()
     }
 
-    /// Passes the held frame on, followed until NIO has handed it to the connection.
-    private func passUnflushed(context: ChannelHandlerContext) {
-        guard let unflushed else { return }
-        self.unflushed = nil
+    /// Passes `frame` on, followed until NIO has handed it to the connection.
+    private func follow(_ frame: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?, context: ChannelHandlerContext) {
         outstanding += 1
         if since == nil { since = .now() }
-        let written = unflushed.promise ?? context.eventLoop.makePromise()
+        let written = promise ?? context.eventLoop.makePromise()
         written.futureResult.assumeIsolated().whenComplete { _ in
             self.outstanding -= 1
             self.since = self.outstanding == 0 ? nil : .now()
             if self.outstanding == 0 { self.wakeDrainWaiters() }
         }
-        context.write(wrapOutboundOut(unflushed.frame), promise: written)
+        context.write(wrapOutboundOut(frame), promise: written)
     }
 
     /// A stream closed while a frame is outstanding (the client's flow-control window holds part of the answer) is
