@@ -527,7 +527,7 @@ struct EdgeTests {
 }
 
 extension EdgeTests {
-    @Test("the CA's renewal information (RFC 9773): siwa asks for it as soon as a certificate is served, by the identifier openssl's reading of that certificate gives; a suggested window already over renews the certificate at once, long before two thirds of its life, and the new certificate is asked about in turn and kept while its window is far off")
+    @Test("the CA's renewal information (RFC 9773): siwa asks for it as soon as a certificate is served, by the identifier openssl's reading of that certificate gives; a suggested window already over renews the certificate at once, long before two thirds of its life, and the new certificate is asked about in turn and kept while its window is far off; siwa doctor --online says whether a CA serves renewal information")
     func renewalInformation() async throws {
         let ports = try await FreePorts.reserve(2)
         let (http, https) = (ports[0], ports[1])
@@ -566,6 +566,15 @@ extension EdgeTests {
                     #expect(try await Self.servedPEM(port: https) == now)
                     #expect(try await Self.orders(site, root: root, challenge: "tls-alpn-01", outcome: "issued") == 2)
                 }
+                // `siwa doctor --online` says whether the CA says when to renew.
+                let told = await ConfigurationDoctor(
+                    values: ["tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(shimPort)/directory", "acme_ca_file": trusted], httpClient: .shared
+                ).acmeDirectoryCheck()
+                #expect(told?.passed == true && told?.message.contains("renewal information") == true, "\(String(describing: told))")
+                let untold = await ConfigurationDoctor(
+                    values: ["tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL, "acme_ca_file": pebble.caFile], httpClient: .shared
+                ).acmeDirectoryCheck()
+                #expect(untold?.passed == true && untold?.message.contains("renewal information") == false, "\(String(describing: untold))")
             }
         }
     }

@@ -188,6 +188,7 @@ public struct ConfigurationDoctor: Sendable {
                 check = Check(
                     name: "acme_directory", passed: true,
                     message: "\(directoryURL) answers" + (directory.externalAccountRequired ? "; it requires an external account binding, and one is set" : "")
+                        + (directory.renewalInfo != nil ? "; it says when to renew (renewal information, RFC 9773)" : "")
                 )
             }
         } catch {
