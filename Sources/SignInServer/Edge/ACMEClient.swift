@@ -149,11 +149,8 @@ final class ACMEClient: Sendable {
         guard let base = directory.renewalInfo else { throw Failure(step: "renewalInfo", detail: "the directory names no renewalInfo") }
         let url = (base.hasSuffix("/") ? base : base + "/") + certID
         let (status, headers, body) = try await send(url, method: .GET, body: nil, step: "renewalInfo")
+        guard status == .ok else { throw Self.refusal(step: "renewalInfo", status: status, headers: headers, body: body) }
         let retryAfter = Self.retryAfter(headers.first(name: "Retry-After"))
-        guard status == .ok else {
-            let problem = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
-            throw Failure(step: "renewalInfo", detail: "\(status.code) " + Self.describe(problem), problemType: problem["type"] as? String, retryAfter: retryAfter)
-        }
         guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let window = json["suggestedWindow"] as? [String: Any],
             let start = (window["start"] as? String).flatMap(RenewalInfo.date), let end = (window["end"] as? String).flatMap(RenewalInfo.date)
         else { throw Failure(step: "renewalInfo", detail: "an answer without a suggestedWindow of two RFC 3339 times", retryAfter: retryAfter) }
@@ -265,13 +262,9 @@ final class ACMEClient: Sendable {
             let body = try signed(url: url, payload: payload, nonce: try await nonce(directory), useJWK: useJWK)
             let (status, headers, data) = try await send(url, method: .POST, body: body, step: step, accept: accept)
             if status.code < 400 { return (status, headers, data) }
-            let problem = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-            let type = problem["type"] as? String
-            if type == "urn:ietf:params:acme:error:badNonce", attempt < 5 { continue }
-            throw Failure(
-                step: step, detail: "\(status.code) " + Self.describe(problem), problemType: type, status: Int(status.code),
-                retryAfter: Self.retryAfter(headers.first(name: "Retry-After"))
-            )
+            let refusal = Self.refusal(step: step, status: status, headers: headers, body: data)
+            if refusal.problemType == "urn:ietf:params:acme:error:badNonce", attempt < 5 { continue }
+            throw refusal
         }
     }
 
@@ -302,6 +295,15 @@ final class ACMEClient: Sendable {
         return Order(
             url: url, status: status, authorizations: json["authorizations"] as? [String] ?? [], finalize: finalize,
             certificate: json["certificate"] as? String, error: (json["error"] as? [String: Any]).map(describe)
+        )
+    }
+
+    /// The failure a refusal (a 4xx or 5xx) stands for: its status, its problem document (RFC 7807), its `Retry-After`.
+    private static func refusal(step: String, status: HTTPResponseStatus, headers: HTTPHeaders, body: Data) -> Failure {
+        let problem = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
+        return Failure(
+            step: step, detail: "\(status.code) " + describe(problem), problemType: problem["type"] as? String, status: Int(status.code),
+            retryAfter: retryAfter(headers.first(name: "Retry-After"))
         )
     }
 
@@ -346,9 +348,14 @@ struct RenewalInfo: Sendable, Equatable {
         start + Double.random(in: 0..<end.timeIntervalSince(start))
     }
 
-    /// When to ask again (RFC 9773 4.3): the server's `Retry-After`, within a minute and a day; six hours without one.
+    /// When to ask again (RFC 9773 4.3): the server's `Retry-After` (`askAgain`); six hours without one.
     var nextAsk: Duration {
-        min(max(retryAfter ?? .seconds(6 * 3600), .seconds(60)), .seconds(24 * 3600))
+        Self.askAgain(after: retryAfter ?? .seconds(6 * 3600))
+    }
+
+    /// A `Retry-After` of renewal information, an answer's or a refusal's, within a minute and a day (RFC 9773 4.3).
+    static func askAgain(after retryAfter: Duration) -> Duration {
+        min(max(retryAfter, .seconds(60)), .seconds(24 * 3600))
     }
 }
 

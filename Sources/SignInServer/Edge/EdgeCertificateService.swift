@@ -162,10 +162,9 @@ final class EdgeCertificateService: Service, Sendable {
                 // Until it is due, at most an hour (another instance may have renewed it in the store), or until the
                 // CA is to be asked again for its renewal information.
                 let nextAsk = renewalAdvice.withLockedValue { advice in advice?.certID == served?.certID ? advice?.nextAsk : nil }
-                let until = min(due, nextAsk ?? due)
-                wait = .seconds(min(3600, max(1, Int64(until.timeIntervalSinceNow.rounded(.up)))))
+                wait = Self.pause(until: min(due, nextAsk ?? due), atMost: 3600)
             } else if nextAttempt > Date() {
-                wait = .seconds(min(storeLook, max(1, Int64(nextAttempt.timeIntervalSinceNow))))
+                wait = Self.pause(until: nextAttempt, atMost: storeLook)
             } else {
                 do {
                     if try await order(acme, replacing: served, backoff: backoff) {
@@ -181,13 +180,13 @@ final class EdgeCertificateService: Service, Sendable {
                     // A failed order's wait, in the store (this instance's before a restart, or another's): no order
                     // before it ends, and no new failure to count.
                     nextAttempt = waiting.until
-                    wait = .seconds(min(storeLook, max(1, Int64(waiting.until.timeIntervalSinceNow.rounded(.up)))))
+                    wait = Self.pause(until: waiting.until, atMost: storeLook)
                 } catch {
                     let remaining = served.map { $0.notAfter.timeIntervalSinceNow }
                     // The wait `order` stored, so that this instance and the others wait alike; worked out here when
                     // the order failed before it could store one.
                     let failed = error as? OrderFailed
-                    let until = failed?.until ?? Date() + Self.seconds(Self.retryDelay(after: error, backoff: backoff, remaining: remaining))
+                    let until = failed?.until ?? Date() + Self.retryDelay(after: error, backoff: backoff, remaining: remaining).timeInterval
                     logger.error(
                         "ACME order failed; tried again later, the certificate in service stays",
                         metadata: [
@@ -197,7 +196,7 @@ final class EdgeCertificateService: Service, Sendable {
                     )
                     nextAttempt = until
                     backoff = min(backoff * 2, acme.maximumBackoff)
-                    wait = .seconds(min(storeLook, max(1, Int64(until.timeIntervalSinceNow.rounded(.up)))))
+                    wait = Self.pause(until: until, atMost: storeLook)
                 }
             }
             // A shutdown ends the wait (an hour at most) at once.
@@ -208,6 +207,12 @@ final class EdgeCertificateService: Service, Sendable {
                 return
             }
         }
+    }
+
+    /// The loop's pause before `until`: at least a second, at most `atMost` seconds (the loop looks at the store again
+    /// then).
+    static func pause(until: Date, atMost: Int64) -> Duration {
+        .seconds(min(atMost, max(1, Int64(until.timeIntervalSinceNow.rounded(.up)))))
     }
 
     // MARK: The CA's renewal information (RFC 9773)
@@ -271,12 +276,12 @@ final class EdgeCertificateService: Service, Sendable {
                 }
                 advice.window = info
                 advice.failures = 0
-                advice.nextAsk = now + TimeInterval(info.nextAsk.components.seconds)
+                advice.nextAsk = now + info.nextAsk.timeInterval
             }
         } catch {
             advice.failures += 1
             let backoff = min(60 * pow(2, Double(min(advice.failures - 1, 10))), 6 * 3600)
-            let asked = (error as? ACMEClient.Failure)?.retryAfter.map { TimeInterval(min(max($0, .seconds(60)), .seconds(24 * 3600)).components.seconds) }
+            let asked = (error as? ACMEClient.Failure)?.retryAfter.map { RenewalInfo.askAgain(after: $0).timeInterval }
             advice.nextAsk = now + max(backoff, asked ?? 0)
             logger.warning("the CA's renewal information not read; renewal keeps its own schedule", metadata: ["reason": "\(error)"])
         }
@@ -294,11 +299,6 @@ final class EdgeCertificateService: Service, Sendable {
         let underlying: any Error
         let until: Date
         var description: String { "\(underlying)" }
-    }
-
-    /// `duration` in seconds, fractions included.
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        TimeInterval(duration.components.seconds) + TimeInterval(duration.components.attoseconds) / 1e18
     }
 
     /// The wait a CA asked for (a rate limit's `Retry-After`), within its limits: at most a week (Let's Encrypt's
@@ -348,7 +348,7 @@ final class EdgeCertificateService: Service, Sendable {
                 guard (error as? ACMEClient.Failure)?.status != nil else { throw error }
                 let wait = backoff.map { Self.retryDelay(after: error, backoff: $0, remaining: remaining) } ?? Self.askedWait(after: error, remaining: remaining)
                 guard let wait, wait > .zero else { throw error }
-                let until = Date() + Self.seconds(wait)
+                let until = Date() + wait.timeInterval
                 try? await store.saveEdgeRecord(EdgeRecord(name: orderWaitName, value: "\(error)", notAfter: until, updatedAt: Date()))
                 throw OrderFailed(underlying: error, until: until)
             }

@@ -39,7 +39,7 @@ struct RateLimitMiddleware: RouterMiddleware {
         let allowed = buckets.state.withLock { buckets -> Bool in
             if buckets.count > 100_000 { buckets.removeAll(keepingCapacity: true) }
             var bucket = buckets[client] ?? Buckets.Bucket(tokens: burst, updated: now)
-            let elapsed = Double((now - bucket.updated).components.seconds) + Double((now - bucket.updated).components.attoseconds) / 1e18
+            let elapsed = (now - bucket.updated).timeInterval
             bucket.tokens = min(burst, bucket.tokens + elapsed * perMinute / 60)
             bucket.updated = now
             let ok = bucket.tokens >= 1
