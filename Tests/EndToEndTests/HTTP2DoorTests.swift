@@ -18,6 +18,10 @@ struct HTTP2DoorTests {
         var fields: [[String]] = []
         var body: String?
         var split = false
+        /// The whole head, pseudo-header fields included, in its order (instead of `method`, `path` and `fields`).
+        var head: [[String]]?
+        /// Fields sent as trailers after the body (or after the head).
+        var trailers: [[String]]?
     }
 
     struct Received: Decodable {
@@ -103,7 +107,7 @@ struct HTTP2DoorTests {
         }
     }
 
-    @Test("heads no HTTP/1.1 reader could take the same way (a connection's field, TE other than trailers, CR, LF or NUL in a value, a name that is no token, a Host naming another authority, an odd method, an extended CONNECT for another protocol or on another method) reset their stream with PROTOCOL_ERROR (or, for what HPACK itself refuses, end the connection) and reach nothing; the next request is answered")
+    @Test("heads no HTTP/1.1 reader could take the same way (a connection's field, TE other than trailers, CR, LF or NUL in a value, a name that is no token or has uppercase, a Host naming another authority, an odd method, an extended CONNECT for another protocol or on another method, pseudo-headers out of place, repeated, missing or unknown, trailers with a pseudo-header or a connection's field) reset their stream with PROTOCOL_ERROR (or, for what HPACK itself refuses, end the connection) and reach nothing; the next request is answered")
     func malformedHeads() async throws {
         try await Self.withSite { site, https, cert in
             var generator = SplitMix64(seed: 36)
@@ -135,6 +139,23 @@ struct HTTP2DoorTests {
             ]
             for (method, name, fields) in connects {
                 bad.append(("\(method) with :protocol \(name.debugDescription) \(fields)", Sent(method: method, path: "/public/ws", fields: [[":protocol", name]] + fields)))
+            }
+            // RFC 9113 §8.3's rules of pseudo-header fields (siwa's own reading checks them, `HTTP2RequestHead`), and
+            // trailers that are no trailers.
+            let good = [[":method", "GET"], [":scheme", "https"], [":authority", "auth.localhost"], [":path", "/public/a"]]
+            let heads: [(String, [[String]])] = [
+                ("a pseudo-header after a field", [good[0], good[1], good[2], ["accept", "*/*"], good[3]]),
+                ("two :path", good + [[":path", "/public/b"]]), ("no :scheme", good.filter { $0[0] != ":scheme" }),
+                ("no :path", good.filter { $0[0] != ":path" }), ("no :method", good.filter { $0[0] != ":method" }),
+                ("an empty :path", [good[0], good[1], good[2], [":path", ""]]), (":status in a request", [[":status", "200"]] + good),
+                ("an unknown pseudo-header", good + [[":tenant", "other"]]), ("a blank in :path", [good[0], good[1], good[2], [":path", "/public/a HTTP/1.1"]]),
+                ("a CONNECT with :path", [[":method", "CONNECT"], [":authority", "auth.localhost:443"], [":path", "/"]]),
+                ("an uppercase name", good + [["X-Siwa-User", "ada@example.com"]]),
+            ]
+            for (what, head) in heads { bad.append((what, Sent(path: "", head: head))) }
+            for (what, trailers) in [("a pseudo-header in trailers", [[":path", "/admin"]]), ("a connection's field in trailers", [["connection", "close"]]),
+                ("LF in a trailer", [["x-sum", "1\nx-siwa-user: ada"]])] {
+                bad.append((what, Sent(method: "POST", path: "/public/a", body: "hello", trailers: trailers)))
             }
             // A length on a CONNECT (which has no content): its DATA would be read as a body.
             bad.append(("CONNECT :protocol websocket with a Content-Length", Sent(method: "CONNECT", path: "/public/ws", fields: [[":protocol", "websocket"], ["content-length", "5"]], body: "hello")))

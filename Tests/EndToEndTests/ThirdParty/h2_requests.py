@@ -7,7 +7,8 @@ A request after which siwa ended the connection (GOAWAY, or a close) says `close
 Usage: h2_requests.py PORT SNI CAFILE [WINDOW] < requests.json  (WINDOW: the client's flow-control window, 65,535
 unless given; what is read is given back to the stream and to the connection, as a well-behaved client does)
 Each request: {"method", "path", "authority" (optional), "fields": [[name, value], ...], "body": text or null,
-"split": true to send the body in two DATA frames}. Prints one JSON list, one result per request:
+"split": true to send the body in two DATA frames, "head": the whole head instead (pseudo-header fields included, in
+its order), "trailers": [[name, value], ...] sent after the body}. Prints one JSON list, one result per request:
 {"status", "fields": [[name, value], ...], "body", "reset": error code or null, "closed": whether the connection ended, "goaway": its error code}.
 """
 
@@ -34,18 +35,25 @@ def main():
             decoder.max_allowed_table_size = 65536
             stream = 1
             closed = False
-        fields = [(":method", request["method"]), (":scheme", "https"), (":authority", request.get("authority", sni)), (":path", request["path"])]
-        fields += [tuple(pair) for pair in request.get("fields", [])]
+        if request.get("head") is not None:
+            # The whole head as given, pseudo-header fields included, in its order.
+            fields = [tuple(pair) for pair in request["head"]]
+        else:
+            fields = [(":method", request["method"]), (":scheme", "https"), (":authority", request.get("authority", sni)), (":path", request["path"])]
+            fields += [tuple(pair) for pair in request.get("fields", [])]
+        trailers = request.get("trailers")
         # Encoded without Huffman or indexing checks: the bytes as given.
         block = connection.encoder.encode(fields)
         body = request.get("body")
-        connection.send(frame(HEADERS, END_HEADERS | (END_STREAM if body is None else 0), stream, block))
+        connection.send(frame(HEADERS, END_HEADERS | (END_STREAM if body is None and trailers is None else 0), stream, block))
         if body is not None:
             data = body.encode()
             if request.get("split") and len(data) > 1:
                 connection.send(frame(DATA, 0, stream, data[: len(data) // 2]))
                 data = data[len(data) // 2 :]
-            connection.send(frame(DATA, END_STREAM, stream, data))
+            connection.send(frame(DATA, END_STREAM if trailers is None else 0, stream, data))
+        if trailers is not None:
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.encoder.encode([tuple(pair) for pair in trailers])))
         result = {"status": None, "fields": [], "body": b"", "reset": None, "closed": False}
         while True:
             try:
