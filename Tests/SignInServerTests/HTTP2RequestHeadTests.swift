@@ -111,7 +111,8 @@ struct HTTP2RequestHeadTests {
     static let pseudoNames = [":method", ":scheme", ":path", ":authority", ":protocol", ":status", ":foo", ":Path", ":"]
     static let names = [
         "x-note", "X-Note", "accept", "cookie", "host", "content-length", "te", "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-        "upgrade", "x note", "x:note", "x\"note", "x(note)", "x\u{e9}", "x_note", "x.note~|`^", "1", "!#$%&'*+-.^_`|~",
+        "upgrade", "x note", "x:note", "x\"note", "x(note)", "x\u{e9}", "x_note", "x.note~|`^", "1", "!#$%&'*+-.^_`|~", "x/note", "x,note", "x;note",
+        "x=note", "x@note", "x[note]", "x\\note", "x{note}", "x?note", "x\u{7f}", "x\u{1}note", "x\tnote",
     ]
     static let values = [
         "", "1", "trailers", "gzip", "trailers, gzip", "a b", " lead", "tab\there", "a\rb", "a\nb", "a\u{0}b", "\r\n", "del\u{7f}", "caf\u{e9}",
@@ -202,8 +203,16 @@ struct HTTP2RequestHeadTests {
             ("TE other than trailers", Self.base + [("te", "gzip")], nil, false),
             ("a connection's field", Self.base + [("keep-alive", "5")], nil, false),
             ("LF in a value", Self.base + [("x-note", "a\nb")], nil, false),
+            ("CR in a value", Self.base + [("x-note", "a\rb")], nil, false),
+            ("NUL in a value", Self.base + [("x-note", "a\u{0}b")], nil, false),
+            ("a comma in a name", Self.base + [("x,note", "1")], nil, false),
+            ("a CONNECT without :authority", [(":method", "CONNECT")], nil, false),
+            ("an extended CONNECT without :scheme", webSocket.filter { $0.0 != ":scheme" }, nil, true),
+            ("two :protocol", [webSocket[0], webSocket[1], (":protocol", "websocket"), webSocket[2], webSocket[3], webSocket[4]], nil, true),
             ("a pseudo-header in trailers", Self.base, [(":path", "/")], false),
             ("a connection's field in trailers", Self.base, [("connection", "close")], false),
+            ("an uppercase name in trailers", Self.base, [("X-Sum", "1")], false),
+            ("LF in a trailer's value", Self.base, [("x-sum", "1\nx: 2")], false),
         ]
         for (what, head, trailers, extended) in malformed {
             #expect(try !Self.nioAccepts(head, trailers: trailers, extendedConnect: extended), "NIO took \(what)")

@@ -6,7 +6,7 @@ import NIOHPACK
 /// of an HTTP/2 request's time. `HTTP2RequestHeadTests` holds this reading to NIO's own verdicts on generated heads.
 ///
 /// What the bridge asks beyond this (a method that is a token, a target an HTTP/1.1 request line carries, one `Host`
-/// that names the `:authority`) it checks itself.
+/// that names the `:authority`, one `Content-Length` of digits alone) it checks itself.
 struct HTTP2RequestHead {
     var method = ""
     var path: String?
@@ -17,7 +17,10 @@ struct HTTP2RequestHead {
     var host: String?
     var hosts = 0
     var cookies = 0
-    var hasLength = false
+    /// How many `Content-Length` fields came, and whether each was digits alone.
+    var lengths = 0
+    var lengthsAreDigits = true
+    var hasLength: Bool { lengths > 0 }
     /// About the size of the HTTP/1.1 head the fields make.
     var size = 128
 
@@ -70,7 +73,9 @@ struct HTTP2RequestHead {
             guard Self.isRegular(name, value) else { return nil }
             switch name {
             case "cookie": cookies += 1
-            case "content-length": hasLength = true
+            case "content-length":
+                lengths += 1
+                lengthsAreDigits = lengthsAreDigits && !value.isEmpty && value.utf8.allSatisfy { (0x30...0x39).contains($0) }
             case "host":
                 hosts += 1
                 if host == nil { host = value }

@@ -73,7 +73,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// The last frame written, not passed on yet: it goes on at the next write, or followed at the flush.
     private var unflushed: (frame: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)?
 
-    /// SETTINGS_ENABLE_CONNECT_PROTOCOL was announced: a head may carry `:protocol` (RFC 8441).
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL was announced: a head may carry `:protocol` (RFC 8441), from the connection's
+    /// start (siwa's SETTINGS go first; NIO's own check waited for the client's acknowledgement of them).
     private let extendedConnect: Bool
 
     init(watch: ConnectionWatch, extendedConnect: Bool) {
@@ -169,7 +170,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// reading of `headers` checks them and finds what the request line and `Host` are made of; the rest is written
     /// after them, into one buffer.
     private func request(_ headers: HPACKHeaders, endStream: Bool, allocator: ByteBufferAllocator) -> (ByteBuffer, chunked: Bool)? {
-        guard let read = HTTP2RequestHead(headers, extendedConnect: extendedConnect), read.hosts <= 1 else { return nil }
+        // One `Content-Length`, digits alone: NIO reads an empty one as none and a list of equal ones as one, where
+        // an HTTP/1.1 reader would read other framing.
+        guard let read = HTTP2RequestHead(headers, extendedConnect: extendedConnect), read.hosts <= 1, read.lengths <= 1, read.lengthsAreDigits else { return nil }
         var method = read.method
         guard RawHTTP.isToken(method) else { return nil }
         let (path, authority, host, connectProtocol) = (read.path, read.authority, read.host, read.connectProtocol)
