@@ -221,4 +221,11 @@ struct HTTP2RequestHeadTests {
             #expect(try Self.nioAccepts(head, trailers: trailers, extendedConnect: extended, validating: false), "NIO without its validation refused \(what)")
         }
     }
+
+    @Test("an upstream's trailers go to an HTTP/2 client only as fields it can read: no connection field, no name that is not a token as it came (a Kelvin sign lowercases to k), no NUL in a value")
+    func answerTrailers() throws {
+        let section = ByteBuffer(string: "X-Sum: 1\r\n\u{212A}ey: 2\r\nconnection: close\r\nx-bad: a\u{0}b\r\ngrpc-status: 0\r\n")
+        let fields = try #require(HTTP2StreamBridge.trailerFields(section))
+        #expect(fields.map { "\($0.name): \($0.value)" } == ["x-sum: 1", "grpc-status: 0"])
+    }
 }

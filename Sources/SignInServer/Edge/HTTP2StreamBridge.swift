@@ -379,10 +379,11 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     }
 
     /// The fields of a chunked body's trailer section (its lines, CRLF each), less those of the connection.
-    private static func trailerFields(_ section: ByteBuffer) -> HPACKHeaders? {
+    static func trailerFields(_ section: ByteBuffer) -> HPACKHeaders? {
         var fields = HPACKHeaders()
         for line in String(buffer: section).split(separator: "\r\n") {
-            guard let colon = line.firstIndex(of: ":") else { continue }
+            // A token as it came: Unicode's lowercasing would make one of some names that are not (the Kelvin sign's).
+            guard let colon = line.firstIndex(of: ":"), RawHTTP.isToken(line[..<colon]) else { continue }
             let name = line[..<colon].lowercased()
             let value = String(line[line.index(after: colon)...].trimmingBlanks)
             // NIO's HTTP/2 handler does not check what siwa sends (`HTTP2RequestHead`): a field no client could read
