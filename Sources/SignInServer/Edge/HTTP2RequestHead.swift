@@ -1,3 +1,4 @@
+import DoorHTTP
 import NIOHPACK
 
 /// A request's HTTP/2 head read in one pass, and held to RFC 9113 §8.2 and §8.3 (RFC 8441 §4 for `:protocol`): the
@@ -111,13 +112,7 @@ struct HTTP2RequestHead {
 
     /// A token (RFC 9110 §5.6.2) without uppercase letters.
     static func isName(_ name: String) -> Bool {
-        !name.isEmpty
-            && name.utf8.allSatisfy { byte in
-                switch byte {
-                case 0x21, 0x23...0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x30...0x39, 0x5E...0x7A, 0x7C, 0x7E: true
-                default: false
-                }
-            }
+        RawHTTP.isToken(name) && !name.utf8.contains { (0x41...0x5A).contains($0) }
     }
 
     /// RFC 9113 §8.2.1: a field value holds no NUL, CR or LF.

@@ -166,9 +166,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     }
 
     /// The HTTP/1.1 head of a stream's `headers`, and whether its body is chunked; nil when the head is malformed
-    /// (`HTTP2RequestHead`, the one check of the fields), or not one an HTTP/1.1 reader could take the same way. One
-    /// reading of `headers` checks them and finds what the request line and `Host` are made of; the rest is written
-    /// after them, into one buffer.
+    /// (`HTTP2RequestHead`, the one check of the fields), or not one an HTTP/1.1 reader could take the same way.
+    /// `HTTP2RequestHead` reads `headers` once, checking them and finding what the request line and `Host` are made
+    /// of; the cookies, then the other fields, are written after them, into one buffer.
     private func request(_ headers: HPACKHeaders, endStream: Bool, allocator: ByteBufferAllocator) -> (ByteBuffer, chunked: Bool)? {
         // One `Content-Length`, digits alone: NIO reads an empty one as none and a list of equal ones as one, where
         // an HTTP/1.1 reader would read other framing.
@@ -387,8 +387,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             let name = line[..<colon].lowercased()
             let value = String(line[line.index(after: colon)...].trimmingBlanks)
             // NIO's HTTP/2 handler does not check what siwa sends (`HTTP2RequestHead`): a field no client could read
-            // stays behind.
-            guard HTTP2RequestHead.isName(name), HTTP2RequestHead.isValue(value), !AnswerFilter.hopByHop.contains(name) else { continue }
+            // stays behind. (The name, a token as it came, is one lowercased.)
+            guard HTTP2RequestHead.isValue(value), !AnswerFilter.hopByHop.contains(name) else { continue }
             fields.add(name: name, value: value)
         }
         return fields

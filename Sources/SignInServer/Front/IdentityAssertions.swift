@@ -76,7 +76,7 @@ public final class IdentityAssertions: Sendable {
     /// `client`: the client holding the bearer token the request came with (`azp`), nil for a browser.
     func assertion(for user: UserRecord, groups: [String], audience: String, client: String? = nil, now: Date = Date()) async -> String? {
         if let recent = recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) { return recent }
-        let cacheKey = Self.cacheKey(user, audience, client)
+        let cacheKey = CacheKey(subject: user.subject, audience: audience, client: client)
         do {
             var signing = try await keyring.signingKey("ES256", now: now)
             if signing == nil {
@@ -109,7 +109,7 @@ public final class IdentityAssertions: Sendable {
     /// `groups` (a change of groups is in force at once): no signing, no store, so it can be asked on an event loop
     /// (the front's fast path); nil sends the caller to `assertion`.
     func recentAssertion(for user: UserRecord, groups: [String], audience: String, client: String? = nil, now: Date = Date()) -> String? {
-        let cacheKey = Self.cacheKey(user, audience, client)
+        let cacheKey = CacheKey(subject: user.subject, audience: audience, client: client)
         guard let recent = self.recent.withLock({ $0[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now,
             recent.groups == groups
         else {
@@ -118,13 +118,9 @@ public final class IdentityAssertions: Sendable {
         return recent.token
     }
 
-    /// One assertion per person, audience and client (a browser's and an app's say different `azp`).
-    private static func cacheKey(_ user: UserRecord, _ audience: String, _ client: String?) -> CacheKey {
-        CacheKey(subject: user.subject, audience: audience, client: client)
-    }
-
-    /// What an assertion kept in `recent` is for; its parts as they are, not joined (joining them cost an allocation on
-    /// each request of the byte path).
+    /// What an assertion kept in `recent` is for: one per person, audience and client (a browser's and an app's say
+    /// different `azp`); its parts as they are, not joined (joining them cost an allocation on each request of the
+    /// byte path).
     struct CacheKey: Hashable, Sendable {
         let subject: String
         let audience: String
