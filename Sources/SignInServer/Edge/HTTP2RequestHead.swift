@@ -110,9 +110,9 @@ struct HTTP2RequestHead {
         }
     }
 
-    /// A token (RFC 9110 §5.6.2) without uppercase letters.
+    /// A token (RFC 9110 §5.6.2) without uppercase letters, read in one pass.
     static func isName(_ name: String) -> Bool {
-        RawHTTP.isToken(name) && !name.utf8.contains { (0x41...0x5A).contains($0) }
+        !name.isEmpty && name.utf8.allSatisfy { !(0x41...0x5A).contains($0) && RawHTTP.isTokenByte($0) }
     }
 
     /// RFC 9113 §8.2.1: a field value holds no NUL, CR or LF.

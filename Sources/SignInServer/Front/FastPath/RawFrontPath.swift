@@ -240,8 +240,10 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     pending = buffer.readableBytes > 0 ? buffer : nil
                     warmed = false
                     clientTimer?.wholeRequestRead()
-                    let written = context.writeAndFlush(wrapOutboundOut(answer))
-                    if close { return endConnection(context, after: written) }
+                    // Only a closing answer is waited for: a promise for the others would be made and followed for
+                    // nothing (over TLS, by NIO's TLS handler too).
+                    if close { return endConnection(context, after: context.writeAndFlush(wrapOutboundOut(answer))) }
+                    context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
                     clientTimer?.answerEnded()
                     continue
                 }
