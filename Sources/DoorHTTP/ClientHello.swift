@@ -29,12 +29,20 @@ public struct ClientHello: Sendable, Equatable {
     /// The largest ClientHello the edge reads: far above what browsers send (about 2 KB with a post-quantum key share).
     public static let limit = 16_384
 
+    /// The most records a hello may span. Browsers send one; a client that splits its hello (to get past a filter
+    /// reading SNI) a few. The edge reads the hello again from its start as each read adds bytes, so without a bound
+    /// a hello of 16 K one-byte records, sent a record at a time, cost some 10^8 records read.
+    public static let recordLimit = 64
+
     /// The hello at the start of `bytes`: nil while more bytes are needed, the hello once it is whole.
     public static func parse<C: Collection<UInt8>>(_ bytes: C) throws(Failure) -> ClientHello? {
         var handshake: [UInt8] = []
         var index = bytes.startIndex
+        var records = 0
         // Records: type 22 (handshake), version 3.x, a length of at most 2^14 + 2048 (RFC 8446 5.2).
         while true {
+            guard records < recordLimit else { throw .malformed("a hello over more than \(recordLimit) records") }
+            records += 1
             guard let header = take(bytes, &index, 5) else { return nil }
             guard header[0] == 22, header[1] == 3 else { throw .notTLS }
             let length = Int(header[3]) << 8 | Int(header[4])

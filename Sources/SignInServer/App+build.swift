@@ -265,8 +265,14 @@ public func buildApplication(
     }
     var edgeServices: [any Service] = []
     if let edge {
+        // The same limits on a client's time as the HTTPS port's: without them a connection that sends half a head,
+        // or nothing after an answer, was held for ever.
+        let limits = settings.clientLimits
         let redirects = Application(
-            router: buildRedirectRouter(edge: edge.settings, service: edge.service, ready: OperationsController(components: components).ready),
+            router: buildRedirectRouter(
+                edge: edge.settings, service: edge.service, publicOrigin: settings.front.publicOrigin, ready: OperationsController(components: components).ready
+            ),
+            server: HTTPServerBuilder { responder in FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: nil, limits: limits) },
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"), logger: logger
         )
         edgeServices = [edge.service, redirects]

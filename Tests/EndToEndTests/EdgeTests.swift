@@ -389,6 +389,47 @@ struct EdgeTests {
         }
     }
 
+    @Test("the plain port beside the operator's certificate files and public_url, without tls_domains: redirects to a host the certificate names, else to public_url's, never to one a client made up; and it has the HTTPS port's limits on a client's time (a head that does not arrive whole gets 408, an idle connection ends, a silent one too)")
+    func plainPortWithoutDomains() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-plain-port-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cert = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        try await TestCertificate.make(certificate: cert, key: key, subject: "plain", names: ["DNS:auth.localhost", "DNS:*.apps.localhost"])
+        let https = try await FreePorts.reserve(1)[0]
+        let settings: [String: String?] = [
+            "tls_cert_file": cert, "tls_key_file": key, "https_port": String(https), "public_url": "https://auth.localhost:\(https)",
+            "client_header_timeout_ms": "300", "client_idle_timeout_ms": "600",
+        ]
+        try await LocalSite.run(settings: settings) { site in
+            let plain = "http://127.0.0.1:\(site.port)"
+            // Before, with no tls_domains, every redirect went to https://localhost.
+            for (host, location) in [
+                ("auth.localhost", "https://auth.localhost:\(https)/a?b=1"), ("one.apps.localhost:\(site.port)", "https://one.apps.localhost:\(https)/a?b=1"),
+                ("evil.example", "https://auth.localhost:\(https)/a?b=1"), ("apps.localhost", "https://auth.localhost:\(https)/a?b=1"),
+            ] {
+                let answer = try await Curl.fetch(plain + "/a?b=1", http2: false, headers: ["Host: \(host)"])
+                #expect(answer.status == 301 && answer.header("location") == location, "Host: \(host): \(answer.status) \(answer.header("location") ?? "-")")
+            }
+            #expect(try await Curl.fetch(plain + "/healthz", http2: false).status == 200)
+            // Before, the plain port had no limit on a client's time: each of these was held for ever.
+            let started = ContinuousClock.now
+            let trickled = try await RawSocket.exchange(port: site.port, "GET /healthz HT", then: ["T"])
+            #expect(trickled.hasPrefix("HTTP/1.1 408 Request Timeout\r\n"), "\(trickled)")
+            #expect(ContinuousClock.now - started < .seconds(15), "ended by the reader's own limit, not siwa")
+            let idleStart = ContinuousClock.now
+            let answered = try await RawSocket.exchange(port: site.port, "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(answered.hasPrefix("HTTP/1.1 200 OK") && answered.components(separatedBy: "HTTP/1.1 ").count == 2, "\(answered)")
+            #expect(ContinuousClock.now - idleStart >= .milliseconds(550), "ended before client_idle_timeout_ms")
+            #expect(ContinuousClock.now - idleStart < .seconds(15), "ended by the reader's own limit, not siwa")
+            let silentStart = ContinuousClock.now
+            let silent = try await RawSocket.exchange(port: site.port, "")
+            #expect(silent.isEmpty, "\(silent)")
+            #expect(ContinuousClock.now - silentStart < .seconds(15), "ended by the reader's own limit, not siwa")
+        }
+    }
+
     @Test("a CA that opens accounts only with an external account binding (pebble requiring one): with acme_eab_kid and acme_eab_hmac_key siwa obtains its certificate; without them it does not ask and says what to set, as siwa doctor --online does beforehand; with a wrong HMAC key the CA refuses and the key is not in the error")
     func externalAccountBinding() async throws {
         let ports = try await FreePorts.reserve(2)

@@ -7,10 +7,12 @@ import NIOHTTPTypesHTTP1
 /// Hummingbird's own HTTP/1 channel, with the byte path (`RawFrontPath`) ahead of its codecs: siwa's connections
 /// when it stands alone or behind a proxy (`--upstream` has `UpstreamWebSocketChannel`, which does the same). Only
 /// `/auth/check` and `/auth/forward` from memory are answered there; every other request goes to the codecs as it
-/// came, one at a time (`SaysConnectionOutcome` tells the byte path when each answer has ended).
+/// came, one at a time (`SaysConnectionOutcome` tells the byte path when each answer has ended). Without `fastPath`
+/// (the plain port that only redirects to HTTPS, `buildRedirectRouter`), the codecs read every request, under the
+/// same limits on the client's time.
 struct FrontHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
-    let fastPath: FastPathAnswers
+    let fastPath: FastPathAnswers?
     let limits: ClientLimits
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
@@ -18,7 +20,7 @@ struct FrontHTTP1Channel: ServerChildChannel {
         let limits = limits
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits))
-            try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
+            if let fastPath { try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath)) }
         }.flatMap { inner.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
             // Between NIO's HTTP/1 codec and Hummingbird's conversion to HTTP types, which drops the version.
             let codec = try channel.pipeline.syncOperations.context(handlerType: HTTP1ToHTTPServerCodec.self)
