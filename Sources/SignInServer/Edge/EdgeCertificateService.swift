@@ -142,7 +142,7 @@ final class EdgeCertificateService: Service, Sendable {
     /// When the certificate in service should be renewed: `renewAt` of its life, with up to 2 % jitter so that
     /// instances and sites do not all order at once.
     func renewalDate(_ served: EdgeCertificates.Served, acme: ACMESettings) -> Date {
-        let life = served.notAfter.timeIntervalSince(served.notBefore)
+        let life = max(0, served.notAfter.timeIntervalSince(served.notBefore))
         return served.notBefore + life * acme.renewAt - Double.random(in: 0...(life * 0.02))
     }
 

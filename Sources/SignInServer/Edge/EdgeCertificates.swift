@@ -89,6 +89,11 @@ final class EdgeCertificates: Sendable {
         guard !chain.isEmpty else { throw EdgeError.certificate("no certificate in the PEM") }
         let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
         let leaf = try Certificate(pemEncoded: Self.firstPEMBlock(chainPEM))
+        // A validity that ends before it begins (a broken or hostile CA's) would make the renewal's arithmetic
+        // meaningless: refused, the certificate in service stays.
+        guard leaf.notValidAfter > leaf.notValidBefore else {
+            throw EdgeError.certificate("its validity ends (\(leaf.notValidAfter)) before it begins (\(leaf.notValidBefore))")
+        }
         let names = try EdgeTLS.dnsNames(leaf)
         let covered = domains.isEmpty ? names : domains.filter { domain in names.contains(domain) || names.contains(EdgeTLS.wildcard(of: domain)) }
         guard !covered.isEmpty else {
@@ -194,9 +199,12 @@ enum EdgeTLS {
         return (try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der), try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem))
     }
 
-    /// A CSR (PKCS #10) for `domains`, signed by `key`: the first as the subject's common name, all in subjectAltName.
+    /// A CSR (PKCS #10) for `domains`, signed by `key`: all in subjectAltName, and the first of at most 64 bytes
+    /// as the subject's common name (RFC 5280's upper bound, which Let's Encrypt enforces; with none that short, an
+    /// empty subject, which it takes).
     static func signingRequest(domains: [String], key: P256.Signing.PrivateKey) throws -> [UInt8] {
-        let subject = try DistinguishedName { CommonName(domains[0]) }
+        let common = domains.first { $0.utf8.count <= 64 }
+        let subject = try common.map { name in try DistinguishedName { CommonName(name) } } ?? DistinguishedName()
         let extensions = try Certificate.Extensions([try SubjectAlternativeNames(domains.map { .dnsName($0) }).makeCertificateExtension()])
         var attributes = CertificateSigningRequest.Attributes()
         attributes.insert(try CertificateSigningRequest.Attribute(ExtensionRequest(extensions: extensions)))
