@@ -516,6 +516,28 @@ struct EdgeTests {
         }
     }
 
+    @Test("an order that fails once its names are validated (finalizing refused by the CA) is not ordered again with the other challenge, which would be validated at once and issued a duplicate certificate against the CA's limit; it waits its backoff")
+    func noOtherChallengeAfterValidation() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let (http, https) = (ports[0], ports[1])
+        let (orders, finalized) = (Collected(0), Collected(0))
+        try await Self.withACMEStandIn(StandIn.refusingFinalize(orders: orders, finalized: finalized)) { acmePort, directory, cert in
+            let settings: [String: String?] = [
+                "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": "https://127.0.0.1:\(acmePort)/directory",
+                "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
+            ]
+            try await LocalSite.run(settings: settings) { _ in
+                let deadline = ContinuousClock.now + .seconds(30)
+                while finalized.value < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(finalized.value == 1, "siwa finalized \(finalized.value) orders within 30 s")
+                // Before, the refusal was followed at once by an HTTP-01 order, finalized in turn.
+                try await Task.sleep(for: .seconds(3))
+                #expect(orders.value == 1 && finalized.value == 1, "\(orders.value) orders and \(finalized.value) finalizations: asked again before the backoff")
+                #expect(try await Curl.fetch("http://127.0.0.1:\(http)/healthz").status == 200)
+            }
+        }
+    }
+
     @Test(
         "an order names the certificate it replaces (RFC 9773 5) to a CA that serves renewal information, and only to one; a CA that refuses the order for that certificate (alreadyReplaced, unauthorized, notFound, malformed) is asked again once without it; a rate limit is not asked again",
         arguments: [("alreadyReplaced", 409), ("unauthorized", 403), ("notFound", 404), ("malformed", 400), ("rateLimited", 429), ("", 0)]
@@ -771,6 +793,29 @@ extension StandIn {
                 return problem(.tooManyRequests, "rateLimited", "too many certificates already issued for this exact set of identifiers", retryAfter: "7200")
             case .serverInternal:
                 return problem(.internalServerError, "serverInternal", "the database is down")
+            }
+        }
+    }
+
+    /// An ACME server whose orders are ready at once (their names validated before) and whose finalize fails with
+    /// an error of its own (500, `serverInternal`). Counts the orders asked for and the finalizations.
+    static func refusingFinalize(orders: Collected<Int>, finalized: Collected<Int>) -> Answer {
+        { path, base, _ in
+            if let answer = account(path: path, base: base) { return answer }
+            var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+            let ready = "{\"status\": \"ready\", \"authorizations\": [], \"finalize\": \"\(base)/finalize/1\"}"
+            switch path {
+            case "/order":
+                orders.withLock { $0 += 1 }
+                headers.add(name: "Location", value: base + "/order/1")
+                return (.created, headers, ready)
+            case "/order/1":
+                return (.ok, headers, ready)
+            case "/finalize/1":
+                finalized.withLock { $0 += 1 }
+                return problem(.internalServerError, "serverInternal", "the signing service is down")
+            default:
+                return (.notFound, [:], "")
             }
         }
     }

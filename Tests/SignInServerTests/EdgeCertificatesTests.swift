@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 @testable import SignInServer
 import Testing
 import X509
@@ -32,6 +33,43 @@ struct EdgeCertificatesTests {
             #expect(throws: EdgeError.self) { try certificates.install(chainPEM: backwards.chain, keyPEM: backwards.key) }
         }
         #expect(certificates.served("auth.example.com")?.chainPEM == good.chain)
+    }
+
+    @Test("a certificate in service that the store lacks, or holds an older one of (its save failed once it was issued), stays in service and is stored again, not replaced by the older one nor ordered anew; a newer one in the store (another instance's) is served")
+    func servedKeptOverOlderStored() async throws {
+        let database = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-edge-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: database) }
+        let store = try SQLiteStore(path: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]))
+        try await store.migrate()
+        let certificates = EdgeCertificates(domains: ["auth.example.com"])
+        let settings = EdgeSettings(domains: ["auth.example.com"], source: .acme(ACMESettings()))
+        let service = EdgeCertificateService(
+            settings: settings, certificates: certificates, http01: HTTP01Answers(), store: store, metrics: ServerMetrics(), logger: Logger(label: "test")
+        )
+        let now = Date()
+        func make(days: Double) throws -> (chain: String, key: String) {
+            try Self.certificate(names: ["auth.example.com"], notBefore: now - 3600, notAfter: now + days * 86_400)
+        }
+        func keep(_ pair: (chain: String, key: String), days: Double) async throws {
+            try await store.saveEdgeRecord(EdgeRecord(name: service.certificateName, value: pair.key + "\n" + pair.chain, notAfter: now + days * 86_400, updatedAt: now))
+        }
+        func stored() async throws -> String? { try await store.edgeRecord(name: service.certificateName)?.value }
+
+        // Issued and served, its save failed: the store has none, or the one it replaced.
+        let older = try make(days: 30)
+        let newer = try make(days: 90)
+        _ = try certificates.install(chainPEM: newer.chain, keyPEM: newer.key)
+        #expect(try await service.loadStored()?.chainPEM == newer.chain)
+        #expect(try await stored()?.hasSuffix(newer.chain) == true, "stored again")
+        try await keep(older, days: 30)
+        #expect(try await service.loadStored()?.chainPEM == newer.chain)
+        #expect(certificates.served("auth.example.com")?.chainPEM == newer.chain)
+        #expect(try await stored()?.hasSuffix(newer.chain) == true, "stored again")
+        // Another instance stored a newer one: served here too.
+        let newest = try make(days: 120)
+        try await keep(newest, days: 120)
+        #expect(try await service.loadStored()?.chainPEM == newest.chain)
+        #expect(certificates.served("auth.example.com")?.chainPEM == newest.chain)
     }
 
     @Test("the order's CSR names every domain in subjectAltName, and as its common name the first of at most 64 bytes (Let's Encrypt refuses a longer one), or none when every name is longer")

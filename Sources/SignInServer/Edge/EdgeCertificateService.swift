@@ -129,11 +129,21 @@ final class EdgeCertificateService: Service, Sendable {
 
     // MARK: ACME
 
-    /// The stored certificate, served; nil when there is none.
+    /// The stored certificate, served; nil when there is none. A certificate in service that the store lacks, or
+    /// holds an older one of (its save failed once it was issued), stays in service and is stored again: neither
+    /// ordered anew nor replaced by the older one.
     func loadStored() async throws -> EdgeCertificates.Served? {
-        guard let record = try await store.edgeRecord(name: certificateName) else { return nil }
+        let record = try await store.edgeRecord(name: certificateName)
+        let current = certificates.served(settings.domains[0])
+        if let current, record.map({ ($0.notAfter ?? .distantPast) < current.notAfter }) ?? true {
+            try? await store.saveEdgeRecord(
+                EdgeRecord(name: certificateName, value: current.keyPEM + "\n" + current.chainPEM, notAfter: current.notAfter, updatedAt: Date())
+            )
+            return current
+        }
+        guard let record else { return nil }
         let (keyPEM, chainPEM) = Self.split(record.value)
-        if let current = certificates.served(settings.domains[0]), current.chainPEM == chainPEM { return current }
+        if let current, current.chainPEM == chainPEM { return current }
         let served = try certificates.install(chainPEM: chainPEM, keyPEM: keyPEM)
         observe(served)
         return served
@@ -409,6 +419,12 @@ final class EdgeCertificateService: Service, Sendable {
                 try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme, replaces: replaces)
                 metrics.acmeOrder(outcome: "issued", challenge: challenge.rawValue)
                 return
+            } catch let after as AfterValidation {
+                // Validated: what failed then (finalizing, the download, the store) is no matter of the challenge, and
+                // an order with another would be validated at once and issued again, against the CA's limit on
+                // duplicate certificates.
+                metrics.acmeOrder(outcome: "failed", challenge: challenge.rawValue)
+                throw after.underlying
             } catch {
                 metrics.acmeOrder(outcome: "failed", challenge: challenge.rawValue)
                 logger.warning("ACME order with \(challenge.rawValue) failed", metadata: ["reason": "\(error)"])
@@ -463,6 +479,23 @@ final class EdgeCertificateService: Service, Sendable {
                 }
             }
         }
+        do {
+            try await finishOrder(order, client: client, directory: directory, challenge: challenge, acme: acme)
+        } catch {
+            throw AfterValidation(underlying: error)
+        }
+    }
+
+    /// An order's failure once its names were validated.
+    struct AfterValidation: Error {
+        let underlying: any Error
+    }
+
+    /// An order whose authorizations are valid: finalized, its certificate fetched, served and stored.
+    private func finishOrder(
+        _ order: ACMEClient.Order, client: ACMEClient, directory: ACMEClient.Directory, challenge: ACMESettings.Challenge, acme: ACMESettings
+    ) async throws {
+        var order = order
         // Finalize with a new key (P-256): the account key never serves TLS.
         let certificateKey = P256.Signing.PrivateKey()
         let csr = try EdgeTLS.signingRequest(domains: settings.domains, key: certificateKey)
