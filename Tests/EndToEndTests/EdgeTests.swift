@@ -317,7 +317,7 @@ struct EdgeTests {
         }
     }
 
-    @Test("the CA's validation reaching an instance that did not order (a load balancer in front of two) is answered from the store: the instance pebble validates against cannot order itself (it does not trust pebble's HTTPS), the other orders; then both serve the certificate, the first from the store within seconds")
+    @Test("the CA's validation reaching an instance that did not order (a load balancer in front of two) is answered from the store: the instance pebble validates against cannot order itself (it does not trust pebble's HTTPS), the other orders; then both serve the certificate, the first from the store within seconds; the renewal's validation, reaching the same instance, is answered with the new order's digest, not the first's")
     func validationAnsweredByAnotherInstance() async throws {
         try await AccessRulesEndToEndTests.withFreshPostgresDatabase { url in
             let ports = try await FreePorts.reserve(4)
@@ -328,10 +328,11 @@ struct EdgeTests {
             // A CA that did not sign pebble's HTTPS: an instance trusting it alone cannot reach the ACME server.
             let otherCA = directory.appendingPathComponent("other.pem").path
             try await TestCertificate.make(certificate: otherCA, key: directory.appendingPathComponent("other.key").path, subject: "other", names: ["DNS:other"], authority: true)
-            try await withPebble(httpPort: ports[0], tlsPort: ports[1]) { pebble in
+            // Certificates of 20 s, renewed from about 13 s: the renewal's validation reaches the same instance.
+            try await withPebble(httpPort: ports[0], tlsPort: ports[1], validitySeconds: 20) { pebble in
                 func settings(_ http: Int, _ https: Int, trusting ca: String) -> [String: String?] {
                     ["port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": pebble.directoryURL,
-                     "acme_ca_file": ca, "db": url, "data_key": key]
+                     "acme_ca_file": ca, "db": url, "data_key": key, "acme_challenges": "tls-alpn-01"]
                 }
                 // The validated one: its own orders fail before any challenge.
                 try await LocalSite.run(settings: settings(ports[0], ports[1], trusting: otherCA)) { validated in
@@ -350,6 +351,17 @@ struct EdgeTests {
                         #expect(try await Curl.fetch(validated.url("/healthz"), caFile: root).status == 200)
                         #expect(try await Self.orders(validated, root: root, challenge: "none", outcome: "failed") >= 1)
                         #expect(try await Self.orders(validated, root: root, challenge: "tls-alpn-01", outcome: "issued") == 0)
+                        // The renewal, validated by the same instance with the new order's digest. Before, it kept the
+                        // first order's answer and presented it again: the renewal failed, and with TLS-ALPN-01 alone
+                        // it never succeeded.
+                        let renewed = ContinuousClock.now + .seconds(60)
+                        var issued = 1
+                        while issued < 2, ContinuousClock.now < renewed {
+                            try await Task.sleep(for: .milliseconds(500))
+                            // Read over HTTPS: while the first certificate has lapsed and none replaced it, not at all.
+                            issued = (try? await Self.orders(ordering, root: root, challenge: "tls-alpn-01", outcome: "issued")) ?? issued
+                        }
+                        #expect(issued >= 2, "the renewal validated by the other instance was not issued within 60 s")
                     }
                 }
             }

@@ -113,9 +113,14 @@ final class EdgeCertificates: Sendable {
 
     /// Presents a TLS-ALPN-01 certificate for `domain` carrying `keyAuthorization`'s SHA-256, until `clearChallenge`.
     func setChallenge(domain: String, keyAuthorization: String) throws {
-        let (chain, key) = try EdgeTLS.challengeCertificate(domain: domain, keyAuthorization: keyAuthorization)
-        let context = try NIOSSLContext(configuration: EdgeTLS.serverConfiguration(chain: [chain], key: key, protocols: [EdgeTLS.acmeProtocol]))
+        let context = try Self.challengeContext(domain: domain, keyAuthorization: keyAuthorization)
         state.withLockedValue { $0.challenges[domain] = context }
+    }
+
+    /// The TLS context of a TLS-ALPN-01 certificate for `domain` carrying `keyAuthorization`'s SHA-256.
+    static func challengeContext(domain: String, keyAuthorization: String) throws -> NIOSSLContext {
+        let (chain, key) = try EdgeTLS.challengeCertificate(domain: domain, keyAuthorization: keyAuthorization)
+        return try NIOSSLContext(configuration: EdgeTLS.serverConfiguration(chain: [chain], key: key, protocols: [EdgeTLS.acmeProtocol]))
     }
 
     func clearChallenge(domain: String) {

@@ -164,32 +164,22 @@ final class HelloReader: ChannelInboundHandler, RemovableChannelHandler {
         guard let hello else { return }
         switch certificates.choose(hello) {
         case .site(let tls), .challenge(let tls):
-            done = true
-            timer?.cancel()
-            do {
-                try install(tls, context.channel)
-            } catch {
-                return refuse(context: context, reason: "\(error)", answer: nil)
-            }
-            buffered = nil
-            context.fireChannelRead(wrapInboundOut(buffer))
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            serve(tls, buffer, context: context)
         case .challengeElsewhere(let name):
-            // Once: what the store holds is installed here, and the hello decided again.
+            // Another instance's order: what the store holds now answers this connection, and is kept nowhere (kept,
+            // it would answer that instance's next order for the name, months later, with this one's digest).
             guard !looking else { return refuse(context: context, reason: "no TLS-ALPN-01 challenge for \(name)", answer: Self.alert(112), name: name) }
             looking = true
             let lookup = challengeLookup
-            let certificates = certificates
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let promise = context.eventLoop.makePromise(of: String?.self)
             promise.completeWithTask { await lookup(name) }
             promise.futureResult.whenSuccess { answer in
                 let (handler, context) = bound.value
-                if let answer { try? certificates.setChallenge(domain: name, keyAuthorization: answer) }
-                guard answer != nil else {
+                guard let answer, let tls = try? EdgeCertificates.challengeContext(domain: name, keyAuthorization: answer), let buffer = handler.buffered else {
                     return handler.refuse(context: context, reason: "no TLS-ALPN-01 challenge for \(name)", answer: Self.alert(112), name: name)
                 }
-                handler.decide(context: context)
+                handler.serve(tls, buffer, context: context)
             }
         case .unknownName:
             metrics.edgeRefusedHellos.increment()
@@ -198,6 +188,22 @@ final class HelloReader: ChannelInboundHandler, RemovableChannelHandler {
             metrics.edgeRefusedHellos.increment()
             refuse(context: context, reason: "no certificate yet (the first ACME order has not completed)", answer: Self.alert(80), name: hello.serverName)
         }
+    }
+
+    /// Hands the connection, `buffer` (its hello so far) first, to TLS with `tls`.
+    private func serve(_ tls: NIOSSLContext, _ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        guard !done else { return }
+        done = true
+        timer?.cancel()
+        do {
+            try install(tls, context.channel)
+        } catch {
+            done = false
+            return refuse(context: context, reason: "\(error)", answer: nil)
+        }
+        buffered = nil
+        context.fireChannelRead(wrapInboundOut(buffer))
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     private func refuse(context: ChannelHandlerContext, reason: String, answer: ByteBuffer?, name: String? = nil) {
