@@ -550,6 +550,29 @@ struct EdgeTests {
         }
     }
 
+    @Test("an ACME server that no longer knows siwa's account (its store reset, as a restarted pebble's is): the key is registered again, the new account stored, and the order asked for again with it, once; before, every order was refused for ever")
+    func accountRegisteredAgain() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let (http, https) = (ports[0], ports[1])
+        let (accounts, orderedBy) = (Collected(0), Collected<[String]>([]))
+        try await Self.withACMEStandIn(StandIn.forgettingFirstAccount(accounts: accounts, orderedBy: orderedBy)) { acmePort, directory, cert in
+            let base = "https://127.0.0.1:\(acmePort)"
+            let settings: [String: String?] = [
+                "port": String(http), "https_port": String(https), "tls_domains": "auth.localhost", "acme_directory": base + "/directory",
+                "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
+            ]
+            try await LocalSite.run(settings: settings) { _ in
+                // The first account's order refused; the key registered again; its order (500) and the other
+                // challenge's, with the second account.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while orderedBy.value.count < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                try await Task.sleep(for: .seconds(2))
+                #expect(accounts.value == 2)
+                #expect(orderedBy.value == [base + "/account/1", base + "/account/2", base + "/account/2"], "\(orderedBy.value)")
+            }
+        }
+    }
+
     @Test(
         "an order names the certificate it replaces (RFC 9773 5) to a CA that serves renewal information, and only to one; a CA that refuses the order for that certificate (alreadyReplaced, unauthorized, notFound, malformed) is asked again once without it; a rate limit is not asked again",
         arguments: [("alreadyReplaced", 409), ("unauthorized", 403), ("notFound", 404), ("malformed", 400), ("rateLimited", 429), ("", 0)]
@@ -805,6 +828,34 @@ extension StandIn {
                 return problem(.tooManyRequests, "rateLimited", "too many certificates already issued for this exact set of identifiers", retryAfter: "7200")
             case .serverInternal:
                 return problem(.internalServerError, "serverInternal", "the database is down")
+            }
+        }
+    }
+
+    /// An ACME server that has forgotten the first account it opened (as a CA whose store was reset: a restarted
+    /// pebble): an order signed by it is refused (`accountDoesNotExist`), one signed by a later account is refused
+    /// with an error of its own (500). Counts the accounts opened and records the `kid` of each order.
+    static func forgettingFirstAccount(accounts: Collected<Int>, orderedBy: Collected<[String]>) -> Answer {
+        { path, base, body in
+            switch path {
+            case "/account":
+                var number = 0
+                accounts.withLock { count in
+                    count += 1
+                    number = count
+                }
+                var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+                headers.add(name: "Location", value: base + "/account/\(number)")
+                return (.created, headers, "{\"status\": \"valid\"}")
+            case "/order":
+                let jws = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
+                let header = (jws?["protected"] as? String).flatMap(Base64URL.decode).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+                let kid = header?["kid"] as? String ?? "none"
+                orderedBy.withLock { $0.append(kid) }
+                if kid == base + "/account/1" { return problem(.badRequest, "accountDoesNotExist", "no account with that URL") }
+                return problem(.internalServerError, "serverInternal", "the database is down")
+            default:
+                return account(path: path, base: base) ?? (.notFound, [:], "")
             }
         }
     }

@@ -41,6 +41,11 @@ final class ACMEClient: Sendable {
         }
         /// The server refused for its rate limits (`rateLimited`): another challenge would be refused as well.
         var rateLimited: Bool { problemType == "urn:ietf:params:acme:error:rateLimited" }
+        /// The server no longer knows the account (a CA whose store was reset, as a restarted pebble's is), or no
+        /// longer takes it (`unauthorized`, a deactivated account's refusal): registering the key again may help.
+        var accountRefused: Bool {
+            problemType == "urn:ietf:params:acme:error:accountDoesNotExist" || (step == "newOrder" && problemType == "urn:ietf:params:acme:error:unauthorized")
+        }
     }
 
     /// A `Retry-After` value as a time from `now`: delay-seconds, or an HTTP date (one in the past is zero); nil for
@@ -84,6 +89,11 @@ final class ACMEClient: Sendable {
         return Directory(
             newNonce: newNonce, newAccount: newAccount, newOrder: newOrder, externalAccountRequired: required, renewalInfo: json["renewalInfo"] as? String
         )
+    }
+
+    /// Forgets the account's URL: the next `account` registers the key again.
+    func forgetAccount() {
+        state.withLockedValue { $0.account = nil }
     }
 
     /// Registers the account (or finds it again by its key: RFC 8555 7.3.1 answers 200 with its URL), bound to the

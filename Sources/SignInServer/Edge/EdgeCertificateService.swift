@@ -399,8 +399,10 @@ final class EdgeCertificateService: Service, Sendable {
     private func orderCertificate(_ acme: ACMESettings, http: HTTPClient, replaces: String?) async throws {
         let client: ACMEClient
         let directory: ACMEClient.Directory
+        let accountKey: P256.Signing.PrivateKey
         do {
-            let (accountKey, accountURL) = try await accountKey(acme)
+            let accountURL: String?
+            (accountKey, accountURL) = try await self.accountKey(acme)
             client = ACMEClient(directoryURL: acme.directory, http: http, key: accountKey, accountURL: accountURL, logger: logger)
             directory = try await client.directory()
             let account = try await client.account(directory, email: acme.email, externalAccount: acme.externalAccount)
@@ -414,11 +416,22 @@ final class EdgeCertificateService: Service, Sendable {
         // The longest wait a CA asked for in any of the tries, and a status it refused one with.
         var asked: Duration?
         var refusedWith: Int?
-        for challenge in acme.challenges {
+        var registeredAgain = false
+        var challenges = acme.challenges[...]
+        while let challenge = challenges.first {
             do {
                 try await orderCertificate(client: client, directory: directory, challenge: challenge, acme: acme, replaces: replaces)
                 metrics.acmeOrder(outcome: "issued", challenge: challenge.rawValue)
                 return
+            } catch let failure as ACMEClient.Failure where failure.accountRefused && !registeredAgain {
+                // The stored account URL is one the CA no longer knows: the key is registered again (RFC 8555 7.3.1
+                // finds an account it knows by its key), the new URL stored, and the same challenge tried again, once.
+                registeredAgain = true
+                logger.warning("the ACME server refused siwa's account; registering it again", metadata: ["reason": "\(failure)"])
+                client.forgetAccount()
+                let account = try await client.account(directory, email: acme.email, externalAccount: acme.externalAccount)
+                try await saveAccount(acme, key: accountKey, url: account)
+                continue
             } catch let after as AfterValidation {
                 // Validated: what failed then (finalizing, the download, the store) is no matter of the challenge, and
                 // an order with another would be validated at once and issued again, against the CA's limit on
@@ -435,6 +448,7 @@ final class EdgeCertificateService: Service, Sendable {
                     refusedWith = refusedWith ?? failure.status
                 }
                 failures.append("\(challenge.rawValue): \(error)")
+                challenges.removeFirst()
             }
         }
         throw ACMEClient.Failure(step: "order", detail: failures.joined(separator: "; "), status: refusedWith, retryAfter: asked)
