@@ -401,6 +401,40 @@ struct EdgeTests {
         }
     }
 
+    @Test("the operator's certificate files as a Kubernetes secret mounts them (links into a directory swapped whole): a new certificate is served without a restart or SIGHUP")
+    func operatorFilesBehindLinks() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-linked-tls-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+        // ..data -> ..first/; cert.pem -> ..data/cert.pem, key.pem -> ..data/key.pem, as the kubelet lays them out.
+        func make(_ version: String) async throws {
+            try FileManager.default.createDirectory(atPath: path(version), withIntermediateDirectories: true)
+            try await TestCertificate.make(certificate: path(version + "/cert.pem"), key: path(version + "/key.pem"), subject: version, names: ["DNS:auth.localhost"])
+            // The swap: a new link, renamed over the old one.
+            try? FileManager.default.removeItem(atPath: path("..data_tmp"))
+            try FileManager.default.createSymbolicLink(atPath: path("..data_tmp"), withDestinationPath: version)
+            #expect(rename(path("..data_tmp"), path("..data")) == 0)
+        }
+        try await make("..first")
+        try FileManager.default.createSymbolicLink(atPath: path("cert.pem"), withDestinationPath: "..data/cert.pem")
+        try FileManager.default.createSymbolicLink(atPath: path("key.pem"), withDestinationPath: "..data/key.pem")
+        let https = try await FreePorts.reserve(1)[0]
+        let settings = ["tls_cert_file": path("cert.pem"), "tls_key_file": path("key.pem"), "tls_domains": "auth.localhost", "https_port": String(https)]
+        try await LocalSite.run(settings: settings) { _ in
+            #expect(try await Self.servedSerial(port: https, name: "auth.localhost").contains("first"))
+            try await make("..second")
+            let deadline = ContinuousClock.now + .seconds(20)
+            var served = ""
+            while !served.contains("second"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(300))
+                served = try await Self.servedSerial(port: https, name: "auth.localhost")
+            }
+            // Before, the watch looked at the links, which do not change.
+            #expect(served.contains("second"), "\(served)")
+        }
+    }
+
     @Test("the plain port beside the operator's certificate files and public_url, without tls_domains: redirects to a host the certificate names, else to public_url's, never to one a client made up; and it has the HTTPS port's limits on a client's time (a head that does not arrive whole gets 408, an idle connection ends, a silent one too)")
     func plainPortWithoutDomains() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-plain-port-\(UUID().uuidString)", isDirectory: true)

@@ -90,10 +90,13 @@ final class EdgeCertificateService: Service, Sendable {
 
     private func watch(certificate: String, key: String) async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
+        // Of the files the paths lead to, through symbolic links (a Kubernetes secret's files are links into a
+        // directory it swaps whole, which leaves the links themselves unchanged), and which files those are.
         @Sendable func stamp() -> String {
             [certificate, key].map { path in
-                let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-                return "\((attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)/\(attributes?[.size] as? Int ?? 0)"
+                let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+                let attributes = try? FileManager.default.attributesOfItem(atPath: target)
+                return "\(target)/\((attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)/\(attributes?[.size] as? Int ?? 0)"
             }.joined(separator: "|")
         }
         let first = stamp()
