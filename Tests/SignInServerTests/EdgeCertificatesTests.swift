@@ -72,6 +72,21 @@ struct EdgeCertificatesTests {
         #expect(certificates.served("auth.example.com")?.chainPEM == newest.chain)
     }
 
+    @Test("a certificate that replaces one and no longer names all its names: those names are no longer served with the one it replaced (the operator's files without tls_domains, and with them)")
+    func replacedNamesDropped() throws {
+        let now = Date()
+        for domains in [[], ["auth.example.com", "www.example.com"]] {
+            let certificates = EdgeCertificates(domains: domains)
+            let both = try Self.certificate(names: ["auth.example.com", "www.example.com"], notBefore: now - 3600, notAfter: now + 86_400)
+            try certificates.install(chainPEM: both.chain, keyPEM: both.key)
+            #expect(certificates.served("www.example.com")?.chainPEM == both.chain)
+            let one = try Self.certificate(names: ["auth.example.com"], notBefore: now - 3600, notAfter: now + 86_400)
+            try certificates.install(chainPEM: one.chain, keyPEM: one.key)
+            #expect(certificates.served("auth.example.com")?.chainPEM == one.chain)
+            #expect(certificates.served("www.example.com") == nil, "\(domains)")
+        }
+    }
+
     @Test("the order's CSR names every domain in subjectAltName, and as its common name the first of at most 64 bytes (Let's Encrypt refuses a longer one), or none when every name is longer")
     func signingRequestNames() throws {
         let long = String(repeating: "a", count: 60) + ".example.com"

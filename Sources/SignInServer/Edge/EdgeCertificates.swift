@@ -105,7 +105,10 @@ final class EdgeCertificates: Sendable {
             names: covered, chainPEM: chainPEM, keyPEM: keyPEM, notBefore: leaf.notValidBefore, notAfter: leaf.notValidAfter, context: context,
             certID: authorityKeyID.map { RenewalInfo.certID(authorityKeyID: $0, serial: leaf.serialNumber.bytes) }
         )
+        // One certificate serves every name (ACME orders one for all of `domains`; the operator gives one pair): a
+        // name the new one does not cover is no longer served with the one it replaces.
         state.withLockedValue { state in
+            state.served = [:]
             for name in domains.isEmpty ? names : covered { state.served[name] = served }
         }
         return served
