@@ -607,6 +607,24 @@ struct EdgeTests {
         }
     }
 
+    @Test("each signed request to the ACME server has a nonce of its own, also when an answer carried none (a nonce taken from newNonce is not kept for the next request)")
+    func nonceUsedOnce() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let used = Collected<[String]>([])
+        try await Self.withACMEStandIn(StandIn.answeringWithoutNonces(used: used)) { acmePort, directory, cert in
+            let settings: [String: String?] = [
+                "port": String(ports[0]), "https_port": String(ports[1]), "tls_domains": "auth.localhost",
+                "acme_directory": "https://127.0.0.1:\(acmePort)/directory", "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
+            ]
+            try await LocalSite.run(settings: settings) { _ in
+                // The account, then an order with each challenge.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while used.value.count < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                #expect(used.value.count == 3 && Set(used.value).count == used.value.count, "\(used.value)")
+            }
+        }
+    }
+
     @Test(
         "an order names the certificate it replaces (RFC 9773 5) to a CA that serves renewal information, and only to one; a CA that refuses the order for that certificate (alreadyReplaced, unauthorized, notFound, malformed) is asked again once without it; a rate limit is not asked again",
         arguments: [("alreadyReplaced", 409), ("unauthorized", 403), ("notFound", 404), ("malformed", 400), ("rateLimited", 429), ("", 0)]
@@ -890,6 +908,26 @@ extension StandIn {
                 return problem(.internalServerError, "serverInternal", "the database is down")
             default:
                 return account(path: path, base: base) ?? (.notFound, [:], "")
+            }
+        }
+    }
+
+    /// An ACME server whose account and order answers carry no `Replay-Nonce` (as a proxy's error page would not):
+    /// nonces come from `newNonce` alone, a new one each time. Records the nonce each signed request used; orders
+    /// are refused with an error of its own (500).
+    static func answeringWithoutNonces(used: Collected<[String]>) -> Answer {
+        { path, base, body in
+            if path == "/directory" || path == "/nonce" { return account(path: path, base: base) ?? (.notFound, [:], "") }
+            let jws = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
+            let header = (jws?["protected"] as? String).flatMap(Base64URL.decode).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+            used.withLock { $0.append(header?["nonce"] as? String ?? "none") }
+            switch path {
+            case "/account":
+                return (.created, HTTPHeaders([("Location", base + "/account/1"), ("Content-Type", "application/json")]), "{\"status\": \"valid\"}")
+            case "/order":
+                return (.internalServerError, HTTPHeaders([("Content-Type", "application/problem+json")]), "{\"type\": \"urn:ietf:params:acme:error:serverInternal\", \"detail\": \"down\"}")
+            default:
+                return (.notFound, [:], "")
             }
         }
     }

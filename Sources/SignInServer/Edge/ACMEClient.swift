@@ -258,6 +258,9 @@ final class ACMEClient: Sendable {
         if let kept = state.withLockedValue({ state in defer { state.nonce = nil }; return state.nonce }) { return kept }
         let (_, headers, _) = try await send(directory.newNonce, method: .HEAD, body: nil, step: "newNonce")
         guard let nonce = headers.first(name: "Replay-Nonce") else { throw Failure(step: "newNonce", detail: "no Replay-Nonce") }
+        // `send` kept it: taken now, it is not kept for the next request too (an answer without a nonce of its own,
+        // a proxy's 502 say, would have had it sent again, and refused as `badNonce`).
+        state.withLockedValue { if $0.nonce == nonce { $0.nonce = nil } }
         return nonce
     }
 
