@@ -625,6 +625,29 @@ struct EdgeTests {
         }
     }
 
+    @Test("an order the CA is processing is looked at again no sooner than its Retry-After says (RFC 8555 7.4), not every half second")
+    func pollsHonourRetryAfter() async throws {
+        let ports = try await FreePorts.reserve(2)
+        let finalizedAt = Collected<ContinuousClock.Instant?>(nil)
+        let looked = Collected<[ContinuousClock.Instant]>([])
+        try await Self.withACMEStandIn(StandIn.processingWithRetryAfter(finalizedAt: finalizedAt, looked: looked)) { acmePort, directory, cert in
+            let settings: [String: String?] = [
+                "port": String(ports[0]), "https_port": String(ports[1]), "tls_domains": "auth.localhost", "acme_challenges": "tls-alpn-01",
+                "acme_directory": "https://127.0.0.1:\(acmePort)/directory", "acme_ca_file": cert, "db": directory.appendingPathComponent("siwa.sqlite").path,
+            ]
+            try await LocalSite.run(settings: settings) { _ in
+                let deadline = ContinuousClock.now + .seconds(30)
+                while looked.value.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                let times = [finalizedAt.value].compactMap { $0 } + looked.value
+                #expect(times.count == 3, "finalized and looked at twice within 30 s: \(times.count)")
+                // Before, the order was looked at 0.5 and 1.5 s after.
+                for (before, after) in zip(times, times.dropFirst()) {
+                    #expect(after - before >= .milliseconds(2_900), "looked at again after \(after - before)")
+                }
+            }
+        }
+    }
+
     @Test(
         "an order names the certificate it replaces (RFC 9773 5) to a CA that serves renewal information, and only to one; a CA that refuses the order for that certificate (alreadyReplaced, unauthorized, notFound, malformed) is asked again once without it; a rate limit is not asked again",
         arguments: [("alreadyReplaced", 409), ("unauthorized", 403), ("notFound", 404), ("malformed", 400), ("rateLimited", 429), ("", 0)]
@@ -926,6 +949,37 @@ extension StandIn {
                 return (.created, HTTPHeaders([("Location", base + "/account/1"), ("Content-Type", "application/json")]), "{\"status\": \"valid\"}")
             case "/order":
                 return (.internalServerError, HTTPHeaders([("Content-Type", "application/problem+json")]), "{\"type\": \"urn:ietf:params:acme:error:serverInternal\", \"detail\": \"down\"}")
+            default:
+                return (.notFound, [:], "")
+            }
+        }
+    }
+
+    /// An ACME server whose orders are ready at once and, once finalized, `processing` with `Retry-After: 3` (as
+    /// Let's Encrypt's are, for a few seconds), then `invalid` at the second look. Records when it was finalized and
+    /// when the order was looked at after.
+    static func processingWithRetryAfter(finalizedAt: Collected<ContinuousClock.Instant?>, looked: Collected<[ContinuousClock.Instant]>) -> Answer {
+        { path, base, _ in
+            if let answer = account(path: path, base: base) { return answer }
+            var headers = HTTPHeaders([("Replay-Nonce", UUID().uuidString), ("Content-Type", "application/json")])
+            func order(_ status: String) -> String { "{\"status\": \"\(status)\", \"authorizations\": [], \"finalize\": \"\(base)/finalize/1\"}" }
+            switch path {
+            case "/order":
+                headers.add(name: "Location", value: base + "/order/1")
+                return (.created, headers, order("ready"))
+            case "/finalize/1":
+                finalizedAt.withLock { $0 = .now }
+                headers.add(name: "Retry-After", value: "3")
+                return (.ok, headers, order("processing"))
+            case "/order/1":
+                guard finalizedAt.value != nil else { return (.ok, headers, order("ready")) }
+                var count = 0
+                looked.withLock { looks in
+                    looks.append(.now)
+                    count = looks.count
+                }
+                headers.add(name: "Retry-After", value: "3")
+                return (.ok, headers, order(count < 2 ? "processing" : "invalid"))
             default:
                 return (.notFound, [:], "")
             }

@@ -126,6 +126,8 @@ final class ACMEClient: Sendable {
         let finalize: String
         let certificate: String?
         let error: String?
+        /// The server's `Retry-After` with the order: when to look at it again (RFC 8555 7.4, an order `processing`).
+        var retryAfter: Duration? = nil
     }
 
     /// A new order for `domains`; `replaces`: the ARI identifier of the certificate it replaces (RFC 9773 5), said only
@@ -170,8 +172,10 @@ final class ACMEClient: Sendable {
     }
 
     func order(_ url: String, directory: Directory) async throws -> Order {
-        let (_, _, body) = try await post(url, payload: nil, directory: directory, step: "order")
-        return try Self.order(url: url, body: body, step: "order")
+        let (_, headers, body) = try await post(url, payload: nil, directory: directory, step: "order")
+        var order = try Self.order(url: url, body: body, step: "order")
+        order.retryAfter = Self.retryAfter(headers.first(name: "Retry-After"))
+        return order
     }
 
     struct Authorization: Sendable {
@@ -180,10 +184,12 @@ final class ACMEClient: Sendable {
         /// type → (url, token)
         let challenges: [String: (url: String, token: String)]
         let error: String?
+        /// The server's `Retry-After` with the authorization: when to look at it again (RFC 8555 7.5.1).
+        var retryAfter: Duration? = nil
     }
 
     func authorization(_ url: String, directory: Directory) async throws -> Authorization {
-        let (_, _, body) = try await post(url, payload: nil, directory: directory, step: "authorization")
+        let (_, headers, body) = try await post(url, payload: nil, directory: directory, step: "authorization")
         guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let status = json["status"] as? String,
             let identifier = json["identifier"] as? [String: Any], let domain = identifier["value"] as? String
         else { throw Failure(step: "authorization", detail: "an authorization without status or identifier") }
@@ -194,7 +200,9 @@ final class ACMEClient: Sendable {
             challenges[type] = (url, challenge["token"] as? String ?? "")
             if let problem = challenge["error"] as? [String: Any] { error = Self.describe(problem) }
         }
-        return Authorization(domain: domain.lowercased(), status: status, challenges: challenges, error: error)
+        return Authorization(
+            domain: domain.lowercased(), status: status, challenges: challenges, error: error, retryAfter: Self.retryAfter(headers.first(name: "Retry-After"))
+        )
     }
 
     /// Tells the server the challenge is ready (RFC 8555 7.5.1: an empty object).
@@ -203,8 +211,10 @@ final class ACMEClient: Sendable {
     }
 
     func finalize(_ order: Order, csr: [UInt8], directory: Directory) async throws -> Order {
-        let (_, _, body) = try await post(order.finalize, payload: ["csr": Base64URL.encode(csr)], directory: directory, step: "finalize")
-        return try Self.order(url: order.url, body: body, step: "finalize")
+        let (_, headers, body) = try await post(order.finalize, payload: ["csr": Base64URL.encode(csr)], directory: directory, step: "finalize")
+        var finalized = try Self.order(url: order.url, body: body, step: "finalize")
+        finalized.retryAfter = Self.retryAfter(headers.first(name: "Retry-After"))
+        return finalized
     }
 
     func certificateChain(_ url: String, directory: Directory) async throws -> String {

@@ -490,8 +490,8 @@ final class EdgeCertificateService: Service, Sendable {
             try await poll(acme, what: "authorization of \(authorization.domain)") {
                 let now = try await client.authorization(url, directory: directory)
                 switch now.status {
-                case "valid": return true
-                case "pending", "processing": return false
+                case "valid": return .done
+                case "pending", "processing": return .again(asked: now.retryAfter)
                 default: throw ACMEClient.Failure(step: "authorization", detail: "\(authorization.domain) is \(now.status): \(now.error ?? "no reason given")")
                 }
             }
@@ -519,14 +519,19 @@ final class EdgeCertificateService: Service, Sendable {
         try await poll(acme, what: "order ready") {
             order = try await client.order(order.url, directory: directory)
             if order.status == "invalid" { throw ACMEClient.Failure(step: "order", detail: "invalid: \(order.error ?? "no reason given")") }
-            return order.status == "ready" || order.status == "valid"
+            return order.status == "ready" || order.status == "valid" ? .done : .again(asked: order.retryAfter)
         }
         if order.status == "ready" { order = try await client.finalize(order, csr: csr, directory: directory) }
+        // The finalize's answer first (an order `processing`, with its Retry-After), then the order as polled.
+        var looked = false
         try await poll(acme, what: "certificate issued") {
-            if order.status == "valid", order.certificate != nil { return true }
+            if order.status == "valid", order.certificate != nil { return .done }
             if order.status == "invalid" { throw ACMEClient.Failure(step: "finalize", detail: "invalid: \(order.error ?? "no reason given")") }
-            order = try await client.order(order.url, directory: directory)
-            return order.status == "valid" && order.certificate != nil
+            if looked { order = try await client.order(order.url, directory: directory) }
+            looked = true
+            if order.status == "valid", order.certificate != nil { return .done }
+            if order.status == "invalid" { throw ACMEClient.Failure(step: "finalize", detail: "invalid: \(order.error ?? "no reason given")") }
+            return .again(asked: order.retryAfter)
         }
         guard let url = order.certificate else { throw ACMEClient.Failure(step: "certificate", detail: "no certificate URL") }
         let chain = try await client.certificateChain(url, directory: directory)
@@ -538,13 +543,22 @@ final class EdgeCertificateService: Service, Sendable {
         logger.info("TLS certificate obtained", metadata: ["names": "\(served.names.joined(separator: ","))", "not_after": "\(served.notAfter)", "challenge": "\(challenge.rawValue)"])
     }
 
-    /// Asks `check` every half second (then every two) until it is true, for at most `pollTimeout`.
-    private func poll(_ acme: ACMESettings, what: String, _ check: () async throws -> Bool) async throws {
+    /// What a poll found: done, or to be asked again (after the server's `Retry-After` when it gave one).
+    enum Poll {
+        case done
+        case again(asked: Duration?)
+    }
+
+    /// Asks `check` every half second (then every two), or as often as the server's `Retry-After` says when that is
+    /// longer (RFC 8555 7.4, 7.5.1), until it is done, for at most `pollTimeout`.
+    private func poll(_ acme: ACMESettings, what: String, _ check: () async throws -> Poll) async throws {
         let deadline = ContinuousClock.now + acme.pollTimeout
         var delay = Duration.milliseconds(500)
-        while try await !check() {
-            guard ContinuousClock.now < deadline else { throw ACMEClient.Failure(step: what, detail: "no answer within \(acme.pollTimeout)") }
-            try await Task.sleep(for: delay)
+        while case .again(let asked) = try await check() {
+            let now = ContinuousClock.now
+            guard now < deadline else { throw ACMEClient.Failure(step: what, detail: "no answer within \(acme.pollTimeout)") }
+            // Not past the deadline: asked there once more.
+            try await Task.sleep(for: min(max(delay, asked ?? .zero), deadline - now))
             delay = min(delay * 2, .seconds(2))
         }
     }
