@@ -87,6 +87,31 @@ struct EdgeCertificatesTests {
         }
     }
 
+    @Test("the renewal date is two thirds of the life less the certificate's own jitter (up to 2 %): the same at every look, and spread over certificates")
+    func renewalJitter() async throws {
+        let database = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-edge-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: database) }
+        let store = try SQLiteStore(path: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]))
+        let certificates = EdgeCertificates(domains: ["auth.example.com"])
+        let acme = ACMESettings()
+        let service = EdgeCertificateService(
+            settings: EdgeSettings(domains: ["auth.example.com"], source: .acme(acme)), certificates: certificates, http01: HTTP01Answers(), store: store,
+            metrics: ServerMetrics(), logger: Logger(label: "test")
+        )
+        let notBefore = Date(timeIntervalSince1970: 1_800_000_000)
+        let life: TimeInterval = 90 * 86_400
+        var dates = Set<Date>()
+        for _ in 0..<20 {
+            let pair = try Self.certificate(names: ["auth.example.com"], notBefore: notBefore, notAfter: notBefore + life)
+            let served = try certificates.install(chainPEM: pair.chain, keyPEM: pair.key)
+            let date = service.renewalDate(served, acme: acme)
+            #expect(service.renewalDate(served, acme: acme) == date, "drawn anew at a second look")
+            #expect(date <= notBefore + life * acme.renewAt && date >= notBefore + life * (acme.renewAt - 0.02))
+            dates.insert(date)
+        }
+        #expect(dates.count > 10, "\(dates.count) distinct dates for 20 certificates")
+    }
+
     @Test("the order's CSR names every domain in subjectAltName, and as its common name the first of at most 64 bytes (Let's Encrypt refuses a longer one), or none when every name is longer")
     func signingRequestNames() throws {
         let long = String(repeating: "a", count: 60) + ".example.com"
