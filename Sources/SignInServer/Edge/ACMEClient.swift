@@ -146,7 +146,7 @@ final class ACMEClient: Sendable {
         guard status == .created, let location = headers.first(name: "Location") else {
             throw Failure(step: "newOrder", detail: "answered \(status.code) without the order's Location")
         }
-        return try Self.order(url: location, body: body, step: "newOrder")
+        return try Self.order(url: location, headers: headers, body: body, step: "newOrder")
     }
 
     /// The payload of a new order (RFC 8555 7.4, and RFC 9773 5's `replaces`).
@@ -173,9 +173,7 @@ final class ACMEClient: Sendable {
 
     func order(_ url: String, directory: Directory) async throws -> Order {
         let (_, headers, body) = try await post(url, payload: nil, directory: directory, step: "order")
-        var order = try Self.order(url: url, body: body, step: "order")
-        order.retryAfter = Self.retryAfter(headers.first(name: "Retry-After"))
-        return order
+        return try Self.order(url: url, headers: headers, body: body, step: "order")
     }
 
     struct Authorization: Sendable {
@@ -212,9 +210,7 @@ final class ACMEClient: Sendable {
 
     func finalize(_ order: Order, csr: [UInt8], directory: Directory) async throws -> Order {
         let (_, headers, body) = try await post(order.finalize, payload: ["csr": Base64URL.encode(csr)], directory: directory, step: "finalize")
-        var finalized = try Self.order(url: order.url, body: body, step: "finalize")
-        finalized.retryAfter = Self.retryAfter(headers.first(name: "Retry-After"))
-        return finalized
+        return try Self.order(url: order.url, headers: headers, body: body, step: "finalize")
     }
 
     func certificateChain(_ url: String, directory: Directory) async throws -> String {
@@ -311,13 +307,15 @@ final class ACMEClient: Sendable {
         return (response.status, response.headers, data)
     }
 
-    private static func order(url: String, body: Data, step: String) throws -> Order {
+    /// An order as the server answered it (`body`), with its `Retry-After` (`headers`).
+    private static func order(url: String, headers: HTTPHeaders, body: Data, step: String) throws -> Order {
         guard let json = try? JSONSerialization.jsonObject(with: body) as? [String: Any], let status = json["status"] as? String,
             let finalize = json["finalize"] as? String
         else { throw Failure(step: step, detail: "an order without status or finalize") }
         return Order(
             url: url, status: status, authorizations: json["authorizations"] as? [String] ?? [], finalize: finalize,
-            certificate: json["certificate"] as? String, error: (json["error"] as? [String: Any]).map(describe)
+            certificate: json["certificate"] as? String, error: (json["error"] as? [String: Any]).map(describe),
+            retryAfter: retryAfter(headers.first(name: "Retry-After"))
         )
     }
 

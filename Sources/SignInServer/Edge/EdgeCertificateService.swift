@@ -139,9 +139,7 @@ final class EdgeCertificateService: Service, Sendable {
         let record = try await store.edgeRecord(name: certificateName)
         let current = certificates.served(settings.domains[0])
         if let current, record.map({ ($0.notAfter ?? .distantPast) < current.notAfter }) ?? true {
-            try? await store.saveEdgeRecord(
-                EdgeRecord(name: certificateName, value: current.keyPEM + "\n" + current.chainPEM, notAfter: current.notAfter, updatedAt: Date())
-            )
+            try? await store.saveEdgeRecord(certificateRecord(current))
             return current
         }
         guard let record else { return nil }
@@ -150,6 +148,11 @@ final class EdgeCertificateService: Service, Sendable {
         let served = try certificates.install(chainPEM: chainPEM, keyPEM: keyPEM)
         observe(served)
         return served
+    }
+
+    /// The store's record of `served`: its key, then its chain (`split` reads them back).
+    func certificateRecord(_ served: EdgeCertificates.Served) -> EdgeRecord {
+        EdgeRecord(name: certificateName, value: served.keyPEM + "\n" + served.chainPEM, notAfter: served.notAfter, updatedAt: Date())
     }
 
     /// When the certificate in service should be renewed: `renewAt` of its life, less up to 2 % of it so that
@@ -529,8 +532,6 @@ final class EdgeCertificateService: Service, Sendable {
         // The finalize's answer first (an order `processing`, with its Retry-After), then the order as polled.
         var looked = false
         try await poll(acme, what: "certificate issued") {
-            if order.status == "valid", order.certificate != nil { return .done }
-            if order.status == "invalid" { throw ACMEClient.Failure(step: "finalize", detail: "invalid: \(order.error ?? "no reason given")") }
             if looked { order = try await client.order(order.url, directory: directory) }
             looked = true
             if order.status == "valid", order.certificate != nil { return .done }
@@ -542,7 +543,7 @@ final class EdgeCertificateService: Service, Sendable {
         let keyPEM = certificateKey.pemRepresentation
         // Served only when it loads: a chain that does not is never stored.
         let served = try certificates.install(chainPEM: chain, keyPEM: keyPEM)
-        try await store.saveEdgeRecord(EdgeRecord(name: certificateName, value: keyPEM + "\n" + chain, notAfter: served.notAfter, updatedAt: Date()))
+        try await store.saveEdgeRecord(certificateRecord(served))
         observe(served)
         logger.info("TLS certificate obtained", metadata: ["names": "\(served.names.joined(separator: ","))", "not_after": "\(served.notAfter)", "challenge": "\(challenge.rawValue)"])
     }

@@ -193,14 +193,13 @@ final class HelloReader: ChannelInboundHandler, RemovableChannelHandler {
     /// Hands the connection, `buffer` (its hello so far) first, to TLS with `tls`.
     private func serve(_ tls: NIOSSLContext, _ buffer: ByteBuffer, context: ChannelHandlerContext) {
         guard !done else { return }
-        done = true
-        timer?.cancel()
         do {
             try install(tls, context.channel)
         } catch {
-            done = false
             return refuse(context: context, reason: "\(error)", answer: nil)
         }
+        done = true
+        timer?.cancel()
         buffered = nil
         context.fireChannelRead(wrapInboundOut(buffer))
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
