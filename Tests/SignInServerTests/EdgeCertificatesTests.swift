@@ -21,6 +21,20 @@ struct EdgeCertificatesTests {
         return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
     }
 
+    /// The certificate service of an ACME site for `auth.example.com`, on a new SQLite store (its file is the caller's
+    /// to remove).
+    static func service() async throws -> (EdgeCertificateService, EdgeCertificates, SQLiteStore, database: String) {
+        let database = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-edge-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteStore(path: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]))
+        try await store.migrate()
+        let certificates = EdgeCertificates(domains: ["auth.example.com"])
+        let service = EdgeCertificateService(
+            settings: EdgeSettings(domains: ["auth.example.com"], source: .acme(ACMESettings())), certificates: certificates, http01: HTTP01Answers(),
+            store: store, metrics: ServerMetrics(), logger: Logger(label: "test")
+        )
+        return (service, certificates, store, database)
+    }
+
     @Test("a certificate whose validity ends before it begins (a broken or hostile CA's) is refused, and the one in service stays; before, the renewal's jitter over a negative life stopped the process, at every start")
     func backwardsValidity() throws {
         let certificates = EdgeCertificates(domains: ["auth.example.com"])
@@ -37,15 +51,8 @@ struct EdgeCertificatesTests {
 
     @Test("a certificate in service that the store lacks, or holds an older one of (its save failed once it was issued), stays in service and is stored again, not replaced by the older one nor ordered anew; a newer one in the store (another instance's) is served")
     func servedKeptOverOlderStored() async throws {
-        let database = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-edge-\(UUID().uuidString).sqlite").path
+        let (service, certificates, store, database) = try await Self.service()
         defer { try? FileManager.default.removeItem(atPath: database) }
-        let store = try SQLiteStore(path: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]))
-        try await store.migrate()
-        let certificates = EdgeCertificates(domains: ["auth.example.com"])
-        let settings = EdgeSettings(domains: ["auth.example.com"], source: .acme(ACMESettings()))
-        let service = EdgeCertificateService(
-            settings: settings, certificates: certificates, http01: HTTP01Answers(), store: store, metrics: ServerMetrics(), logger: Logger(label: "test")
-        )
         let now = Date()
         func make(days: Double) throws -> (chain: String, key: String) {
             try Self.certificate(names: ["auth.example.com"], notBefore: now - 3600, notAfter: now + days * 86_400)
@@ -89,15 +96,9 @@ struct EdgeCertificatesTests {
 
     @Test("the renewal date is two thirds of the life less the certificate's own jitter (up to 2 %): the same at every look, and spread over certificates")
     func renewalJitter() async throws {
-        let database = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-edge-\(UUID().uuidString).sqlite").path
+        let (service, certificates, _, database) = try await Self.service()
         defer { try? FileManager.default.removeItem(atPath: database) }
-        let store = try SQLiteStore(path: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]))
-        let certificates = EdgeCertificates(domains: ["auth.example.com"])
         let acme = ACMESettings()
-        let service = EdgeCertificateService(
-            settings: EdgeSettings(domains: ["auth.example.com"], source: .acme(acme)), certificates: certificates, http01: HTTP01Answers(), store: store,
-            metrics: ServerMetrics(), logger: Logger(label: "test")
-        )
         let notBefore = Date(timeIntervalSince1970: 1_800_000_000)
         let life: TimeInterval = 90 * 86_400
         var dates = Set<Date>()
