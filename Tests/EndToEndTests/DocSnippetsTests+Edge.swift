@@ -64,7 +64,7 @@ extension DocSnippetsTests {
         }
     }
 
-    @Test("docs/edge.md's own-certificate command: the operator's files served over HTTP/2 and HTTP/1.1, the plain port redirecting")
+    @Test("docs/edge.md's own-certificate command: the operator's files served over HTTP/2 and HTTP/1.1, the plain port redirecting; a SIGHUP with the files unchanged keeps the TLS sessions taken before it resuming (TLS 1.2 and 1.3)")
     func edgeOwnCertificate() async throws {
         try await withEchoUpstream { app in
             try await TestCertificate.withSelfSigned { cert, key in
@@ -81,6 +81,10 @@ extension DocSnippetsTests {
                     }
                     let plain = try await Curl.fetch("http://127.0.0.1:\(ports[0])/", http2: false)
                     #expect(plain.header("location") == "https://auth.localhost:\(ports[1])/")
+                    // SIGHUP with the files unchanged: the pair in service stays, and sessions taken before resume.
+                    let resumed = try await EdgeTests.resumptions(port: ports[1], root: cert, signalling: (siwa.pid, siwa.log, "TLS certificate"))
+                    #expect(siwa.logText.contains("TLS certificate files unchanged"), "\(siwa.logText)")
+                    #expect(resumed.contains("TLSv1_2 reused") && resumed.contains("TLSv1_3 reused"), "\(resumed)\n\(siwa.logText)")
                 }
             }
         }

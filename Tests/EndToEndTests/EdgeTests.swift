@@ -61,6 +61,38 @@ struct EdgeTests {
         return metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
     }
 
+    /// Whether a connection with an earlier connection's session is resumed, in TLS 1.2 and then 1.3 (Python's ssl):
+    /// a line `TLSv1_2 reused` (or `new`) for each. With `signalling`, the sessions are taken first, SIGHUP is sent to
+    /// that process, and they are offered once its log has a line with `reloaded` in it.
+    static func resumptions(port: Int, root: String, signalling: (pid: pid_t, log: URL, reloaded: String)? = nil) async throws -> String {
+        let script = """
+            import os, signal, socket, ssl, sys, time
+            port, root = int(sys.argv[1]), sys.argv[2]
+            def visit(context, session):
+                with socket.create_connection(("127.0.0.1", port)) as raw:
+                    with context.wrap_socket(raw, server_hostname="auth.localhost", session=session) as tls:
+                        tls.sendall(b"GET /healthz HTTP/1.1\\r\\nHost: auth.localhost\\r\\nConnection: close\\r\\n\\r\\n")
+                        while tls.recv(4096): pass
+                        return tls.session, tls.session_reused
+            taken = []
+            for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+                context = ssl.create_default_context(cafile=root)
+                context.minimum_version = context.maximum_version = version
+                session, _ = visit(context, None)
+                taken.append((version, context, session))
+            if len(sys.argv) > 3:
+                os.kill(int(sys.argv[3]), signal.SIGHUP)
+                deadline = time.time() + 20
+                while sys.argv[5] not in open(sys.argv[4]).read() and time.time() < deadline: time.sleep(0.05)
+            for version, context, session in taken:
+                print(version.name, "reused" if visit(context, session)[1] else "new")
+            """
+        var arguments = ["python3", "-c", script, String(port), root]
+        if let signalling { arguments += [String(signalling.pid), signalling.log.path, signalling.reloaded] }
+        let run = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/env"), arguments: arguments, environment: [:])
+        return run.stdout + run.stderr
+    }
+
     /// The serial number of the certificate a hello naming `name` (nil: no SNI) gets, from `openssl s_client`.
     static func servedSerial(port: Int, name: String?) async throws -> String {
         var arguments = ["s_client", "-connect", "127.0.0.1:\(port)"]
@@ -141,23 +173,8 @@ struct EdgeTests {
                 #expect(answered == expected, "\(suite): \(answered ? "accepted" : "refused")")
             }
             // Resumption: a second connection with the first's session is resumed, in TLS 1.2 and 1.3 (Python's ssl).
-            let script = """
-                import socket, ssl, sys
-                port, root = int(sys.argv[1]), sys.argv[2]
-                for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
-                    context = ssl.create_default_context(cafile=root)
-                    context.minimum_version = context.maximum_version = version
-                    session = None
-                    for attempt in range(2):
-                        with socket.create_connection(("127.0.0.1", port)) as raw:
-                            with context.wrap_socket(raw, server_hostname="auth.localhost", session=session) as tls:
-                                tls.sendall(b"GET /healthz HTTP/1.1\\r\\nHost: auth.localhost\\r\\nConnection: close\\r\\n\\r\\n")
-                                while tls.recv(4096): pass
-                                if attempt == 1: print(version.name, "reused" if tls.session_reused else "new")
-                                session = tls.session
-                """
-            let resumed = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3", "-c", script, String(https), root], environment: [:])
-            #expect(resumed.stdout.contains("TLSv1_2 reused") && resumed.stdout.contains("TLSv1_3 reused"), "\(resumed.stdout) \(resumed.stderr)")
+            let resumed = try await Self.resumptions(port: https, root: root)
+            #expect(resumed.contains("TLSv1_2 reused") && resumed.contains("TLSv1_3 reused"), "\(resumed)")
             // Plain HTTP to the HTTPS port.
             let plain = try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments: ["-sS", "http://127.0.0.1:\(https)/"], environment: [:])
             #expect(plain.stdout.contains("use https://"), "\(plain)")

@@ -94,6 +94,22 @@ struct EdgeCertificatesTests {
         }
     }
 
+    @Test("the pair in service installed again (a SIGHUP with the files unchanged) keeps its TLS context, whose sessions resume; another pair, or the same certificate with names dropped, gets a new one")
+    func samePairKept() throws {
+        let now = Date()
+        let certificates = EdgeCertificates(domains: [])
+        let pair = try Self.certificate(names: ["auth.example.com", "www.example.com"], notBefore: now - 3600, notAfter: now + 86_400)
+        let first = try certificates.install(chainPEM: pair.chain, keyPEM: pair.key)
+        let again = try certificates.install(chainPEM: pair.chain, keyPEM: pair.key)
+        #expect(again.context === first.context)
+        #expect(certificates.inService(chainPEM: pair.chain, keyPEM: pair.key)?.context === first.context)
+        let other = try Self.certificate(names: ["auth.example.com", "www.example.com"], notBefore: now - 3600, notAfter: now + 86_400)
+        #expect(certificates.inService(chainPEM: other.chain, keyPEM: other.key) == nil)
+        let replaced = try certificates.install(chainPEM: other.chain, keyPEM: other.key)
+        #expect(replaced.context !== first.context)
+        #expect(certificates.served("www.example.com")?.context === replaced.context)
+    }
+
     @Test("the renewal date is two thirds of the life less the certificate's own jitter (up to 2 %): the same at every look, and spread over certificates")
     func renewalJitter() async throws {
         let (service, certificates, _, database) = try await Self.service()

@@ -77,15 +77,21 @@ final class EdgeCertificateService: Service, Sendable {
 
     @discardableResult
     func loadFiles(certificate: String, key: String) throws -> EdgeCertificates.Served {
+        let (chain, keyPEM) = try Self.readFiles(certificate: certificate, key: key)
+        let served = try certificates.install(chainPEM: chain, keyPEM: keyPEM)
+        observe(served)
+        return served
+    }
+
+    /// The operator's certificate chain and key, as PEM.
+    private static func readFiles(certificate: String, key: String) throws -> (chain: String, key: String) {
         guard let chain = FileManager.default.contents(atPath: certificate).flatMap({ String(data: $0, encoding: .utf8) }) else {
             throw EdgeError(description: "tls_cert_file: cannot read \(certificate)")
         }
         guard let keyPEM = FileManager.default.contents(atPath: key).flatMap({ String(data: $0, encoding: .utf8) }) else {
             throw EdgeError(description: "tls_key_file: cannot read \(key)")
         }
-        let served = try certificates.install(chainPEM: chain, keyPEM: keyPEM)
-        observe(served)
-        return served
+        return (chain, keyPEM)
     }
 
     private func watch(certificate: String, key: String) async throws {
@@ -122,7 +128,13 @@ final class EdgeCertificateService: Service, Sendable {
 
     private func reload(certificate: String, key: String, why: String) {
         do {
-            let served = try loadFiles(certificate: certificate, key: key)
+            let (chain, keyPEM) = try Self.readFiles(certificate: certificate, key: key)
+            if certificates.inService(chainPEM: chain, keyPEM: keyPEM) != nil {
+                // The same pair: its TLS context stays, and the sessions it issued resume.
+                return logger.info("TLS certificate files unchanged; the certificate in service stays", metadata: ["why": "\(why)"])
+            }
+            let served = try certificates.install(chainPEM: chain, keyPEM: keyPEM)
+            observe(served)
             logger.info("TLS certificate reloaded", metadata: ["why": "\(why)", "names": "\(served.names.joined(separator: ","))", "not_after": "\(served.notAfter)"])
         } catch {
             // A half-written pair (the certificate copied, not yet the key) fails here and loads at the next look.

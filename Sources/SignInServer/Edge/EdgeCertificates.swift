@@ -82,9 +82,11 @@ final class EdgeCertificates: Sendable {
 
     /// Serves `chainPEM` (leaf first) with `keyPEM` for every name it covers that is served (`domains`; all its DNS
     /// names when none are configured). Throws when the PEM does not parse, the key is not the certificate's, or it
-    /// covers none of `domains`.
+    /// covers none of `domains`. The pair already in service is kept as it is, its TLS context with it, so that the
+    /// sessions that context issued still resume (a SIGHUP, or a deploy that rewrote the same files).
     @discardableResult
     func install(chainPEM: String, keyPEM: String) throws -> Served {
+        if let same = inService(chainPEM: chainPEM, keyPEM: keyPEM) { return same }
         let chain = try NIOSSLCertificate.fromPEMBytes(Array(chainPEM.utf8))
         guard !chain.isEmpty else { throw EdgeError.certificate("no certificate in the PEM") }
         let key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
@@ -112,6 +114,16 @@ final class EdgeCertificates: Sendable {
             for name in domains.isEmpty ? names : covered { state.served[name] = served }
         }
         return served
+    }
+
+    /// The certificate in service, when it is `chainPEM` with `keyPEM` and serves every name.
+    func inService(chainPEM: String, keyPEM: String) -> Served? {
+        state.withLockedValue { state in
+            guard let first = state.served.values.first, first.chainPEM == chainPEM, first.keyPEM == keyPEM,
+                state.served.values.allSatisfy({ $0.context === first.context })
+            else { return nil }
+            return first
+        }
     }
 
     /// Presents a TLS-ALPN-01 certificate for `domain` carrying `keyAuthorization`'s SHA-256, until `clearChallenge`.
