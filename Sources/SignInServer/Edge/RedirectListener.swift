@@ -24,19 +24,9 @@ func buildRedirectRouter(
     router.get("/healthz") { _, _ in Response.plain(.ok, "ok") }
     router.get("/readyz", use: ready)
     let redirect: @Sendable (Request, ServerContext) async throws -> Response = { request, _ in
-        let named = request.head.authority.map { authority -> String in
-            let host = authority.hasPrefix("[") ? authority : String(authority.split(separator: ":", maxSplits: 1).first ?? "")
-            return host.lowercased()
-        }
-        let port = edge.httpsPort == 443 ? "" : ":\(edge.httpsPort)"
-        let origin: String
-        if let named, RedirectTarget.serves(named, domains: edge.domains, certificates: service.certificates.names) {
-            origin = "https://\(named)\(port)"
-        } else if let first = edge.domains.first {
-            origin = "https://\(first)\(port)"
-        } else {
-            origin = RedirectTarget.secure(publicOrigin)
-        }
+        let origin = RedirectTarget.origin(
+            authority: request.head.authority, domains: edge.domains, certificates: service.certificates.names, httpsPort: edge.httpsPort, publicOrigin: publicOrigin
+        )
         let path = request.head.path ?? "/"
         let target = origin + (path.hasPrefix("/") ? path : "/")
         let status: HTTPResponse.Status = request.method == .get || request.method == .head ? .movedPermanently : .permanentRedirect
@@ -48,6 +38,32 @@ func buildRedirectRouter(
 
 /// Where the plain port's redirect goes.
 enum RedirectTarget {
+    /// The HTTPS origin a request naming `authority` (its `Host`) is sent to: that host when siwa serves it (`serves`),
+    /// else the first of `domains`, else `publicOrigin`'s host. The host of a request is taken only when it is a DNS
+    /// name as certificates name hosts (letters, digits, hyphens, dots between labels), lowercased.
+    static func origin(authority: String?, domains: [String], certificates: [String], httpsPort: Int, publicOrigin: String) -> String {
+        let port = httpsPort == 443 ? "" : ":\(httpsPort)"
+        let named = authority.map { String($0.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").lowercased() }
+        if let named, isHostName(named), serves(named, domains: domains, certificates: certificates) {
+            return "https://\(named)\(port)"
+        }
+        if let first = domains.first { return "https://\(first)\(port)" }
+        return secure(publicOrigin)
+    }
+
+    /// A DNS name of labels of letters, digits and hyphens (RFC 1123 2.1), none empty, none starting or ending with a
+    /// hyphen, at most 253 bytes: no wildcard, no address literal, no trailing dot.
+    static func isHostName(_ host: String) -> Bool {
+        guard !host.isEmpty, host.utf8.count <= 253 else { return false }
+        return host.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            guard let first = label.utf8.first, let last = label.utf8.last, label.utf8.count <= 63, first != UInt8(ascii: "-"), last != UInt8(ascii: "-") else { return false }
+            return label.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
+            }
+        }
+    }
+
     /// Whether `host` (lowercased, without port) is one siwa serves HTTPS for: one of `domains`, or, when none are
     /// configured, a name of the installed certificates (a wildcard's covering one label).
     static func serves(_ host: String, domains: [String], certificates: [String]) -> Bool {
