@@ -221,7 +221,8 @@ struct GeneratedAnswer {
             (101, "Switching Protocols")]
         (status, reason) = statuses[random.below(statuses.count)]
         interim = ["", "", "", "HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 102 Processing\r\n\r\n",
-            "HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\n"][random.below(6)]
+            "HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\n", "HTTP/1.1 104 Upload Resumption Supported\r\n\r\n",
+            "HTTP/1.1 199 Unknown\r\nX-Interim: 1\r\n\r\n"][random.below(8)]
         framing = Framing.allCases[random.below(Framing.allCases.count)]
         chunkExtensions = random.below(2) == 0
         trailers = random.below(2) == 0

@@ -92,6 +92,16 @@ struct EdgeFloodTests {
         }
     }
 
+    @Test("a POST whose body a page answers without reading (more DATA than the reader buffers, the body not ended): once answered, siwa ends the stream (RST_STREAM) instead of holding it, and its task, for ever; the next request on the connection is answered")
+    func unreadBodyEndsTheStream() async throws {
+        try await Self.withSite { _, cert, https in
+            let outcome = try await Self.flood("unread-body", https: https, cert: cert, path: "/nowhere", wait: 20)
+            #expect(outcome.head_streams?.contains(1) == true, "stream 1 answered: \(outcome)")
+            #expect(outcome.reset_streams?.contains(1) == true, "stream 1 ended by siwa: \(outcome)")
+            #expect(outcome.head_streams?.contains(3) == true && outcome.closed != true, "stream 3 answered on the same connection: \(outcome)")
+        }
+    }
+
     @Test("a connection that never sends its TLS hello, or sends it and never finishes the handshake, is closed after client_header_timeout_ms; the bystander is answered", arguments: ["silent", "handshake-stall"])
     func stalledHandshake(kind: String) async throws {
         try await Self.withSite { site, cert, https in

@@ -13,13 +13,15 @@ struct UpstreamHTTP2Tests {
         let trailers: [String: String]?
         let stream: [String]?
         let details: String?
+        let missing: String?
+        let missingDetails: String?
     }
 
     static func call(_ https: Int, root: String, token: String?) async throws -> Called {
         try await ThirdPartyScript.run("grpc_echo.py", ["call", String(https), root, "auth.localhost"] + (token.map { [$0] } ?? []), timeLimit: .seconds(60))
     }
 
-    @Test("a unary call reaches the service as the person and the app and comes back with its trailers; a server-streaming call brings every part; without a token the call is UNAUTHENTICATED")
+    @Test("a unary call reaches the service as the person and the app and comes back with its trailers; a server-streaming call brings every part; an error answered Trailers-Only comes back as that error (NOT_FOUND); without a token the call is UNAUTHENTICATED")
     func grpcBehindSiwa() async throws {
         let ports = try await FreePorts.reserve(2)
         let (service, https) = (ports[0], ports[1])
@@ -49,6 +51,9 @@ struct UpstreamHTTP2Tests {
                     #expect(called.trailers?["x-seen-user"] == person.sub, "\(called)")
                     #expect(called.trailers?["x-seen-client"] == BearerUpstreamTests.bundle, "\(called)")
                     #expect(called.stream == (0..<5).map { "part \($0)" }, "\(called)")
+                    // An error the service answers Trailers-Only (one HEADERS frame with END_STREAM) reaches the client as
+                    // that error, not as an answer without trailers (INTERNAL).
+                    #expect(called.missing == "NOT_FOUND" && called.missingDetails == "no such thing", "\(called)")
                     let refused = try await Self.call(https, root: cert, token: nil)
                     #expect(refused.code == "UNAUTHENTICATED", "\(refused)")
                 }
@@ -56,4 +61,123 @@ struct UpstreamHTTP2Tests {
 
         }
     }
+
+    /// Paths under /h2/ are public: the requests reach the upstream without a sign-in.
+    static let publicRules = #"[{"paths": ["^/h2/"], "policy": "public"}]"#
+
+    /// siwa (plain HTTP) in front of `h2_upstream.py`, an h2c upstream that misbehaves as services and proxies do;
+    /// `body` gets the site and the upstream's log of events ("connection N", "reset PATH", "sent PATH BYTES").
+    static func withMisbehavingUpstream(_ more: [String: String?] = [:], _ body: (LocalSite, _ events: () -> [String]) async throws -> Void) async throws {
+        try await withScratchDirectory("siwa-h2-upstream") { directory in
+            let log = directory.appendingPathComponent("events.log")
+            FileManager.default.createFile(atPath: log.path, contents: nil)
+            let port = try await FreePorts.reserve(1)[0]
+            try await ChildProcess.withRunning(
+                try ExternalTool.authlibPython.executable(),
+                arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("h2_upstream.py").path, String(port), log.path],
+                output: directory.appendingPathComponent("upstream.out"), ready: { await TCPProbe.acceptsConnections(on: port) }
+            ) { _ in
+                // The probe's connection is one the upstream counts; what follows counts from here.
+                try await Task.sleep(for: .milliseconds(200))
+                let before = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").count
+                let settings: [String: String?] = ["upstream": "http://127.0.0.1:\(port)", "upstream_http2": "true", "access_rules": publicRules, "trusted_proxies": nil]
+                try await LocalSite.run(settings: settings.merging(more) { $1 }) { site in
+                    try await body(site) { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").dropFirst(before).map(String.init) }
+                }
+            }
+        }
+    }
+
+    /// curl's exit status and output for `url` (HTTP/1.1 to siwa's plain port), with `extra` arguments.
+    static func curl(_ url: String, _ extra: [String] = []) async throws -> ChildProcess.Outcome {
+        try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments: ["-sS", "--http1.1", "-D", "-"] + extra + [url], environment: [:], timeLimit: .seconds(60))
+    }
+
+    /// Waits up to `seconds` for `events` to hold a line `matching`.
+    static func waitFor(_ events: () -> [String], seconds: Int = 10, _ matching: (String) -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if events().contains(where: matching) { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return events().contains(where: matching)
+    }
+
+    @Test("a client that leaves during a streaming answer (a gRPC watch, a download) has its upstream stream reset at once (RST_STREAM), not read on until the upstream ends it; and its place at the upstream is freed")
+    func clientLeavesStreamReset() async throws {
+        try await Self.withMisbehavingUpstream(["upstream_max_connections": "1"]) { site, events in
+            // curl gives up after 6 s, midway through the ticks (one every 100 ms).
+            let left = try await Self.curl(site.url("/h2/stream"), ["--max-time", "6"])
+            #expect(left.status == 28 && left.stdout.contains("tick"), "\(left)")
+            #expect(try await Self.waitFor(events, seconds: 10) { $0 == "reset /h2/stream" }, "\(events())")
+            // The one place at the upstream is free again.
+            let next = try await Self.curl(site.url("/h2/plain"), ["--max-time", "10"])
+            #expect(next.status == 0 && next.stdout.hasPrefix("HTTP/1.1 200") && next.stdout.hasSuffix("ok"), "\(next)")
+        }
+    }
+
+    @Test("a client that reads slowly holds the upstream back (HTTP/2 flow control): a 64 MB answer read at 16 KB/s has not been sent whole after 4 s; before, siwa read it all into memory")
+    func slowClientHoldsUpstreamBack() async throws {
+        try await Self.withMisbehavingUpstream { site, events in
+            let slow = try await Self.curl(site.url("/h2/big"), ["--max-time", "4", "--limit-rate", "16K", "-o", "/dev/null"])
+            #expect(slow.status == 28, "\(slow)")
+            let sent = events().compactMap { line -> Int? in line.hasPrefix("sent /h2/big ") ? Int(line.split(separator: " ").last ?? "") : nil }.max() ?? 0
+            #expect(sent > 0 && sent < 32 << 20, "the upstream sent \(sent) bytes to a client that read about 64 KB: \(events().suffix(5))")
+            #expect(try await Self.waitFor(events, seconds: 5) { $0 == "reset /h2/big" }, "\(events().suffix(5))")
+        }
+    }
+
+    @Test("an upstream that says GOAWAY (a graceful restart, nginx's keepalive_requests) is asked again on a new connection: the next request is answered, not left to time out on the old one; and requests that come together at the start share one connection")
+    func goAwayThenNewConnection() async throws {
+        try await Self.withMisbehavingUpstream(["upstream_timeout_ms": "4000"]) { site, events in
+            // Twenty requests at once, before any connection: one connection for all.
+            try await withThrowingTaskGroup(of: ChildProcess.Outcome.self) { group in
+                for _ in 0..<20 { group.addTask { try await Self.curl(site.url("/h2/plain"), ["--max-time", "20"]) } }
+                for try await outcome in group { #expect(outcome.status == 0 && outcome.stdout.hasSuffix("ok"), "\(outcome)") }
+            }
+            #expect(events().filter { $0.hasPrefix("connection") }.count == 1, "\(events())")
+            let first = try await Self.curl(site.url("/h2/goaway"), ["--max-time", "20"])
+            #expect(first.status == 0 && first.stdout.hasSuffix("ok"), "\(first)")
+            let started = ContinuousClock.now
+            let next = try await Self.curl(site.url("/h2/plain"), ["--max-time", "20"])
+            #expect(next.status == 0 && next.stdout.hasPrefix("HTTP/1.1 200") && next.stdout.hasSuffix("ok"), "\(next)")
+            #expect(ContinuousClock.now - started < .seconds(3), "answered only after \(ContinuousClock.now - started)")
+            #expect(events().filter { $0.hasPrefix("connection") }.count == 2, "\(events())")
+        }
+    }
+
+    @Test("an upstream whose connection breaks off midway through an answer: the client's answer breaks off too (curl fails), never ends as if whole")
+    func cutAnswerNotWhole() async throws {
+        try await Self.withMisbehavingUpstream { site, _ in
+            let cut = try await Self.curl(site.url("/h2/cut"), ["--max-time", "20", "-o", "/dev/null"])
+            #expect(cut.status == 18 || cut.status == 56, "\(cut)")
+        }
+    }
+
+    @Test("an HTTP/2 upstream's trailers reach the client through the answer's filter: its own fields pass, a cookie of siwa's and connection-specific fields stay behind")
+    func trailersFiltered() async throws {
+        try await Self.withMisbehavingUpstream { site, _ in
+            // HTTP/1.1 chunked: curl writes the trailer section with the head (-D).
+            let answer = try await Self.curl(site.url("/h2/trailers"), ["--max-time", "20", "-o", "/dev/null"])
+            #expect(answer.status == 0, "\(answer)")
+            let lower = answer.stdout.lowercased()
+            #expect(lower.contains("x-kept: yes") && lower.contains("grpc-status: 0"), "\(answer.stdout)")
+            #expect(!lower.contains("siwa_session"), "\(answer.stdout)")
+        }
+    }
+
+    @Test("an upload an HTTP/2 client resets midway (RST_STREAM) never reaches the upstream as a whole body: before, its end was read as the body's, and the upstream got a cut body ended as if complete")
+    func cutUploadNotWhole() async throws {
+        try await TestCertificate.withSelfSigned { cert, key in
+            let https = try await FreePorts.reserve(1)[0]
+            let tls: [String: String?] = ["tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https)]
+            try await Self.withMisbehavingUpstream(tls) { _, events in
+                let _: EdgeFloodTests.Outcome = try await ThirdPartyScript.run("h2_floods.py", [String(https), "auth.localhost", cert, "cut-upload", "/h2/upload", "10"])
+                // The upstream got the request (its head), and no end of its body.
+                #expect(try await Self.waitFor(events, seconds: 10) { $0 == "reset /h2/upload" }, "\(events())")
+                #expect(!events().contains("ended /h2/upload"), "\(events())")
+            }
+        }
+    }
 }
+

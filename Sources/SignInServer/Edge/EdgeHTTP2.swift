@@ -154,8 +154,8 @@ struct EdgeHTTP2: Sendable {
                 guard let part = try await iterator.next() else { return }
                 guard case .head(let head) = part else { return }
                 // A request that says it has no body (a GET, a HEAD, a DELETE… without Content-Length or
-                // Content-Type; HTTP/2 ends its stream with the head) is answered at once, without a body pump: its
-                // end has come with the head. One that sends a body after all goes the way of any other.
+                // Content-Type; HTTP/2 ends its stream with the head) is answered with an empty one once its end has
+                // come with the head. One that sends a body after all goes the way of any other.
                 var first: HTTPRequestPart?
                 if Self.saysNoBody(head) {
                     first = try await iterator.next()
@@ -164,30 +164,10 @@ struct EdgeHTTP2: Sendable {
                         return
                     }
                 }
-                let (body, source) = RequestBody.makeStream()
-                if case .body(let buffer) = first { try await source.yield(buffer) }
-                let rest = Unchecked(iterator)
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        var iterator = rest.value
-                        do {
-                            while let part = try await iterator.next() {
-                                switch part {
-                                case .body(let buffer): try await source.yield(buffer)
-                                case .end: source.finish(); return
-                                case .head: source.finish(EdgeError(description: "a second request head on one stream")); return
-                                }
-                            }
-                            source.finish()
-                        } catch {
-                            source.finish(error)
-                        }
-                    }
-                    try await responder(Request(head: head, body: body), ResponseWriter(outbound: outbound), stream.channel)
-                    // The answer is written: what the client has not sent of its body is not waited for (what the
-                    // client's window still holds of the answer goes out before the stream closes: `HTTP2StreamBridge.closeStream`).
-                    group.cancelAll()
-                }
+                // The body is read from the stream as the responder reads it, and no further: one the responder leaves
+                // unread holds nothing once it has answered (the stream is closed then, RST_STREAM to the client).
+                let body = StreamBody(StreamBody.Reader(iterator: iterator, first: first))
+                try await responder(Request(head: head, body: RequestBody(asyncSequence: body)), ResponseWriter(outbound: outbound), stream.channel)
             }
         } catch {
             logger.trace("HTTP/2 stream ended", metadata: ["reason": "\(error)"])
@@ -302,6 +282,63 @@ final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
         }
         context.fireChannelRead(data)
     }
+}
+
+/// A request's body over HTTP/2, read from its stream's parts as the responder asks for it: the buffers of its DATA,
+/// ended by the stream's end. A stream that closes before its end (the client reset it) fails the read, so that a cut
+/// body never passes for a whole one.
+struct StreamBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+
+    /// The stream's reader, used by one task at a time (the responder's reads of the body).
+    final class Reader: @unchecked Sendable {
+        private var iterator: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator
+        private var first: HTTPRequestPart?
+        private var ended = false
+
+        init(iterator: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator, first: HTTPRequestPart?) {
+            self.iterator = iterator
+            self.first = first
+        }
+
+        func next() async throws -> ByteBuffer? {
+            while !ended {
+                let part: HTTPRequestPart?
+                if let pending = first {
+                    first = nil
+                    part = pending
+                } else {
+                    part = try await iterator.next()
+                }
+                switch part {
+                case .body(let buffer)?:
+                    return buffer
+                case .end?:
+                    ended = true
+                case .head?:
+                    ended = true
+                    throw EdgeError(description: "a second request head on one stream")
+                case nil:
+                    ended = true
+                    throw EdgeError(description: "the client's stream ended before its request body did")
+                }
+            }
+            return nil
+        }
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let reader: Reader
+        mutating func next() async throws -> ByteBuffer? { try await reader.next() }
+    }
+
+    let reader: Reader
+
+    init(_ reader: Reader) {
+        self.reader = reader
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader) }
 }
 
 /// Carries a value that is used by one task at a time into a child task (the stream's iterator, handed from the head's

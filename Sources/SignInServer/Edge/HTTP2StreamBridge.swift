@@ -53,6 +53,8 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     private var trailers: ByteBuffer?
     /// The request's method: a `HEAD` is answered without a body.
     private var method = ""
+    /// A gRPC answer's HEADERS, until its first DATA or its end (`emitGRPCHead`).
+    private var grpcHead: HPACKHeaders?
     /// The frame made last in a write, held so that the write's promise goes with the last of them.
     private var held: HTTP2Frame.FramePayload?
     /// The stream opens a WebSocket (RFC 8441's extended CONNECT, `:protocol` `websocket`), carried as the HTTP/1.1
@@ -311,6 +313,14 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 }
                 // A bodiless answer ends its stream with its head.
                 guard case .ended = outbound else {
+                    if case .chunked = outbound, fields.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") == true {
+                        // A gRPC answer's head waits for its first message: an error is answered Trailers-Only, one
+                        // HEADERS frame with END_STREAM carrying `grpc-status` (gRPC's HTTP/2 protocol), which the
+                        // HTTP/1.1 answer carried as a head and an empty chunked body. HEADERS then an empty DATA would
+                        // read as an answer without trailers (gRPC's INTERNAL).
+                        grpcHead = fields
+                        continue
+                    }
                     emit(.headers(.init(headers: fields)), context: context)
                     continue
                 }
@@ -328,6 +338,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 var trailer: [Range<Int>] = []
                 let progress = bytes.withUnsafeReadableBytes { framing.consume($0, data: { data.append($0) }, trailer: { trailer.append($0) }) }
                 let start = bytes.readerIndex
+                if !data.isEmpty { emitGRPCHead(context: context) }
                 for range in data {
                     if let slice = bytes.getSlice(at: start + range.lowerBound, length: range.count) { emit(.data(.init(data: .byteBuffer(slice))), context: context) }
                 }
@@ -343,7 +354,12 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 case .ended:
                     outbound = .ended
                     if let fields = trailers.flatMap(Self.trailerFields), !fields.isEmpty {
+                        emitGRPCHead(context: context)
                         emit(.headers(.init(headers: fields, endStream: true)), context: context)
+                    } else if let head = grpcHead {
+                        // Trailers-Only: the one HEADERS frame ends the stream.
+                        grpcHead = nil
+                        emit(.headers(.init(headers: head, endStream: true)), context: context)
                     } else {
                         emit(.data(.init(data: .byteBuffer(ByteBuffer()), endStream: true)), context: context)
                     }
@@ -394,6 +410,13 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         return fields
     }
 
+    /// A gRPC answer's HEADERS, held until now (its first message, or trailers after none).
+    private func emitGRPCHead(context: ChannelHandlerContext) {
+        guard let head = grpcHead else { return }
+        grpcHead = nil
+        emit(.headers(.init(headers: head)), context: context)
+    }
+
     /// Writes the frame held before, and holds `frame`: the last of a write goes out with its promise.
     private func emit(_ frame: HTTP2Frame.FramePayload, context: ChannelHandlerContext) {
         if let held { send(held, promise: nil, context: context) }
@@ -404,6 +427,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     private func reset(context: ChannelHandlerContext) {
         outbound = .ended
         pending = nil
+        grpcHead = nil
         if let held {
             self.held = nil
             send(held, promise: nil, context: context)

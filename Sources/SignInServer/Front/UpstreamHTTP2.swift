@@ -15,53 +15,145 @@ import NIOPosix
 /// `upstream_http2` (issue 36): the upstream reached over HTTP/2 with prior knowledge (h2c), every request a stream
 /// of one connection, made again when it ends. What only HTTP/2 carries passes: trailers (a gRPC service's
 /// `grpc-status`), and requests and answers that stream both ways at once.
+///
+/// One connection at a time: requests that find none wait for the one connect in progress instead of each making
+/// their own. A connection the upstream sends GOAWAY on (a graceful restart, nginx's `keepalive_requests`, grpc-go's
+/// `MaxConnectionAge`) takes no new stream: the next request connects anew, and the old connection is closed once its
+/// streams have ended (RFC 9113 6.8).
 final class UpstreamHTTP2: Sendable {
     typealias Stream = NIOAsyncChannel<HTTPResponsePart, HTTPRequestPart>
     struct Connection: Sendable {
         let channel: any Channel
         let multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>
+        let usage: Usage
+    }
+
+    /// A connection's open streams, and whether the upstream has said GOAWAY on it.
+    final class Usage: Sendable {
+        private struct State {
+            var open = 0
+            var goneAway = false
+        }
+        private let state = NIOLockedValueBox(State())
+        let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+
+        var goneAway: Bool { state.withLockedValue { $0.goneAway } }
+
+        /// The upstream said GOAWAY: no new stream; closed once none is open.
+        func goAway() {
+            let idle = state.withLockedValue { state -> Bool in
+                state.goneAway = true
+                return state.open == 0
+            }
+            if idle { channel.withLockedValue { $0 }?.close(promise: nil) }
+        }
+
+        func opened() { state.withLockedValue { $0.open += 1 } }
+
+        func closed() {
+            let idle = state.withLockedValue { state -> Bool in
+                state.open -= 1
+                return state.goneAway && state.open == 0
+            }
+            if idle { channel.withLockedValue { $0 }?.close(promise: nil) }
+        }
+    }
+
+    private enum State {
+        case none
+        case connecting(EventLoopFuture<Connection>)
+        case ready(Connection)
     }
 
     private let settings: UpstreamSettings
-    private let current = NIOLockedValueBox<Connection?>(nil)
+    private let current = NIOLockedValueBox(State.none)
 
     init(settings: UpstreamSettings) {
         self.settings = settings
     }
 
-    /// A new stream on the connection, connecting first when there is none (or it ended).
+    /// A new stream on the connection, connecting first when there is none (or it ended, or the upstream said GOAWAY).
     func openStream() async throws -> Stream {
         let connection = try await connection()
-        return try await connection.multiplexer.openStream { channel in
+        let stream = try await connection.multiplexer.openStream { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTPClientCodec())
                 return try Stream(wrappingChannelSynchronously: channel)
             }
         }
+        connection.usage.opened()
+        stream.channel.closeFuture.whenComplete { _ in connection.usage.closed() }
+        return stream
     }
 
     private func connection() async throws -> Connection {
-        if let existing = current.withLockedValue({ $0 }), existing.channel.isActive { return existing }
-        let made = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(UpstreamClient.connectTimeout(settings))
-            .connect(host: settings.host, port: settings.port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(mode: .client) { stream in
-                        // The upstream may not open streams (no server push): any it tries is closed.
-                        stream.close()
+        let future = current.withLockedValue { state -> EventLoopFuture<Connection> in
+            switch state {
+            case .ready(let connection) where connection.channel.isActive && !connection.usage.goneAway:
+                return connection.channel.eventLoop.makeSucceededFuture(connection)
+            case .connecting(let pending):
+                return pending
+            case .none, .ready:
+                let pending = connect()
+                state = .connecting(pending)
+                pending.whenComplete { result in
+                    self.current.withLockedValue { state in
+                        guard case .connecting(let waited) = state, waited === pending else { return }
+                        state = (try? result.get()).map(State.ready) ?? .none
                     }
-                    return Connection(channel: channel, multiplexer: multiplexer)
                 }
+                return pending
             }
-        current.withLockedValue { $0 = made }
-        return made
+        }
+        return try await future.get()
+    }
+
+    private func connect() -> EventLoopFuture<Connection> {
+        let settings = settings
+        let promise = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Connection.self)
+        promise.completeWithTask {
+            try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(UpstreamClient.connectTimeout(settings))
+                .connect(host: settings.host, port: settings.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let usage = Usage()
+                        usage.channel.withLockedValue { $0 = channel }
+                        let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(mode: .client) { stream in
+                            // The upstream may not open streams (no server push): any it tries is closed.
+                            stream.close()
+                        }
+                        try channel.pipeline.syncOperations.addHandler(GoAwayWatch(usage: usage))
+                        return Connection(channel: channel, multiplexer: multiplexer, usage: usage)
+                    }
+                }
+        }
+        return promise.futureResult
     }
 
     /// Ends the connection (at the server's shutdown).
     func close() {
-        current.withLockedValue { connection in
-            connection?.channel.close(promise: nil)
-            connection = nil
+        let state = current.withLockedValue { state -> State in
+            defer { state = .none }
+            return state
+        }
+        switch state {
+        case .ready(let connection): connection.channel.close(promise: nil)
+        case .connecting(let pending): pending.whenSuccess { $0.channel.close(promise: nil) }
+        case .none: break
+        }
+    }
+
+    /// After NIO's HTTP/2 handler, which passes on the connection's own frames: a GOAWAY retires the connection.
+    final class GoAwayWatch: ChannelInboundHandler {
+        typealias InboundIn = HTTP2Frame
+        private let usage: Usage
+
+        init(usage: Usage) {
+            self.usage = usage
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .goAway = unwrapInboundIn(data).payload { usage.goAway() }
         }
     }
 }
@@ -89,12 +181,17 @@ extension UpstreamForwarder {
             holder.release()
             throw .unreachable(error)
         }
-        // The exchange runs in a task of its own: it writes the request as its body comes, and hands the answer on, its
-        // head through `answered` and its body and trailers through `parts`, until either side ends.
+        // The exchange runs in a task of its own: it writes the request as its body comes, reads the answer's head and
+        // hands it over through `answered`, then hands the stream's reader to the answer's body (`rest`), which reads
+        // the rest as the client takes it: HTTP/2's flow control holds the upstream back while the client does not
+        // read. The stream is closed (RST_STREAM CANCEL to the upstream if it is not over) once the body is done with
+        // it, or the client is gone (`StreamRelease`, also when the body is never written).
         let upload = UploadEnd()
         let body = ObservedBody(base: request.body, end: upload)
-        let answered = stream.channel.eventLoop.makePromise(of: HTTPResponse.self)
-        let (parts, feed) = AsyncThrowingStream<HTTPResponsePart, any Error>.makeStream()
+        let loop = stream.channel.eventLoop
+        let answered = loop.makePromise(of: HTTPResponse.self)
+        let rest = loop.makePromise(of: Unchecked<NIOAsyncChannelInboundStream<HTTPResponsePart>.AsyncIterator>.self)
+        let done = loop.makePromise(of: Void.self)
         let exchange = Task {
             do {
                 try await stream.executeThenClose { inbound, outbound in
@@ -104,28 +201,30 @@ extension UpstreamForwarder {
                             for try await buffer in body { try await outbound.write(.body(buffer)) }
                             try await outbound.write(.end(nil))
                         }
-                        var headSeen = false
-                        for try await part in inbound {
-                            switch part {
-                            case .head(let response) where response.status.kind == .informational:
-                                continue
-                            case .head(let response) where !headSeen:
-                                headSeen = true
+                        var iterator = inbound.makeAsyncIterator()
+                        reading: while true {
+                            switch try await iterator.next() {
+                            case .head(let response)?:
+                                if response.status.kind == .informational { continue }
                                 answered.succeed(response)
-                            default:
-                                feed.yield(part)
+                                break reading
+                            case .body?, .end?:
+                                throw Failure.broken("the upstream sent a body before its answer's head")
+                            case nil:
+                                throw Failure.broken("the upstream ended the stream without an answer")
                             }
                         }
-                        if !headSeen { answered.fail(Failure.broken("the upstream ended the stream without an answer")) }
-                        feed.finish()
+                        rest.succeed(Unchecked(iterator))
+                        try await done.futureResult.get()
                         group.cancelAll()
                     }
                 }
             } catch {
                 answered.fail(error)
-                feed.finish(throwing: error)
+                rest.fail(error)
             }
         }
+        let release = StreamRelease(done: done, holder: holder)
         // The answer's head within upstream_timeout_ms of the request's last byte (at once without a body).
         let timeoutMS = settings.timeoutMS
         let timer = Task {
@@ -142,7 +241,7 @@ extension UpstreamForwarder {
             exchange.cancel()
             stream.channel.close(promise: nil)
             await upload.stop()
-            holder.release()
+            release.release()
             switch error {
             case let failure as Failure: throw failure
             default: throw .unreachable(error)
@@ -154,12 +253,12 @@ extension UpstreamForwarder {
         case .broken(let reason):
             exchange.cancel()
             await upload.stop()
-            holder.release()
+            release.release()
             throw .broken(reason)
         case .interim, .switched:
             exchange.cancel()
             await upload.stop()
-            holder.release()
+            release.release()
             throw .broken("the upstream answered \(response.status.code) where its answer was due")
         }
         var fields = HTTPHeaders()
@@ -169,24 +268,68 @@ extension UpstreamForwarder {
         return Response(
             status: response.status, headers: Self.responseHeaders(fields),
             body: ResponseBody { writer in
-                defer { holder.release() }
+                // Done with the stream however this ends: the client gone (a write that throws), the upstream's answer
+                // broken off, or whole.
+                defer { release.release() }
                 var trailers: HTTPFields?
                 do {
-                    for try await part in parts {
+                    var iterator = try await rest.futureResult.get().value
+                    var ended = false
+                    reading: while let part = try await iterator.next() {
                         switch part {
                         case .body(let buffer): try await writer.write(buffer)
-                        case .end(let ending): trailers = ending
+                        case .end(let ending):
+                            trailers = ending.map(Self.trailerFields)
+                            ended = true
+                            break reading
                         case .head: continue
                         }
                     }
+                    // The stream ended without END_STREAM (the upstream's connection reset or closed midway): the
+                    // answer must not look whole to the client (RFC 9112 8).
+                    guard ended else { throw Failure.broken("the upstream's stream ended before its answer did") }
                 } catch {
                     failures.brokeOff("\(error)", logger: logger)
                     throw error
                 }
-                holder.release()
+                release.release()
                 await upload.stop()
                 try await writer.finish(trailers)
             }
         )
+    }
+}
+
+/// The end of an HTTP/2 exchange's use of its stream and its place at the upstream: once, when the answer's body is
+/// done, or when the answer is dropped unwritten (the client gone before its head), at the latest when this goes.
+final class StreamRelease: Sendable {
+    private let done: EventLoopPromise<Void>
+    private let holder: PlaceHolder
+
+    init(done: EventLoopPromise<Void>, holder: PlaceHolder) {
+        self.done = done
+        self.holder = holder
+    }
+
+    func release() {
+        holder.release()
+        done.succeed()
+    }
+
+    deinit {
+        release()
+    }
+}
+
+extension UpstreamForwarder {
+    /// An HTTP/2 answer's trailers as the client gets them: through the answer's filter (hop-by-hop fields, a cookie of
+    /// siwa's), without framing fields.
+    static func trailerFields(_ trailers: HTTPFields) -> HTTPFields {
+        var filter = AnswerFilter(connection: trailers[values: .connection])
+        var kept = HTTPFields()
+        for field in trailers where field.name != .contentLength && filter.keeps(field.name.canonicalName, value: { field.value }) {
+            kept.append(field)
+        }
+        return kept
     }
 }

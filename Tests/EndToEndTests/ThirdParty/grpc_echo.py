@@ -28,8 +28,16 @@ def serve(port):
         for i in range(int(request or b"3")):
             yield b"part %d" % i
 
+    def missing(request, context):
+        # An error answered Trailers-Only: one HEADERS frame, with END_STREAM, carrying grpc-status.
+        context.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
+
     handler = grpc.method_handlers_generic_handler(
-        "siwa.Echo", {"Unary": grpc.unary_unary_rpc_method_handler(unary), "Stream": grpc.unary_stream_rpc_method_handler(stream)}
+        "siwa.Echo", {
+            "Unary": grpc.unary_unary_rpc_method_handler(unary),
+            "Stream": grpc.unary_stream_rpc_method_handler(stream),
+            "Missing": grpc.unary_unary_rpc_method_handler(missing),
+        }
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((handler,))
@@ -57,6 +65,12 @@ def call(port, root, name, token):
         if result.get("code") == "OK":
             parts = channel.unary_stream("/siwa.Echo/Stream")(b"5", metadata=metadata, timeout=20)
             result["stream"] = [part.decode() for part in parts]
+            try:
+                channel.unary_unary("/siwa.Echo/Missing")(b"", metadata=metadata, timeout=20)
+                result["missing"] = "OK"
+            except grpc.RpcError as error:
+                result["missing"] = error.code().name
+                result["missingDetails"] = error.details()
     print(json.dumps(result))
 
 

@@ -203,6 +203,30 @@ def main():
             result["sent"] = 3
             connection.outcome(wait, result, lambda r: 5 in r.get("head_streams", []) and 3 in r.get("reset_streams", []))
             # Then two seconds more (below), in which siwa must not end the connection.
+        elif flood == "unread-body":
+            # Not a flood: a POST whose body siwa's page answers without reading (more DATA frames than the reader
+            # buffers), the body not ended. Once answered, the stream must be ended by siwa (RST_STREAM: the rest of the
+            # body is not wanted, RFC 9113 8.1), not held open for ever; then a GET on the same connection is answered.
+            wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path), ("content-type", "text/plain"), ("content-length", "100000")]
+            connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode(head)))
+            # One DATA frame at a time, each read apart: a part each for the reader.
+            for _ in range(8):
+                time.sleep(0.05)
+                connection.send(frame(DATA, 0, 1, b"x" * 100))
+            connection.outcome(wait, result, lambda r: 1 in r.get("reset_streams", []))
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, connection.request_block(path)))
+            result["sent"] = 2
+            connection.outcome(wait, result, lambda r: 3 in r.get("head_streams", []))
+        elif flood == "cut-upload":
+            # Not a flood: an upload of unknown length that the client resets midway (RST_STREAM CANCEL). What siwa
+            # passes on must not end as a whole body.
+            head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path), ("content-type", "text/plain")]
+            connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode(head)) + frame(DATA, 0, 1, b"x" * 1000))
+            time.sleep(0.5)
+            connection.send(frame(RST_STREAM, 0, 1, struct.pack(">I", 8)))
+            result["sent"] = 1
+            connection.outcome(2.0, result)
         else:
             raise SystemExit("unknown flood " + flood)
     except (ConnectionError, ssl.SSLError, OSError):

@@ -5,8 +5,9 @@ import DoorHTTP
 /// `ModifyResponse`. A carrier reads the fields one by one (`keeps`), writes those kept as it writes bytes or header
 /// types, then the fields the filter adds (`finish`), then its own framing.
 ///
-/// - A status below 200 is never passed as the answer: 100, 102 and 103 are skipped (async-http-client reads them
-///   itself), a 101 is the answer only to a request that asked to switch (a WebSocket), a broken upstream otherwise.
+/// - A status below 200 is never passed as the answer: 1xx answers other than 101 are skipped, those siwa knows (100,
+///   102, 103) and those it does not (104, 199: RFC 9110 15.2 has a recipient parse and may ignore them); a 101 is the
+///   answer only to a request that asked to switch (a WebSocket), a broken upstream otherwise.
 /// - Hop-by-hop fields (RFC 9110 7.6.1) and every field the upstream's `Connection` names stay on the upstream's hop.
 /// - `Date` and `Server` are siwa's (as nginx answers).
 /// - An answer with two `Content-Length` fields is refused before it gets here (a broken upstream, siwa's 502), by the
@@ -16,13 +17,15 @@ import DoorHTTP
 /// - Transfer codings other than the final `chunked` (`Transfer-Encoding: gzip, chunked`) are said as the last content
 ///   codings (`Content-Encoding: gzip`) while the bytes stay as they came: the client's hop is framed by siwa, browsers
 ///   undo no transfer coding but `chunked`, and HTTP/2 has none at all, so this is the one label every client reads.
-/// - Trailers are not passed (the body is re-framed by siwa; its trailer fields could set a cookie of siwa's).
+/// - Trailers of an HTTP/1.1 upstream are not passed (the body is re-framed by siwa); those of an HTTP/2 upstream (a gRPC
+///   service's `grpc-status`) pass through this filter too (`UpstreamForwarder.trailerFields`): a cookie of siwa's, or
+///   a hop-by-hop field, stays behind.
 struct AnswerFilter {
     /// What becomes of an answer with a given status.
     enum StatusRule: Equatable {
         /// The answer: passed on.
         case final
-        /// An interim answer (100, 102, 103): skipped; the answer follows.
+        /// An interim answer (1xx but 101): skipped; the answer follows.
         case interim
         /// The upstream switched protocols as the request asked.
         case switched
@@ -35,8 +38,8 @@ struct AnswerFilter {
         switch status {
         case 200...: return .final
         case 101: return askedToSwitch ? .switched : .broken("the upstream answered 101 to a \(method) that asked for no protocol switch")
-        case 100, 102, 103: return .interim
-        default: return .broken("the upstream answered \(status), an interim status siwa does not know")
+        case 100..<200: return .interim
+        default: return .broken("the upstream answered \(status), which is no HTTP status")
         }
     }
 
