@@ -341,12 +341,6 @@ struct StreamBody: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader) }
 }
 
-/// Carries a value that is used by one task at a time into a child task (the stream's iterator, handed from the head's
-/// reader to the body's pump).
-struct Unchecked<Value>: @unchecked Sendable {
-    var value: Value
-    init(_ value: Value) { self.value = value }
-}
 
 /// Ends an HTTP/2 connection that neither reads nor writes a byte for `idleTimeout` while no stream is open, and on
 /// the server's graceful shutdown (`ChannelShouldQuiesceEvent`) once its open streams have ended (at once when none
