@@ -296,7 +296,9 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                     bytes = answer
                     continue
                 }
-                let fields = Self.fields(of: head, in: answer, status: head.status)
+                // A 204 says no length (RFC 9110 8.6), though upstreams do: over HTTP/2 its HEADERS end the stream, and a
+                // length no DATA follows is a stream error NIO refuses to send, which left the client waiting.
+                let fields = Self.fields(of: head, in: answer, status: head.status, leaving: head.status == 204 ? ["content-length"] : [])
                 answer.moveReaderIndex(forwardBy: head.length)
                 bytes = answer
                 switch head.framing {
