@@ -92,6 +92,14 @@ struct EdgeFloodTests {
         }
     }
 
+    @Test("a connection without a request, kept busy by a PING every half second, still ends after client_idle_timeout_ms (3 s here): control frames do not keep it open")
+    func pingsDoNotKeepAnIdleConnection() async throws {
+        try await Self.withSite { _, cert, https in
+            let outcome = try await Self.flood("idle-pings", https: https, cert: cert, wait: 20)
+            #expect(outcome.closed == true && outcome.seconds < 12, "\(outcome)")
+        }
+    }
+
     @Test("a POST whose body a page answers without reading (more DATA than the reader buffers, the body not ended): once answered, siwa ends the stream (RST_STREAM) instead of holding it, and its task, for ever; the next request on the connection is answered")
     func unreadBodyEndsTheStream() async throws {
         try await Self.withSite { _, cert, https in

@@ -38,7 +38,7 @@ struct EdgeHTTP2: Sendable {
 
     let responder: HTTPChannelHandler.Responder
     let limits: HTTP2Limits
-    /// A connection with no byte either way this long is closed (`client_idle_timeout_ms`).
+    /// A connection with no stream open this long is closed (`client_idle_timeout_ms`).
     let idleTimeout: TimeAmount
     let metrics: ServerMetrics
     /// The byte path's answers (the same as HTTP/1.1's).
@@ -342,7 +342,8 @@ struct StreamBody: AsyncSequence, Sendable {
 }
 
 
-/// Ends an HTTP/2 connection that neither reads nor writes a byte for `idleTimeout` while no stream is open, and on
+/// Ends an HTTP/2 connection that has had no stream open for `idleTimeout` (since its last stream ended, or its start:
+/// control frames, a PING every few seconds, do not keep a connection without requests open, as Go's server has it), and on
 /// the server's graceful shutdown (`ChannelShouldQuiesceEvent`) once its open streams have ended (at once when none
 /// is), so a shutdown waits for answers under way and for nothing else.
 final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
@@ -450,13 +451,7 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        last = .now()
-        context.fireChannelRead(data)
-    }
-
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        last = .now()
         if !goAwaySent { scan(unwrapOutboundIn(data)) }
         context.write(data, promise: promise)
     }

@@ -203,6 +203,15 @@ def main():
             result["sent"] = 3
             connection.outcome(wait, result, lambda r: 5 in r.get("head_streams", []) and 3 in r.get("reset_streams", []))
             # Then two seconds more (below), in which siwa must not end the connection.
+        elif flood == "idle-pings":
+            # Not a flood: a connection without a request, kept busy by a PING every half second (far below the control
+            # frame limit). It must still end after client_idle_timeout_ms.
+            wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            while time.monotonic() - started < wait and not result.get("closed"):
+                connection.send(frame(PING, 0, 0, struct.pack(">Q", result["sent"])))
+                result["sent"] += 1
+                connection.outcome(0.5, result)
+            result["ended"] = "closed" if result.get("closed") else "open"
         elif flood == "unread-body":
             # Not a flood: a POST whose body siwa's page answers without reading (more DATA frames than the reader
             # buffers), the body not ended. Once answered, the stream must be ended by siwa (RST_STREAM: the rest of the
