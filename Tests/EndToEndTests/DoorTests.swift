@@ -21,6 +21,24 @@ struct DoorTests {
         return RawSocket.Answer(head: String(text[..<end.lowerBound]), body: String(text[end.upperBound...]))
     }
 
+    @Test("a WebSocket upgrade asked for after another request on one connection is sent back to the same path on a new connection (307), and a path that begins with two slashes is sent to this site, never read as another host's (//evil.example/x)")
+    func laterUpgradeRedirectStaysOnSite() async throws {
+        try await ScriptedUpstream.run { upstream in
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { site, _ in
+                let upgrade = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                for (target, location) in [("/chat?room=1", "/chat?room=1"), ("//evil.example/x", "/evil.example/x"), ("///evil.example", "/evil.example")] {
+                    let text = try await RawSocket.exchange(
+                        port: site.port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + upgrade + "\r\n"
+                    )
+                    let answers = text.components(separatedBy: "HTTP/1.1 ").dropFirst()
+                    #expect(answers.count == 2 && answers.last?.hasPrefix("307") == true, "\(target): \(text)")
+                    let said = answers.last?.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }.map { $0.dropFirst("location:".count).trimmingCharacters(in: .whitespaces) }
+                    #expect(said == location, "\(target): \(text)")
+                }
+            }
+        }
+    }
+
     @Test("targets two parsers read differently are refused with siwa's 400 page and never reach the upstream: a non-UTF-8 encoding on a skip route, absolute-form naming another authority, a fragment a rule could see, a climb above /, two Host fields")
     func oddTargetsAreRefused() async throws {
         try await ScriptedUpstream.run { upstream in

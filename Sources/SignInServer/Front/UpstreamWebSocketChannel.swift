@@ -138,7 +138,10 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     static func redirectingUpgrades(_ responder: @escaping HTTPChannelHandler.Responder) -> HTTPChannelHandler.Responder {
         { (request: Request, writer: consuming ResponseWriter, channel: any Channel) in
             if request.isWebSocketUpgrade {
-                let target = request.uri.path + (request.uri.query.map { "?" + $0 } ?? "")
+                // A path that begins with two slashes would read as another host's (`//evil.example/x`, a
+                // network-path reference): one slash, so the client comes back to this site.
+                let path = request.uri.path.hasPrefix("//") ? "/" + request.uri.path.drop { $0 == "/" } : request.uri.path
+                let target = path + (request.uri.query.map { "?" + $0 } ?? "")
                 try await writer.writeResponse(HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: target, .contentLength: "0"]))
                 throw ConnectionEnds()
             }
