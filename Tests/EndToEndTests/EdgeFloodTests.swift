@@ -92,6 +92,19 @@ struct EdgeFloodTests {
         }
     }
 
+    @Test("a graceful shutdown tells an HTTP/2 client to open no new stream (GOAWAY, NO_ERROR) at once, then the connection ends; before, the client was told nothing until its connection was cut")
+    func shutdownSaysGoAway() async throws {
+        var client: Task<Outcome, any Error>?
+        try await Self.withSite { _, cert, https in
+            client = Task { try await Self.flood("shutdown", https: https, cert: cert, path: "/auth/apple/notifications", wait: 45) }
+            // The client's stream is open (its body not ended) when the site shuts down, at the end of this body.
+            try await Task.sleep(for: .seconds(3))
+        }
+        let outcome = try #require(try await client?.value)
+        #expect(outcome.ended == "goaway" && outcome.error_code == 0, "\(outcome)")
+        #expect(outcome.closed == true && outcome.seconds < 25, "\(outcome)")
+    }
+
     @Test("a connection without a request, kept busy by a PING every half second, still ends after client_idle_timeout_ms (3 s here): control frames do not keep it open")
     func pingsDoNotKeepAnIdleConnection() async throws {
         try await Self.withSite { _, cert, https in

@@ -96,7 +96,9 @@ struct EdgeHTTP2: Sendable {
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
                 }
             }
-            try channel.pipeline.syncOperations.addHandler(ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger))
+            let closer = ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger)
+            watch.closer = closer
+            try channel.pipeline.syncOperations.addHandler(closer)
             return Value(channel: channel, streams: streams)
         }
     }
@@ -191,6 +193,24 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
         self.watch = watch
         self.metrics = metrics
         self.logger = logger
+    }
+
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    /// Writes siwa's GOAWAY (NO_ERROR, the largest stream id: streams already opened are answered) through NIO's HTTP/2
+    /// handler.
+    func goAway() {
+        guard let context, !closing else { return }
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
+        context.writeAndFlush(NIOAny(frame), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -381,6 +401,10 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     fileprivate var last = NIODeadline.now()
     fileprivate var open = 0
     fileprivate var quiescing = false
+    /// The handler after NIO's HTTP/2 handler, which writes siwa's own GOAWAY on a graceful shutdown.
+    weak var closer: ConnectionErrorCloser?
+    /// GOAWAY frames siwa asked for itself (a graceful shutdown), not yet seen going out: not a connection error's.
+    private var ownGoAways = 0
     fileprivate var context: ChannelHandlerContext?
     private var task: RepeatedTask?
 
@@ -444,6 +468,13 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         if event is ChannelShouldQuiesceEvent {
             quiescing = true
             if open == 0 { return context.close(promise: nil) }
+            // The client is told to open no new stream (RFC 9113 6.8: GOAWAY, NO_ERROR), so that the streams under way
+            // can end and the connection with them; without it a busy client went on opening streams until the 30 s
+            // below cut them. Its GOAWAY is siwa's own, not a connection error's (`scan`).
+            if let closer {
+                ownGoAways += 1
+                closer.goAway()
+            }
             // Answers under way get 30 s, no more: a stream that never ends does not hold the shutdown.
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: .seconds(30)) { bound.value.close(promise: nil) }
@@ -500,7 +531,9 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
             }
             headerSeen += 1
             guard headerSeen == 9 else { continue }
-            if frameType == 7 { goAwaySent = true }
+            if frameType == 7 {
+                if ownGoAways > 0 { ownGoAways -= 1 } else { goAwaySent = true }
+            }
             payloadLeft = frameLength
             headerSeen = 0
             frameLength = 0

@@ -212,6 +212,19 @@ def main():
                 result["sent"] += 1
                 connection.outcome(0.5, result)
             result["ended"] = "closed" if result.get("closed") else "open"
+        elif flood == "shutdown":
+            # Not a flood: a POST whose body the page reads to its end, not ended, holds a stream open while siwa shuts
+            # down (the test ends its site). siwa must say GOAWAY (NO_ERROR) at once; the client then ends its body,
+            # and the connection ends (a request still being read is ended by the shutdown, as over HTTP/1.1).
+            wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path), ("content-type", "application/json")]
+            connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode(head)) + frame(DATA, 0, 1, b'{"payload": "'))
+            result["sent"] = 1
+            connection.outcome(wait, result, lambda r: r.get("ended") == "goaway")
+            result["goaway_after"] = round(time.monotonic() - started, 3)
+            if result.get("ended") == "goaway":
+                connection.send(frame(DATA, END_STREAM, 1, b'x"}'))
+                connection.outcome(wait, result, lambda r: 1 in r.get("head_streams", []) or r.get("closed"))
         elif flood == "unread-body":
             # Not a flood: a POST whose body siwa's page answers without reading (more DATA frames than the reader
             # buffers), the body not ended. Once answered, the stream must be ended by siwa (RST_STREAM: the rest of the
