@@ -29,7 +29,8 @@ struct UpstreamHTTP2Tests {
             try await ChildProcess.withRunning(
                 try ExternalTool.authlibPython.executable(),
                 arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("grpc_echo.py").path, "serve", String(service)],
-                output: URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log"), ready: { await TCPProbe.acceptsConnections(on: service) }
+                output: URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log"), startupTimeLimit: .seconds(120),
+                ready: { await Self.saysReady(URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log")) }
             ) { _ in
                 try await LocalSite.run(settings: [
                     "upstream": "http://127.0.0.1:\(service)", "upstream_http2": "true", "tls_cert_file": cert, "tls_key_file": key,
@@ -62,6 +63,11 @@ struct UpstreamHTTP2Tests {
         }
     }
 
+    /// Whether a server of the tests' own has printed "ready" (it listens first) into `output`.
+    static func saysReady(_ output: URL) async -> Bool {
+        ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("ready")
+    }
+
     /// Paths under /h2/ are public: the requests reach the upstream without a sign-in.
     static let publicRules = #"[{"paths": ["^/h2/"], "policy": "public"}]"#
 
@@ -72,13 +78,16 @@ struct UpstreamHTTP2Tests {
             let log = directory.appendingPathComponent("events.log")
             FileManager.default.createFile(atPath: log.path, contents: nil)
             let port = try await FreePorts.reserve(1)[0]
+            let output = directory.appendingPathComponent("upstream.out")
+            // Ready once it says so (it listens first): a line in a file, read without the event loops or the
+            // concurrency pool's turn a connection attempt needs, which the full suite's start can hold for a minute
+            // (CI's run of 4a31c82: every probe of the first minute failed), and within a longer bound than the default.
             try await ChildProcess.withRunning(
                 try ExternalTool.authlibPython.executable(),
                 arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("h2_upstream.py").path, String(port), log.path],
-                output: directory.appendingPathComponent("upstream.out"), ready: { await TCPProbe.acceptsConnections(on: port) }
+                output: output, startupTimeLimit: .seconds(120),
+                ready: { await Self.saysReady(output) }
             ) { _ in
-                // The probe's connection is one the upstream counts; what follows counts from here.
-                try await Task.sleep(for: .milliseconds(200))
                 let before = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").count
                 let settings: [String: String?] = ["upstream": "http://127.0.0.1:\(port)", "upstream_http2": "true", "access_rules": publicRules, "trusted_proxies": nil]
                 try await LocalSite.run(settings: settings.merging(more) { $1 }) { site in
