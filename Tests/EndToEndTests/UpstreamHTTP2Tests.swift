@@ -64,8 +64,8 @@ struct UpstreamHTTP2Tests {
     }
 
     /// Whether a server of the tests' own has printed "ready" (it listens first) into `output`.
-    static func saysReady(_ output: URL) async -> Bool {
-        ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("ready")
+    static func saysReady(_ output: URL, _ word: String = "ready") async -> Bool {
+        ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains(word)
     }
 
     /// Paths under /h2/ are public: the requests reach the upstream without a sign-in.
@@ -112,45 +112,85 @@ struct UpstreamHTTP2Tests {
         return events().contains(where: matching)
     }
 
+    /// A client of siwa's plain port on a raw socket (Python): it asks for `path`, reads until `until` has come, then,
+    /// `stop` "leave", closes its socket and prints `left`; `stop` "stall", prints `stalled` and reads no more (its
+    /// receive buffer kept small), until it is stopped.
+    static let rawClient = """
+        import socket, sys, time
+        port, path, until, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode(), sys.argv[4]
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n")
+        got = b""
+        while until not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        if stop == "leave":
+            s.close()
+            print("left" if until in got else "ended: " + repr(got[:200]), flush=True)
+        else:
+            print("stalled", flush=True)
+            time.sleep(600)
+        """
+
     @Test("a client that leaves during a streaming answer (a gRPC watch, a download) has its upstream stream reset at once (RST_STREAM), not read on until the upstream ends it; and its place at the upstream is freed")
     func clientLeavesStreamReset() async throws {
         try await Self.withMisbehavingUpstream(["upstream_max_connections": "1"]) { site, events in
-            // curl gives up after 6 s, midway through the ticks (one every 100 ms).
-            let left = try await Self.curl(site.url("/h2/stream"), ["--max-time", "6"])
-            #expect(left.status == 28 && left.stdout.contains("tick"), "\(left)")
-            #expect(try await Self.waitFor(events, seconds: 10) { $0 == "reset /h2/stream" }, "\(events())")
+            // The client reads until the first tick (one every 100 ms), then closes its connection.
+            let left = try await ChildProcess.run(
+                try ExternalTool.authlibPython.executable(), arguments: ["-c", Self.rawClient, String(site.port), "/h2/stream", "tick", "leave"], environment: [:]
+            )
+            #expect(left.stdout.contains("left"), "\(left)")
+            #expect(try await Self.waitFor(events, seconds: 30) { $0 == "reset /h2/stream" }, "\(events())")
             // The one place at the upstream is free again.
-            let next = try await Self.curl(site.url("/h2/plain"), ["--max-time", "10"])
+            let next = try await Self.curl(site.url("/h2/plain"), ["--max-time", "60"])
             #expect(next.status == 0 && next.stdout.hasPrefix("HTTP/1.1 200") && next.stdout.hasSuffix("ok"), "\(next)")
         }
     }
 
-    @Test("a client that reads slowly holds the upstream back (HTTP/2 flow control): a 64 MB answer read at 16 KB/s has not been sent whole after 4 s; before, siwa read it all into memory")
+    @Test("a client that stops reading holds the upstream back (HTTP/2 flow control): of a 64 MB answer, the upstream sends what the windows and buffers hold, then waits; before, siwa read it all into memory")
     func slowClientHoldsUpstreamBack() async throws {
         try await Self.withMisbehavingUpstream { site, events in
-            let slow = try await Self.curl(site.url("/h2/big"), ["--max-time", "4", "--limit-rate", "16K", "-o", "/dev/null"])
-            #expect(slow.status == 28, "\(slow)")
-            let sent = events().compactMap { line -> Int? in line.hasPrefix("sent /h2/big ") ? Int(line.split(separator: " ").last ?? "") : nil }.max() ?? 0
-            #expect(sent > 0 && sent < 32 << 20, "the upstream sent \(sent) bytes to a client that read about 64 KB: \(events().suffix(5))")
-            #expect(try await Self.waitFor(events, seconds: 5) { $0 == "reset /h2/big" }, "\(events().suffix(5))")
+            func sent() -> Int { events().compactMap { line -> Int? in line.hasPrefix("sent /h2/big ") ? Int(line.split(separator: " ").last ?? "") : nil }.max() ?? 0 }
+            try await withScratchDirectory("siwa-h2-stall") { directory in
+                let output = directory.appendingPathComponent("client.out")
+                try await ChildProcess.withRunning(
+                    try ExternalTool.authlibPython.executable(), arguments: ["-c", Self.rawClient, String(site.port), "/h2/big", "\r\n\r\n", "stall"],
+                    output: output, startupTimeLimit: .seconds(120), ready: { await Self.saysReady(output, "stalled") }
+                ) { _ in
+                    // Until the upstream has stopped sending: what it sent does not grow for 2 s (within 60 s).
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    var last = -1
+                    while ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .seconds(2))
+                        let now = sent()
+                        if now > 0, now == last { break }
+                        last = now
+                    }
+                    #expect(sent() > 0 && sent() < 32 << 20, "the upstream sent \(sent()) bytes to a client that read its head: \(events().suffix(5))")
+                }
+            }
+            #expect(try await Self.waitFor(events, seconds: 30) { $0 == "reset /h2/big" }, "\(events().suffix(5))")
         }
     }
 
     @Test("an upstream that says GOAWAY (a graceful restart, nginx's keepalive_requests) is asked again on a new connection: the next request is answered, not left to time out on the old one; and requests that come together at the start share one connection")
     func goAwayThenNewConnection() async throws {
-        try await Self.withMisbehavingUpstream(["upstream_timeout_ms": "4000"]) { site, events in
+        try await Self.withMisbehavingUpstream(["upstream_timeout_ms": "20000"]) { site, events in
             // Twenty requests at once, before any connection: one connection for all.
             try await withThrowingTaskGroup(of: ChildProcess.Outcome.self) { group in
-                for _ in 0..<20 { group.addTask { try await Self.curl(site.url("/h2/plain"), ["--max-time", "20"]) } }
+                for _ in 0..<20 { group.addTask { try await Self.curl(site.url("/h2/plain"), ["--max-time", "60"]) } }
                 for try await outcome in group { #expect(outcome.status == 0 && outcome.stdout.hasSuffix("ok"), "\(outcome)") }
             }
             #expect(events().filter { $0.hasPrefix("connection") }.count == 1, "\(events())")
-            let first = try await Self.curl(site.url("/h2/goaway"), ["--max-time", "20"])
+            let first = try await Self.curl(site.url("/h2/goaway"), ["--max-time", "60"])
             #expect(first.status == 0 && first.stdout.hasSuffix("ok"), "\(first)")
-            let started = ContinuousClock.now
-            let next = try await Self.curl(site.url("/h2/plain"), ["--max-time", "20"])
+            // Before, this stream went on the retired connection and was siwa's 504 after upstream_timeout_ms.
+            let next = try await Self.curl(site.url("/h2/plain"), ["--max-time", "60"])
             #expect(next.status == 0 && next.stdout.hasPrefix("HTTP/1.1 200") && next.stdout.hasSuffix("ok"), "\(next)")
-            #expect(ContinuousClock.now - started < .seconds(3), "answered only after \(ContinuousClock.now - started)")
             #expect(events().filter { $0.hasPrefix("connection") }.count == 2, "\(events())")
         }
     }
@@ -158,7 +198,7 @@ struct UpstreamHTTP2Tests {
     @Test("an upstream whose connection breaks off midway through an answer: the client's answer breaks off too (curl fails), never ends as if whole")
     func cutAnswerNotWhole() async throws {
         try await Self.withMisbehavingUpstream { site, _ in
-            let cut = try await Self.curl(site.url("/h2/cut"), ["--max-time", "20", "-o", "/dev/null"])
+            let cut = try await Self.curl(site.url("/h2/cut"), ["--max-time", "60", "-o", "/dev/null"])
             #expect(cut.status == 18 || cut.status == 56, "\(cut)")
         }
     }
@@ -167,7 +207,7 @@ struct UpstreamHTTP2Tests {
     func trailersFiltered() async throws {
         try await Self.withMisbehavingUpstream { site, _ in
             // HTTP/1.1 chunked: curl writes the trailer section with the head (-D).
-            let answer = try await Self.curl(site.url("/h2/trailers"), ["--max-time", "20", "-o", "/dev/null"])
+            let answer = try await Self.curl(site.url("/h2/trailers"), ["--max-time", "60", "-o", "/dev/null"])
             #expect(answer.status == 0, "\(answer)")
             let lower = answer.stdout.lowercased()
             #expect(lower.contains("x-kept: yes") && lower.contains("grpc-status: 0"), "\(answer.stdout)")
