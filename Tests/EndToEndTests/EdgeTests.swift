@@ -82,7 +82,7 @@ struct EdgeTests {
                 taken.append((version, context, session))
             if len(sys.argv) > 3:
                 os.kill(int(sys.argv[3]), signal.SIGHUP)
-                deadline = time.time() + 20
+                deadline = time.time() + 60
                 while sys.argv[5] not in open(sys.argv[4]).read() and time.time() < deadline: time.sleep(0.05)
             for version, context, session in taken:
                 print(version.name, "reused" if visit(context, session)[1] else "new")

@@ -223,7 +223,7 @@ struct UpstreamHTTP2Tests {
             try await Self.withMisbehavingUpstream(tls) { _, events in
                 let _: EdgeFloodTests.Outcome = try await ThirdPartyScript.run("h2_floods.py", [String(https), "auth.localhost", cert, "cut-upload", "/h2/upload", "10"])
                 // The upstream got the request (its head), and no end of its body.
-                #expect(try await Self.waitFor(events, seconds: 10) { $0 == "reset /h2/upload" }, "\(events())")
+                #expect(try await Self.waitFor(events, seconds: 30) { $0 == "reset /h2/upload" }, "\(events())")
                 #expect(!events().contains("ended /h2/upload"), "\(events())")
             }
         }
