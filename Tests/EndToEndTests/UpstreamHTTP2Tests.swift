@@ -26,11 +26,11 @@ struct UpstreamHTTP2Tests {
         let ports = try await FreePorts.reserve(2)
         let (service, https) = (ports[0], ports[1])
         try await TestCertificate.withSelfSigned { cert, key in
+            let output = URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log")
             try await ChildProcess.withRunning(
                 try ExternalTool.authlibPython.executable(),
                 arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("grpc_echo.py").path, "serve", String(service)],
-                output: URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log"), startupTimeLimit: .seconds(120),
-                ready: { await Self.saysReady(URL(fileURLWithPath: cert).deletingLastPathComponent().appendingPathComponent("grpc.log")) }
+                output: output, startupTimeLimit: .seconds(120), ready: { await Self.saysReady(output) }
             ) { _ in
                 try await LocalSite.run(settings: [
                     "upstream": "http://127.0.0.1:\(service)", "upstream_http2": "true", "tls_cert_file": cert, "tls_key_file": key,
@@ -88,10 +88,9 @@ struct UpstreamHTTP2Tests {
                 output: output, startupTimeLimit: .seconds(120),
                 ready: { await Self.saysReady(output) }
             ) { _ in
-                let before = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").count
                 let settings: [String: String?] = ["upstream": "http://127.0.0.1:\(port)", "upstream_http2": "true", "access_rules": publicRules, "trusted_proxies": nil]
                 try await LocalSite.run(settings: settings.merging(more) { $1 }) { site in
-                    try await body(site) { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").dropFirst(before).map(String.init) }
+                    try await body(site) { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
                 }
             }
         }

@@ -116,13 +116,11 @@ final class EdgeCertificates: Sendable {
         return served
     }
 
-    /// The certificate in service, when it is `chainPEM` with `keyPEM` and serves every name.
+    /// The certificate in service, when it is `chainPEM` with `keyPEM` (one serves every name: `install`).
     func inService(chainPEM: String, keyPEM: String) -> Served? {
         state.withLockedValue { state in
-            guard let first = state.served.values.first, first.chainPEM == chainPEM, first.keyPEM == keyPEM,
-                state.served.values.allSatisfy({ $0.context === first.context })
-            else { return nil }
-            return first
+            guard let served = state.served.values.first, served.chainPEM == chainPEM, served.keyPEM == keyPEM else { return nil }
+            return served
         }
     }
 

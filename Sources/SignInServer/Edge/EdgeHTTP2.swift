@@ -361,7 +361,6 @@ struct StreamBody: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader) }
 }
 
-
 /// Ends an HTTP/2 connection that has had no stream open for `idleTimeout` (since its last stream ended, or its start:
 /// control frames, a PING every few seconds, do not keep a connection without requests open, as Go's server has it), and on
 /// the server's graceful shutdown (`ChannelShouldQuiesceEvent`) once its open streams have ended (at once when none

@@ -28,34 +28,35 @@ final class UpstreamHTTP2: Sendable {
         let usage: Usage
     }
 
-    /// A connection's open streams, and whether the upstream has said GOAWAY on it.
+    /// A connection's open streams, and whether the upstream has said GOAWAY on it: once it has and none is open, the
+    /// connection is closed.
     final class Usage: Sendable {
         private struct State {
             var open = 0
             var goneAway = false
         }
         private let state = NIOLockedValueBox(State())
-        let channel: NIOLockedValueBox<(any Channel)?> = NIOLockedValueBox(nil)
+        private let channel: any Channel
+
+        init(channel: any Channel) {
+            self.channel = channel
+        }
 
         var goneAway: Bool { state.withLockedValue { $0.goneAway } }
 
-        /// The upstream said GOAWAY: no new stream; closed once none is open.
-        func goAway() {
-            let idle = state.withLockedValue { state -> Bool in
-                state.goneAway = true
-                return state.open == 0
-            }
-            if idle { channel.withLockedValue { $0 }?.close(promise: nil) }
-        }
+        /// The upstream said GOAWAY: no new stream.
+        func goAway() { change { $0.goneAway = true } }
 
-        func opened() { state.withLockedValue { $0.open += 1 } }
+        func opened() { change { $0.open += 1 } }
 
-        func closed() {
+        func closed() { change { $0.open -= 1 } }
+
+        private func change(_ body: (inout State) -> Void) {
             let idle = state.withLockedValue { state -> Bool in
-                state.open -= 1
+                body(&state)
                 return state.goneAway && state.open == 0
             }
-            if idle { channel.withLockedValue { $0 }?.close(promise: nil) }
+            if idle { channel.close(promise: nil) }
         }
     }
 
@@ -116,8 +117,7 @@ final class UpstreamHTTP2: Sendable {
                 .connectTimeout(UpstreamClient.connectTimeout(settings))
                 .connect(host: settings.host, port: settings.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        let usage = Usage()
-                        usage.channel.withLockedValue { $0 = channel }
+                        let usage = Usage(channel: channel)
                         let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(mode: .client) { stream in
                             // The upstream may not open streams (no server push): any it tries is closed.
                             stream.close()
