@@ -242,23 +242,24 @@ public func buildApplication(
     }
     let metrics = components.metrics
     let idle = TimeAmount.milliseconds(Int64(settings.clientLimits.idleTimeoutMS))
+    let body = TimeAmount.milliseconds(Int64(settings.clientLimits.bodyTimeoutMS))
     let handshake = TimeAmount.milliseconds(Int64(settings.clientLimits.headerTimeoutMS))
     let server: HTTPServerBuilder = gate.map { gate in
         HTTPServerBuilder { responder in
-            let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits)
+            let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits, metrics: metrics)
             guard let edge else { return http1 }
             return EdgeChannel(
                 http1: http1,
-                http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics, fastPath: fastPath, webSockets: http1),
+                http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath, webSockets: http1),
                 certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
                 challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
             )
         }
     } ?? HTTPServerBuilder { responder in
-        let http1 = FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits)
+        let http1 = FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits, metrics: metrics)
         guard let edge else { return http1 }
         return EdgeChannel(
-            http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, metrics: metrics, fastPath: fastPath),
+            http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath),
             certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
             challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
         )
@@ -272,7 +273,7 @@ public func buildApplication(
             router: buildRedirectRouter(
                 edge: edge.settings, service: edge.service, publicOrigin: settings.front.publicOrigin, ready: OperationsController(components: components).ready
             ),
-            server: HTTPServerBuilder { responder in FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: nil, limits: limits) },
+            server: HTTPServerBuilder { responder in FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: nil, limits: limits, metrics: metrics) },
             configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "siwa"), logger: logger
         )
         edgeServices = [edge.service, redirects]

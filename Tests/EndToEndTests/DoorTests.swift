@@ -306,6 +306,99 @@ struct DoorTests {
         }
     }
 
+    @Test("a request body that stops arriving gets 408 after client_body_timeout_ms and the connection ends, on both carriers, in the plain server and with --upstream, whose one place is then free again (the next request reaches the upstream: its 504, not the 503 of a request that waited in line); a body that keeps coming is read whole, however long it takes in all")
+    func bodyTimeLimit() async throws {
+        try await SilentListener.run { port in
+            for upstream in [nil, "http://127.0.0.1:\(port)"] as [String?] {
+                var settings: [String: String?] = ["client_body_timeout_ms": "3000", "upstream_timeout_ms": "3000", "upstream_max_connections": "1"]
+                settings["skip_auth_routes"] = upstream == nil ? nil : "^/"
+                try await UpstreamProxyTests.withSite(upstream: upstream ?? "", settings.merging(upstream == nil ? ["upstream": nil] : [:]) { $1 }) { site, _ in
+                    let path = upstream == nil ? "/auth/apple/callback" : "/upload"
+                    let head = "POST \(path) HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 250\r\n"
+                    for extra in ["", Self.toTheHandlers + "\r\n"] {
+                        let started = ContinuousClock.now
+                        let cut = try await RawSocket.exchange(port: site.port, head + extra + "\r\ncode=abcde")
+                        #expect(cut.hasPrefix("HTTP/1.1 408 Request Timeout\r\n") && cut.contains("\r\nConnection: close\r\n"), "\(upstream ?? "plain") \(extra): \(cut)")
+                        // Ended by siwa, not by the reader's own 60 s limit.
+                        #expect(ContinuousClock.now - started < .seconds(45), "\(upstream ?? "plain") \(extra)")
+                        // 250 bytes, 10 every 200 ms: 5 s in all, more than the limit, each pause far less.
+                        let steady = try await RawSocket.exchange(
+                            port: site.port, head + extra + "Connection: close\r\n\r\ncode=abcde", then: Array(repeating: "0123456789", count: 24)
+                        )
+                        let status = Int(steady.dropFirst(9).prefix(3)) ?? 0
+                        #expect(status != 408 && status != 0, "\(upstream ?? "plain") \(extra): \(steady.prefix(300))")
+                        // In front of the silent upstream, the whole body went there and the upstream's limit answered.
+                        if upstream != nil { #expect(status == 504, "\(extra): \(steady.prefix(300))") }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A client on a raw socket (Python) that asks for PATH (with the header line EXTRA, when not empty) and reads the
+    /// answer's head; then, `stall`, prints `stalled` and reads no more (a small receive buffer); or, `slow`, reads
+    /// the rest 64 KB at a time, 50 ms apart (1.3 MB/s, far slower than siwa sends, so that its buffers stay full
+    /// and the connection not writable for seconds on end), and prints `read N` (the bytes of body) when the
+    /// connection ends.
+    static let readingClient = """
+        import socket, sys, time
+        port, path, extra, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+        s = socket.socket()
+        if mode == "stall":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        s.connect(("127.0.0.1", port))
+        s.sendall(("GET " + path + " HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n" + (extra + "\\r\\n" if extra else "") + "\\r\\n").encode())
+        got = b""
+        while b"\\r\\n\\r\\n" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        body = len(got.split(b"\\r\\n\\r\\n", 1)[-1])
+        if mode == "stall":
+            print("stalled", flush=True)
+            time.sleep(600)
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += len(chunk)
+            time.sleep(0.05)
+        print("read", body, flush=True)
+        """
+
+    @Test("a client that stops reading a long answer has its connection ended after client_send_timeout_ms, on both carriers, and the one upstream connection it held is free again: the next request is answered (before, it waited in line until its 503); a client that reads slowly, never pausing as long, gets the whole answer")
+    func sendTimeLimit() async throws {
+        let size = 16 << 20
+        let big = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: \(size)\r\n\r\n" + String(repeating: "0123456789abcdef", count: size / 16)
+        try await ScriptedUpstream.run(extra: ["/big": (big, false)]) { upstream in
+            let settings: [String: String?] = ["skip_auth_routes": "^/", "client_send_timeout_ms": "3000", "upstream_max_connections": "1", "upstream_timeout_ms": "60000"]
+            try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", settings) { site, visit in
+                for extra in ["", Self.toTheHandlers] {
+                    try await withScratchDirectory("siwa-send-stall") { directory in
+                        let output = directory.appendingPathComponent("client.out")
+                        try await ChildProcess.withRunning(
+                            try ExternalTool.authlibPython.executable(), arguments: ["-c", Self.readingClient, String(site.port), "/big", extra, "stall"],
+                            output: output, startupTimeLimit: .seconds(120), ready: { await UpstreamHTTP2Tests.saysReady(output, "stalled") }
+                        ) { _ in
+                            // The stalled client holds the one place until siwa ends its connection; this request waits in
+                            // line for it (up to upstream_timeout_ms, 60 s, then a 503).
+                            let next = try await visit.send(site.url("/length"))
+                            #expect(next.status == 200 && next.text == "twelve bytes", "\(extra): \(next.status) \(next.text.prefix(200))")
+                        }
+                    }
+                }
+                // The slow reader on one carrier: the limit is the connection's, whatever relays the answer.
+                let slow = try await ChildProcess.run(
+                    try ExternalTool.authlibPython.executable(), arguments: ["-c", Self.readingClient, String(site.port), "/big", "", "slow"], environment: [:]
+                )
+                #expect(slow.stdout.contains("read \(size)"), "\(slow)")
+                let metrics = try await visit.send(site.url("/metrics")).text
+                #expect(metrics.contains("siwa_client_limit_total{limit=\"client_send_timeout_ms\"} 2"), "\(metrics.split(separator: "\n").filter { $0.contains("limit_total") })")
+            }
+        }
+    }
+
     @Test("a request in progress is not cut by the client's limits: an upstream slower than client_header_timeout_ms still answers, and so does the 504 after upstream_timeout_ms")
     func requestInProgressIsNotCut() async throws {
         try await SilentListener.run { port in

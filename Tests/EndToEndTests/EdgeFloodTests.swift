@@ -17,19 +17,23 @@ struct EdgeFloodTests {
         let refused: Int?
         let head_streams: [Int]?
         let reset_streams: [Int]?
+        /// Stream (its number as text): the `:status` of its first HEADERS; the error code of its RST_STREAM.
+        let statuses: [String: Int]?
+        let reset_codes: [String: Int]?
+        let last_stream: Int?
     }
 
     /// A site on HTTPS with a certificate of the test's own (no ACME), its stall and idle timeouts short. The handshake
     /// gets 6 s (`client_header_timeout_ms`): under the full suite's load a TLS 1.3 handshake can take over 2 s, and
     /// siwa then rightly closes the connection, whose client has finished its side and is sending its flood, before
     /// reading any of it; so a ping flood once ended with no limit counted.
-    static func withSite(_ body: (LocalSite, _ cert: String, _ https: Int) async throws -> Void) async throws {
+    static func withSite(_ more: [String: String?] = [:], _ body: (LocalSite, _ cert: String, _ https: Int) async throws -> Void) async throws {
         try await TestCertificate.withSelfSigned { cert, key in
             let https = try await FreePorts.reserve(1)[0]
             try await LocalSite.run(settings: [
                 "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
                 "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000", "client_header_timeout_ms": "6000",
-            ]) { site in
+            ].merging(more) { $1 }) { site in
                 try await body(site, cert, https)
             }
         }
@@ -144,6 +148,32 @@ struct EdgeFloodTests {
             let counted = try await Self.limits(site, cert: cert)
             #expect((counted["h2_stall_timeout_ms"] ?? 0) >= 1, "the stall watch did not end the connection: \(counted) \(outcome)")
             #expect(try await Curl.fetch(site.url("/healthz"), http2: true, caFile: cert).status == 200)
+        }
+    }
+
+    @Test("a POST whose body stops arriving gets 408 after client_body_timeout_ms, and its stream alone ends (RST_STREAM NO_ERROR after the answer): the next request on the connection is answered; before, the stream was held for ever")
+    func slowBodyEndsItsStream() async throws {
+        try await Self.withSite(["client_body_timeout_ms": "1500"]) { site, cert, https in
+            let outcome = try await Self.flood("slow-body", https: https, cert: cert, path: "/auth/apple/callback", wait: 30)
+            #expect(outcome.statuses?["1"] == 408, "stream 1 answered 408: \(outcome)")
+            #expect(outcome.reset_codes?["1"] == 0, "stream 1 then reset with NO_ERROR: \(outcome)")
+            #expect(outcome.statuses?["3"] == 200, "stream 3 answered on the same connection: \(outcome)")
+            #expect(outcome.ended != "goaway", "\(outcome)")
+            let text = try await Curl.fetch(site.url("/metrics"), caFile: cert).body
+            #expect(text.contains("siwa_client_limit_total{limit=\"client_body_timeout_ms\"} 1"), "\(text.split(separator: "\n").filter { $0.contains("limit_total") })")
+        }
+    }
+
+    @Test("a stream whose window the client keeps shut while the connection's other answers move (a paused video's) is reset alone (CANCEL) after h2_stall_timeout_ms: the connection goes on, the next request on it is answered; before, the whole connection was ended")
+    func stalledStreamResetAlone() async throws {
+        try await Self.withSite { site, cert, https in
+            let outcome = try await Self.flood("stalled-stream", https: https, cert: cert, path: "/metrics", wait: 30)
+            #expect(outcome.reset_codes?["1"] == 8, "stream 1 reset with CANCEL: \(outcome)")
+            // The stream asked for after the reset, on the same connection.
+            let last = try #require(outcome.last_stream, "\(outcome)")
+            #expect(outcome.statuses?[String(last)] == 200, "a stream after the reset answered on the same connection: \(outcome)")
+            #expect(outcome.ended != "goaway", "\(outcome)")
+            #expect(try await Self.limits(site, cert: cert)["h2_stall_timeout_ms"] == nil, "the connection was ended: \(outcome)")
         }
     }
 

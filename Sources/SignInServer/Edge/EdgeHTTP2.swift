@@ -40,6 +40,9 @@ struct EdgeHTTP2: Sendable {
     let limits: HTTP2Limits
     /// A connection with no stream open this long is closed (`client_idle_timeout_ms`).
     let idleTimeout: TimeAmount
+    /// A request's body silent this long while read, before its answer, ends its stream with a 408
+    /// (`client_body_timeout_ms`).
+    let bodyTimeout: TimeAmount
     let metrics: ServerMetrics
     /// The byte path's answers (the same as HTTP/1.1's).
     let fastPath: FastPathAnswers
@@ -69,6 +72,7 @@ struct EdgeHTTP2: Sendable {
         let limits = limits
         let metrics = metrics
         let idle = idleTimeout
+        let body = bodyTimeout
         let fastPath = fastPath
         let configuration = configuration
         let extendedConnect = webSockets != nil
@@ -76,7 +80,7 @@ struct EdgeHTTP2: Sendable {
             let (streams, launched) = AsyncStream.makeStream(of: Launched.self)
             let launch = CodecInstaller.Launch(launched: launched, webSockets: webSockets, logger: logger)
             channel.closeFuture.whenComplete { _ in launched.finish() }
-            let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), metrics: metrics)
+            let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), bodyTimeout: body, metrics: metrics)
             let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
             try channel.pipeline.syncOperations.addHandler(watch)
             let delegate = ConnectionWatch.Streams(watch: watched)
@@ -408,14 +412,19 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private var task: RepeatedTask?
 
     private let stallTimeout: TimeAmount
-    /// The open streams' answers, checked on the same timer as the idle time. Each stream's bridge
+    private let bodyTimeout: TimeAmount
+    /// The open streams' answers and bodies, checked on the same timer as the idle time. Each stream's bridge
     /// (`HTTP2StreamBridge`, which follows its writes) joins when added to its stream and leaves when removed (held
     /// strongly: a weak reference would cost each stream an allocation of its own).
     private var stalls: [HTTP2StreamBridge] = []
+    /// DATA with a payload went out, the connection writable, since the timer last looked; `moved`, when it last did.
+    private var dataWent = false
+    private var moved = NIODeadline.now()
 
-    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, metrics: ServerMetrics) {
+    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, bodyTimeout: TimeAmount, metrics: ServerMetrics) {
         self.idleTimeout = idleTimeout
         self.stallTimeout = stallTimeout
+        self.bodyTimeout = bodyTimeout
         self.metrics = metrics
     }
 
@@ -429,26 +438,56 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         if let index = stalls.lastIndex(where: { $0 === stall }) { stalls.remove(at: index) }
     }
 
-    /// Whether a stream's answer has not moved for `stallTimeout`.
-    private func anyStalled(now: NIODeadline) -> Bool {
-        stalls.contains { stall in stall.since.map { now - $0 >= stallTimeout } ?? false }
+    /// The streams' limits on the client's time. A stream whose body has not come for `bodyTimeout` (before its
+    /// answer) gets its 408. A stream whose answer has not moved for `stallTimeout`: when nothing has moved on the
+    /// connection for as long (a client that stops reading, or keeps the connection's window shut), the connection
+    /// ends, so that it holds no answer, and no upstream connection, for longer; when other streams' answers went on,
+    /// only that stream is reset (a paused video's, whose window the browser keeps shut), and the others go on.
+    /// Returns false when the connection was ended.
+    private func checkStreams(now: NIODeadline, context: ChannelHandlerContext) -> Bool {
+        var late: [HTTP2StreamBridge] = []
+        var stalled: [HTTP2StreamBridge] = []
+        for stream in stalls {
+            if let since = stream.bodySince, now - since >= bodyTimeout {
+                late.append(stream)
+            } else if let since = stream.since, now - since >= stallTimeout {
+                stalled.append(stream)
+            }
+        }
+        if !stalled.isEmpty, now - moved >= stallTimeout {
+            metrics.http2LimitMet("h2_stall_timeout_ms")
+            context.close(promise: nil)
+            return false
+        }
+        for stream in late {
+            metrics.clientLimitMet("client_body_timeout_ms")
+            stream.bodyTimedOut()
+        }
+        for stream in stalled {
+            metrics.clientLimitMet("h2_stall_timeout_ms")
+            stream.stalledOut()
+        }
+        return true
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        moved = .now()
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let every = TimeAmount.nanoseconds(max(min(idleTimeout.nanoseconds, stallTimeout.nanoseconds) / 4, TimeAmount.milliseconds(100).nanoseconds))
+        let shortest = min(idleTimeout.nanoseconds, stallTimeout.nanoseconds, bodyTimeout.nanoseconds)
+        let every = TimeAmount.nanoseconds(max(shortest / 4, TimeAmount.milliseconds(100).nanoseconds))
         task = context.eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { task in
             let (handler, context) = bound.value
             let now = NIODeadline.now()
+            if handler.dataWent {
+                handler.dataWent = false
+                handler.moved = now
+            }
             if handler.open == 0, now - handler.last >= handler.idleTimeout {
                 task.cancel()
                 context.close(promise: nil)
-            } else if handler.anyStalled(now: now) {
-                // A client that stops reading holds no answer, and no upstream connection, for longer.
+            } else if !handler.checkStreams(now: now, context: context) {
                 task.cancel()
-                handler.metrics.http2LimitMet("h2_stall_timeout_ms")
-                context.close(promise: nil)
             }
         }
     }
@@ -532,6 +571,8 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
             guard headerSeen == 9 else { continue }
             if frameType == 7 {
                 if ownGoAways > 0 { ownGoAways -= 1 } else { goAwaySent = true }
+            } else if frameType == 0, frameLength > 0, !dataWent, context?.channel.isWritable ?? false {
+                dataWent = true
             }
             payloadLeft = frameLength
             headerSeen = 0

@@ -70,6 +70,10 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     private var outstanding = 0
     /// When the answer last moved while something of it was outstanding; nil when nothing is.
     private(set) var since: NIODeadline?
+    /// Since when the handlers have asked for more of the request's body and none has come, while nothing of the
+    /// answer has been written (`client_body_timeout_ms`, looked at by the watch); nil otherwise.
+    private(set) var bodySince: NIODeadline?
+    private var context: ChannelHandlerContext?
     /// Who waits for every frame to be handed to the connection (`drained`).
     private var drainWaiters: [EventLoopPromise<Void>] = []
     /// The last frame written, not passed on yet: it goes on at the next write, or followed at the flush.
@@ -85,10 +89,12 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         watch.watch(self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
         watch.forget(self)
         // A frame never flushed, the stream gone.
         unflushed?.promise?.fail(ChannelError.ioOnClosedChannel)
@@ -98,7 +104,16 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
 
     // MARK: The request
 
+    func read(context: ChannelHandlerContext) {
+        // The handlers ask for more of the body: its next DATA is waited for from now, while the answer has not begun
+        // (once it has, the exchange is a stream of both sides, which the upstream's limits govern: a gRPC call's client
+        // may send nothing for long while its answer goes on).
+        if case .body = inbound, bodySince == nil, case .head = outbound, pending == nil { bodySince = .now() }
+        context.read()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        bodySince = nil
         switch unwrapInboundIn(data) {
         case .headers(let headers):
             switch inbound {
@@ -249,6 +264,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     // MARK: The answer
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        bodySince = nil
         var bytes = unwrapOutboundIn(data)
         answer(&bytes, context: context)
         if let held {
@@ -452,6 +468,43 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
             break
         }
         promise?.succeed()
+    }
+
+    // MARK: Limits on the client's time (the watch's timer calls these)
+
+    /// The request's body sent nothing for `client_body_timeout_ms` while it was asked for, and nothing of the answer
+    /// has been written: a 408 ends the stream (then RST_STREAM NO_ERROR, which asks the client to stop sending,
+    /// RFC 9113 §8.1), and the connection's other streams go on. What the handlers write after it is dropped.
+    func bodyTimedOut() {
+        guard let context, bodySince != nil else { return }
+        bodySince = nil
+        inbound = .ended
+        outbound = .ended
+        pending = nil
+        let body = ByteBuffer(string: "The request's body stopped arriving. Please try again.\n")
+        let fields = HPACKHeaders([(":status", "408"), ("content-type", "text/plain; charset=utf-8"), ("content-length", String(body.readableBytes))])
+        send(.headers(.init(headers: fields)), promise: nil, context: context)
+        send(.data(.init(data: .byteBuffer(body), endStream: true)), promise: nil, context: context)
+        flush(context: context)
+        drained(on: context.eventLoop).assumeIsolated().whenComplete { _ in
+            context.writeAndFlush(self.wrapOutboundOut(.rstStream(.noError)), promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
+    /// The answer did not move for `h2_stall_timeout_ms` while the connection's other streams did (the client keeps
+    /// this stream's window shut): this stream alone is reset (CANCEL), and what it held is dropped. A connection on
+    /// which nothing moves is ended whole by the watch.
+    func stalledOut() {
+        guard let context else { return }
+        inbound = .ended
+        outbound = .ended
+        pending = nil
+        grpcHead = nil
+        unflushed?.promise?.fail(ChannelError.ioOnClosedChannel)
+        unflushed = nil
+        // Closed at once, not after the frames held back (`closeStream` would wait for them): NIO resets the stream.
+        context.close(promise: nil)
     }
 
     // MARK: The stall watch

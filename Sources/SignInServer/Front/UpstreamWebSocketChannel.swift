@@ -37,14 +37,15 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     let owned: SiwaPaths
     /// The requests answered on the event loop (`RawFrontPath`).
     let fastPath: FastPathAnswers
-    /// `client_header_timeout_ms`, `client_idle_timeout_ms`.
+    /// The limits on a client's time (`ClientTimer`).
     let limits: ClientLimits
+    let metrics: ServerMetrics
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             // Ahead of NIO's HTTP codecs: the client's time limits, then the requests passed to the upstream from
             // memory, as bytes (`RawFrontPath`).
-            try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits))
+            try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits, metrics: metrics))
             try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath))
             return try configureUpgrades(channel: channel, logger: logger)
         }
@@ -99,7 +100,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
             if let refused = value.handoff.attempt {
                 await answer(refused, failure: value.handoff.failure, on: http, logger: logger)
             } else {
-                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned, fastPath: fastPath, limits: limits)
+                await UpstreamWebSocketChannel(responder: Self.redirectingUpgrades(responder), gate: gate, owned: owned, fastPath: fastPath, limits: limits, metrics: metrics)
                     .handleHTTP(asyncChannel: http, logger: logger)
             }
         case .relay(let client):

@@ -60,6 +60,16 @@ public final class ServerMetrics: Sendable {
         registry.makeCounter(name: "siwa_http2_limit_total", labels: [("limit", limit)], help: "HTTP/2 connections ended for passing a limit, by limit.").increment()
     }
 
+    /// Counts a request or connection ended for passing a limit on the client's time (`limit`: the key,
+    /// `client_header_timeout_ms`, `client_body_timeout_ms` or `client_send_timeout_ms`). An idle connection's end is
+    /// no limit met.
+    func clientLimitMet(_ limit: String) {
+        registry.makeCounter(
+            name: "siwa_client_limit_total", labels: [("limit", limit)],
+            help: "Requests (an HTTP/2 stream) or connections ended for passing a limit on the client's time, by limit."
+        ).increment()
+    }
+
     /// Seconds until the certificate served for `domain` expires.
     func certificateExpiry(domain: String, seconds: Double) {
         registry.makeGauge(name: "siwa_tls_certificate_expiry_seconds", labels: [("domain", domain)], help: "Seconds until the certificate served for a domain expires.").set(seconds)

@@ -80,8 +80,9 @@ public struct ServerSettings: Sendable {
     public var adminGroups: [String] = []
     /// `audit_log`: the file that gets one JSON object per audit event (`AuditTrail`); nil: the log only.
     public var auditLogPath: String?
-    /// `client_header_timeout_ms` and `client_idle_timeout_ms`: how long a request head may take to arrive, and a
-    /// kept-alive connection may wait for its next request.
+    /// `client_header_timeout_ms`, `client_idle_timeout_ms`, `client_body_timeout_ms`, `client_send_timeout_ms`: how
+    /// long a request head may take to arrive, a kept-alive connection may wait for its next request, a body may go
+    /// without a byte, and an answer may wait for a client that takes none of it.
     public var clientLimits = ClientLimits()
 
     /// The OpenID Provider: issuer (`public_url`) and the clients of `oidc_clients`.

@@ -6,7 +6,8 @@ block, grow HPACK's table past what the server allows, flood SETTINGS and PING, 
 allows, send a header list larger than it allows, or keep its window shut.
 
 Usage: h2_floods.py PORT SNI CAFILE FLOOD [PATH]
-Prints one JSON object: {"flood", "ended": "goaway"|"closed"|"open", "error_code", "seconds", "sent", "refused", "data"}.
+Prints one JSON object: {"flood", "ended": "goaway"|"closed"|"open", "error_code", "seconds", "sent", "refused", "data",
+"statuses" (stream: the :status of its first HEADERS), "reset_codes" (stream: the error code of its RST_STREAM)}.
 """
 
 import json
@@ -35,6 +36,7 @@ class Connection:
         self.tls = context.wrap_socket(raw, server_hostname=sni)
         assert self.tls.selected_alpn_protocol() == "h2", self.tls.selected_alpn_protocol()
         self.encoder = hpack.Encoder()
+        self.decoder = hpack.Decoder()
         self.buffer = b""
         self.sni = sni
         settings = b""
@@ -89,11 +91,19 @@ class Connection:
             elif kind == RST_STREAM:
                 result["refused"] = result.get("refused", 0) + 1
                 result.setdefault("reset_streams", []).append(stream)
+                result.setdefault("reset_codes", {})[str(stream)] = int.from_bytes(payload[:4], "big")
             elif kind == DATA:
                 result["data"] = result.get("data", 0) + len(payload)
             elif kind == HEADERS:
                 result["heads"] = result.get("heads", 0) + 1
                 result.setdefault("head_streams", []).append(stream)
+                # siwa's HEADERS carry no padding nor priority, and end their block.
+                try:
+                    fields = dict((str(name), str(value)) for name, value in self.decoder.decode(payload))
+                except Exception:
+                    fields = {}
+                if ":status" in fields:
+                    result.setdefault("statuses", {}).setdefault(str(stream), int(fields[":status"]))
             elif kind == SETTINGS and not flags & ACK:
                 try:
                     self.send(frame(SETTINGS, ACK, 0))
@@ -137,7 +147,7 @@ def main():
     if flood in ("silent", "handshake-stall"):
         return stall(port, sni, flood, float(sys.argv[6]) if len(sys.argv) > 6 else 15.0)
     started = time.monotonic()
-    connection = Connection(port, sni, cafile, window=0 if flood == "zero-window" else None)
+    connection = Connection(port, sni, cafile, window=0 if flood in ("zero-window", "stalled-stream") else None)
     result = {"flood": flood, "sent": 0}
     try:
         if flood == "rapid-reset":
@@ -240,6 +250,42 @@ def main():
             connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, connection.request_block(path)))
             result["sent"] = 2
             connection.outcome(wait, result, lambda r: 3 in r.get("head_streams", []))
+        elif flood == "slow-body":
+            # Not a flood: a POST that says 100 bytes of body and sends 10, then nothing. siwa must answer it 408 after
+            # client_body_timeout_ms and end that stream alone (RST_STREAM NO_ERROR after the answer, RFC 9113 8.1);
+            # then a GET on the same connection is answered.
+            wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path),
+                    ("content-type", "application/x-www-form-urlencoded"), ("content-length", "100")]
+            connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode(head)) + frame(DATA, 0, 1, b"code=abcde"))
+            result["sent"] = 1
+            connection.outcome(wait, result, lambda r: 1 in r.get("reset_streams", []) or r.get("closed"))
+            result["first_ended_after"] = round(time.monotonic() - started, 3)
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, connection.request_block("/healthz")))
+            result["sent"] = 2
+            connection.outcome(wait, result, lambda r: 3 in r.get("statuses", {}) or r.get("closed"))
+        elif flood == "stalled-stream":
+            # Not a flood: every stream's window starts shut (SETTINGS_INITIAL_WINDOW_SIZE 0) and the connection's is
+            # opened wide. Stream 1 asks for PATH and its window is never opened; every 300 ms a GET of /healthz on a new
+            # stream gets its window opened, so answers keep moving on the connection. siwa must reset stream 1 alone
+            # after h2_stall_timeout_ms and keep answering the others on the same connection.
+            wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            connection.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 24)))
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, connection.request_block(path)))
+            result["sent"] = 1
+            stream = 3
+            while time.monotonic() - started < wait and not result.get("closed") and 1 not in result.get("reset_streams", []):
+                connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.request_block("/healthz"))
+                                + frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", 65535)))
+                result["sent"] += 1
+                stream += 2
+                connection.outcome(0.3, result)
+            result["first_ended_after"] = round(time.monotonic() - started, 3)
+            # One more after the reset, on the same connection.
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.request_block("/healthz"))
+                            + frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", 65535)))
+            result["last_stream"] = stream
+            connection.outcome(wait, result, lambda r: str(stream) in r.get("statuses", {}) or r.get("closed"))
         elif flood == "cut-upload":
             # Not a flood: an upload of unknown length that the client resets midway (RST_STREAM CANCEL). What siwa
             # passes on must not end as a whole body.

@@ -14,12 +14,14 @@ struct FrontHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
     let fastPath: FastPathAnswers?
     let limits: ClientLimits
+    let metrics: ServerMetrics
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
         let fastPath = fastPath
         let limits = limits
+        let metrics = metrics
         return channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits))
+            try channel.pipeline.syncOperations.addHandler(ClientTimer(limits: limits, metrics: metrics))
             if let fastPath { try channel.pipeline.syncOperations.addHandler(RawFrontPath(answers: fastPath)) }
         }.flatMap { inner.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
             // Between NIO's HTTP/1 codec and Hummingbird's conversion to HTTP types, which drops the version.
