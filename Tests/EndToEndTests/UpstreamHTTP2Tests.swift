@@ -194,6 +194,35 @@ struct UpstreamHTTP2Tests {
         }
     }
 
+    @Test("a stream the upstream refuses unprocessed (REFUSED_STREAM; or beyond the last stream of a GOAWAY, a graceful restart racing the request) is sent again once on a new stream, a POST's body with it: the client gets the answer, not a 502")
+    func refusedStreamSentAgain() async throws {
+        try await Self.withMisbehavingUpstream { site, events in
+            let once = try await Self.curl(site.url("/h2/refuse-once"), ["--max-time", "60"])
+            #expect(once.status == 0 && once.stdout.hasPrefix("HTTP/1.1 200") && once.stdout.hasSuffix("ok"), "\(once)")
+            // The body the first stream carried, sent again whole.
+            let echoed = try await Self.curl(site.url("/h2/refuse-echo"), ["--max-time", "60", "--data-binary", "the body, sent twice"])
+            #expect(echoed.status == 0 && echoed.stdout.hasPrefix("HTTP/1.1 200") && echoed.stdout.hasSuffix("\r\n\r\nthe body, sent twice"), "\(echoed)")
+            let goneAway = try await Self.curl(site.url("/h2/goaway-unprocessed"), ["--max-time", "60"])
+            #expect(goneAway.status == 0 && goneAway.stdout.hasPrefix("HTTP/1.1 200") && goneAway.stdout.hasSuffix("ok"), "\(goneAway)")
+            #expect(events().filter { $0.hasPrefix("refused ") }.count == 3, "\(events())")
+            // After the GOAWAY, the request went on a new connection.
+            #expect(events().filter { $0.hasPrefix("connection") }.count == 2, "\(events())")
+        }
+    }
+
+    @Test("a stream the upstream refuses while the request's body is still arriving is not sent again (what came of the body cannot be sent as the whole): the client gets the 502, and the upstream never gets a body that ends")
+    func refusedStreamWithBodyComingNotSentAgain() async throws {
+        try await Self.withMisbehavingUpstream { site, events in
+            let text = try await RawSocket.exchange(
+                port: site.port, "POST /h2/refuse-once HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nfirst\r\n",
+                then: ["6\r\nsecond\r\n", "5\r\nthird\r\n", "0\r\n\r\n"]
+            )
+            #expect(text.hasPrefix("HTTP/1.1 502"), "\(text.prefix(300))")
+            #expect(events().contains("refused /h2/refuse-once"), "\(events())")
+            #expect(!events().contains("ended /h2/refuse-once"), "\(events())")
+        }
+    }
+
     @Test("an upstream whose connection breaks off midway through an answer: the client's answer breaks off too (curl fails), never ends as if whole")
     func cutAnswerNotWhole() async throws {
         try await Self.withMisbehavingUpstream { site, _ in

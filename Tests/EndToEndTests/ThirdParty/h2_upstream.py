@@ -13,6 +13,12 @@ Paths (any prefix before them is ignored, so /h2/stream is /stream):
   /cut        200 without a length, 10 KB of DATA, then the connection closed without END_STREAM
   /trailers   200 "ok", then trailers: x-kept, set-cookie of siwa's session, connection-specific ones
   /grpc-error a Trailers-Only answer: one HEADERS frame with END_STREAM, grpc-status 5
+  /refuse-once        the first request for it (in the upstream's life) is reset REFUSED_STREAM, unread; then 200 "ok"
+  /refuse-echo        the same, once the request's body has ended (a refusal may come after the body); then 200 with
+                      the request's body
+  /goaway-unprocessed the first request for it gets a GOAWAY whose last stream is the one before it (so it was not
+                      processed), and no answer; then 200 "ok"
+  (each refusal logged "refused PATH")
   anything else: 200 "ok"
 """
 
@@ -22,10 +28,12 @@ import sys
 import h2.config
 import h2.connection
 import h2.events
+import h2.errors
 import h2.exceptions
 
 PORT, LOG = int(sys.argv[1]), sys.argv[2]
 connections = 0
+refused = set()
 
 
 def log(line):
@@ -43,6 +51,8 @@ async def serve(reader, writer):
     windows = {}  # stream id -> asyncio.Event set when its window may have opened
     tasks = {}
     paths = {}
+    bodies = {}  # stream id -> bytes of the request's body so far
+    ended = {}  # stream id -> asyncio.Event set at the request's END_STREAM
 
     def flush():
         data = conn.data_to_send()
@@ -58,7 +68,24 @@ async def serve(reader, writer):
     async def answer(stream_id, path):
         name = "/" + path.split("?")[0].rstrip("/").split("/")[-1]
         try:
-            if name == "/stream":
+            if name in ("/refuse-once", "/refuse-echo", "/goaway-unprocessed") and name not in refused:
+                refused.add(name)
+                log("refused %s" % path)
+                if name == "/refuse-echo":
+                    await ended.setdefault(stream_id, asyncio.Event()).wait()
+                if name == "/goaway-unprocessed":
+                    conn.close_connection(last_stream_id=max(0, stream_id - 2))
+                else:
+                    conn.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
+                flush()
+                return
+            if name == "/refuse-echo":
+                await ended.setdefault(stream_id, asyncio.Event()).wait()
+                body = bodies.get(stream_id, b"")
+                conn.send_headers(stream_id, [(":status", "200"), ("content-length", str(len(body)))])
+                conn.send_data(stream_id, body, end_stream=True)
+                flush()
+            elif name == "/stream":
                 conn.send_headers(stream_id, [(":status", "200"), ("content-type", "text/plain")])
                 flush()
                 while True:
@@ -123,9 +150,14 @@ async def serve(reader, writer):
                     paths[event.stream_id] = headers.get(":path", "/")
                     tasks[event.stream_id] = asyncio.ensure_future(answer(event.stream_id, paths[event.stream_id]))
                 elif isinstance(event, h2.events.DataReceived):
-                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
+                    try:
+                        conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    except h2.exceptions.StreamClosedError:
+                        pass
                 elif isinstance(event, h2.events.StreamEnded):
                     log("ended %s" % paths.get(event.stream_id, "?"))
+                    ended.setdefault(event.stream_id, asyncio.Event()).set()
                 elif isinstance(event, h2.events.StreamReset):
                     log("reset %s" % paths.get(event.stream_id, "?"))
                     task = tasks.pop(event.stream_id, None)
