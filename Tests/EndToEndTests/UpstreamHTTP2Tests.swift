@@ -213,9 +213,11 @@ struct UpstreamHTTP2Tests {
     @Test("a stream the upstream refuses while the request's body is still arriving is not sent again (what came of the body cannot be sent as the whole): the client gets the 502, and the upstream never gets a body that ends")
     func refusedStreamWithBodyComingNotSentAgain() async throws {
         try await Self.withMisbehavingUpstream { site, events in
+            // The body's first chunk, and no more: the refusal comes while the rest is still to come, whatever the load
+            // (the CI run of 1164db7 sent the rest 200 ms apart, and under the suite's load all of it had come before the
+            // refusal, so siwa rightly sent it again whole).
             let text = try await RawSocket.exchange(
-                port: site.port, "POST /h2/refuse-once HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nfirst\r\n",
-                then: ["6\r\nsecond\r\n", "5\r\nthird\r\n", "0\r\n\r\n"]
+                port: site.port, "POST /h2/refuse-once HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nfirst\r\n"
             )
             #expect(text.hasPrefix("HTTP/1.1 502"), "\(text.prefix(300))")
             #expect(events().contains("refused /h2/refuse-once"), "\(events())")

@@ -80,7 +80,9 @@ struct EdgeHTTP2: Sendable {
             let (streams, launched) = AsyncStream.makeStream(of: Launched.self)
             let launch = CodecInstaller.Launch(launched: launched, webSockets: webSockets, logger: logger)
             channel.closeFuture.whenComplete { _ in launched.finish() }
-            let watch = ConnectionWatch(idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), bodyTimeout: body, metrics: metrics)
+            let watch = ConnectionWatch(
+                idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), bodyTimeout: body, maxRefusals: limits.maxResets, metrics: metrics
+            )
             let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
             try channel.pipeline.syncOperations.addHandler(watch)
             let delegate = ConnectionWatch.Streams(watch: watched)
@@ -209,11 +211,11 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
         self.context = nil
     }
 
-    /// Writes siwa's GOAWAY (NO_ERROR, the largest stream id: streams already opened are answered) through NIO's HTTP/2
-    /// handler.
-    func goAway() {
+    /// Writes siwa's GOAWAY (NO_ERROR by default, the largest stream id: streams already opened are answered) through
+    /// NIO's HTTP/2 handler.
+    func goAway(_ errorCode: NIOHTTP2.HTTP2ErrorCode = .noError) {
         guard let context, !closing else { return }
-        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: nil))
+        let frame = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: errorCode, opaqueData: nil))
         context.writeAndFlush(NIOAny(frame), promise: nil)
     }
 
@@ -421,11 +423,40 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private var dataWent = false
     private var moved = NIODeadline.now()
 
-    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, bodyTimeout: TimeAmount, metrics: ServerMetrics) {
+    /// Streams siwa reset for the client's fault (a malformed head or trailers, `HTTP2StreamBridge.refuse`) in the
+    /// current 30 s. NIO counts the resets a client sends (`h2_max_resets`) and its own stream errors, not these: the
+    /// bridge checks heads, NIO's check being off. Past `maxRefusals` the connection ends (GOAWAY ENHANCE_YOUR_CALM),
+    /// counted as `h2_max_resets`: a client that makes siwa reset stream after stream (MadeYouReset, CVE-2025-8671)
+    /// costs it as little as one that resets them itself (rapid reset), and is stopped the same way.
+    private var refusals = 0
+    private var refusalsSince = NIODeadline.now()
+    private let maxRefusals: Int
+    private var refusalLimitMet = false
+
+    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, bodyTimeout: TimeAmount, maxRefusals: Int, metrics: ServerMetrics) {
         self.idleTimeout = idleTimeout
         self.stallTimeout = stallTimeout
         self.bodyTimeout = bodyTimeout
+        self.maxRefusals = maxRefusals
         self.metrics = metrics
+    }
+
+    /// A stream siwa reset for the client's fault (`refusals`).
+    func refused() {
+        let now = NIODeadline.now()
+        if now - refusalsSince > .seconds(30) {
+            refusalsSince = now
+            refusals = 0
+        }
+        refusals += 1
+        guard refusals > maxRefusals, !refusalLimitMet, let context else { return }
+        refusalLimitMet = true
+        metrics.http2LimitMet("h2_max_resets")
+        closer?.goAway(.enhanceYourCalm)
+        // The GOAWAY out before the close (this handler's own `close` is not on the way of its context's).
+        flushPending = false
+        context.flush()
+        context.close(promise: nil)
     }
 
     /// Watches a stream's answer for `h2_stall_timeout_ms`.

@@ -73,6 +73,10 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
     /// Since when the handlers have asked for more of the request's body and none has come, while nothing of the
     /// answer has been written (`client_body_timeout_ms`, looked at by the watch); nil otherwise.
     private(set) var bodySince: NIODeadline?
+    /// The request is a gRPC call (`content-type: application/grpc…`): a client-streaming or bidirectional call's client
+    /// may send nothing for long before the service answers (a subscription), and gRPC's own deadlines govern it, so no
+    /// body limit applies.
+    private var grpc = false
     private var context: ChannelHandlerContext?
     /// Who waits for every frame to be handed to the connection (`drained`).
     private var drainWaiters: [EventLoopPromise<Void>] = []
@@ -108,19 +112,27 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         // The handlers ask for more of the body: its next DATA is waited for from now, while the answer has not begun
         // (once it has, the exchange is a stream of both sides, which the upstream's limits govern: a gRPC call's client
         // may send nothing for long while its answer goes on).
-        if case .body = inbound, bodySince == nil, case .head = outbound, pending == nil { bodySince = .now() }
+        if case .body = inbound, bodySince == nil, case .head = outbound, pending == nil, !grpc { bodySince = .now() }
         context.read()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        bodySince = nil
-        switch unwrapInboundIn(data) {
+        let frame = unwrapInboundIn(data)
+        // Only the body's bytes, its end or trailers count as the body arriving: a WINDOW_UPDATE every so often, or an
+        // empty DATA frame, does not keep a body that never comes waiting.
+        switch frame {
+        case .headers: bodySince = nil
+        case .data(let data) where data.endStream || data.data.readableBytes > 0: bodySince = nil
+        default: break
+        }
+        switch frame {
         case .headers(let headers):
             switch inbound {
             case .head:
                 guard let (head, chunked) = request(headers.headers, endStream: headers.endStream, allocator: context.channel.allocator) else {
                     return refuse(context: context)
                 }
+                grpc = headers.headers.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") == true
                 inbound = headers.endStream ? .ended : opensWebSocket ? .tunnel : .body(chunked: chunked)
                 context.fireChannelRead(wrapInboundOut(head))
             case .body(let chunked):
@@ -173,13 +185,15 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         }
     }
 
-    /// A malformed request: its stream is reset with PROTOCOL_ERROR.
+    /// A malformed request: its stream is reset with PROTOCOL_ERROR, counted by the connection's watch (a client that
+    /// makes siwa reset too many is ended).
     private func refuse(context: ChannelHandlerContext) {
         inbound = .ended
         outbound = .ended
         send(.rstStream(.protocolError), promise: nil, context: context)
         flush(context: context)
         closeStream(context: context, mode: .all, promise: nil)
+        watch.refused()
     }
 
     /// The HTTP/1.1 head of a stream's `headers`, and whether its body is chunked; nil when the head is malformed

@@ -294,6 +294,7 @@ extension UpstreamForwarder {
             do {
                 response = try await answered.futureResult.get()
                 timer.cancel()
+                kept.release()
             } catch {
                 timer.cancel()
                 exchange.cancel()
@@ -405,6 +406,15 @@ final class KeptBody: Sendable {
 
     func ended() {
         state.withLockedValue { $0.whole = true }
+    }
+
+    /// Keeps nothing more, and lets go of what it kept: the answer has come, so nothing will be sent again (a long
+    /// stream's small messages would otherwise each hold the read buffer they are a slice of).
+    func release() {
+        state.withLockedValue { state in
+            state.over = true
+            state.buffers = []
+        }
     }
 
     /// The whole body, when all of it has been read and kept.

@@ -53,7 +53,7 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("h2_max_concurrent_streams", default: "`100`", help: "HTTP/2: streams a client may have open at once"),
         SettingKey("h2_max_header_list_size", default: "`16384`", help: "HTTP/2: the largest header list (decoded) a request may carry"),
         SettingKey("h2_stall_timeout_ms", default: "`30000`", help: "HTTP/2: a stream that cannot write this long (the client's window stays shut) ends its connection"),
-        SettingKey("h2_max_resets", default: "`200`", help: "HTTP/2: streams a client may reset in 30 seconds before its connection ends (rapid reset)"),
+        SettingKey("h2_max_resets", default: "`200`", help: "HTTP/2: streams a client may reset, or make siwa reset with malformed requests, in 30 seconds before its connection ends (rapid reset; MadeYouReset)"),
         SettingKey("h2_max_control_frames", default: "`200`", help: "HTTP/2: SETTINGS, PING and PRIORITY frames a client may send in 30 seconds before its connection ends"),
         SettingKey("emulator_port", default: "`9090`", help: "in-process emulator port (local mode)"),
         SettingKey("team_id", default: "—", help: "Team ID (Apple mode)"),

@@ -1,9 +1,10 @@
 """A raw HTTP/2 client that sends one of the known floods to siwa's HTTPS port and says how the connection ended.
 
-Frames are written by hand (only HPACK's encoder comes from the `hpack` package that `h2` brings), so that the
-client can do what a well-behaved library refuses to: reset streams as fast as it opens them, never end a header
-block, grow HPACK's table past what the server allows, flood SETTINGS and PING, open more streams than the server
-allows, send a header list larger than it allows, or keep its window shut.
+Frames are written by hand (only HPACK comes from the `hpack` package that `h2` brings), so that the client can do
+what a well-behaved library refuses to: reset streams as fast as it opens them, make the server reset them (malformed
+heads, one after another), never end a header block, grow HPACK's table past what the server allows, flood SETTINGS
+and PING, open more streams than the server allows, send a header list larger than it allows, or keep its window
+shut.
 
 Usage: h2_floods.py PORT SNI CAFILE FLOOD [PATH]
 Prints one JSON object: {"flood", "ended": "goaway"|"closed"|"open", "error_code", "seconds", "sent", "refused", "data",
@@ -156,6 +157,13 @@ def main():
                 stream = 1 + 2 * i
                 connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.request_block(path)) + frame(RST_STREAM, 0, stream, struct.pack(">I", 8)))
                 result["sent"] += 1
+        elif flood == "malformed-heads":
+            # MadeYouReset (CVE-2025-8671): requests the server must reset itself (a header named in capitals, malformed in
+            # HTTP/2), one after another, so that no reset of the client's own is counted.
+            for i in range(5000):
+                stream = 1 + 2 * i
+                connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.request_block(path, [("X-Upper", "1")])))
+                result["sent"] += 1
         elif flood == "continuation":
             # A header block that never ends: CONTINUATION after CONTINUATION, none with END_HEADERS.
             block = connection.request_block(path)
@@ -250,16 +258,27 @@ def main():
             connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, connection.request_block(path)))
             result["sent"] = 2
             connection.outcome(wait, result, lambda r: 3 in r.get("head_streams", []))
-        elif flood == "slow-body":
-            # Not a flood: a POST that says 100 bytes of body and sends 10, then nothing. siwa must answer it 408 after
-            # client_body_timeout_ms and end that stream alone (RST_STREAM NO_ERROR after the answer, RFC 9113 8.1);
-            # then a GET on the same connection is answered.
+        elif flood in ("slow-body", "slow-grpc-body"):
+            # Not a flood: a POST that says 100 bytes of body and sends 10, then no more of it, only a WINDOW_UPDATE of
+            # one byte on its stream every 300 ms (not the body arriving; empty DATA frames NIO ends as a flood). siwa must answer
+            # it 408 after client_body_timeout_ms and end that stream alone (RST_STREAM NO_ERROR after the answer, RFC
+            # 9113 8.1); then a GET on the same connection is answered. `slow-grpc-body`: the same as a gRPC call
+            # (content-type application/grpc), whose client may well send nothing for long: not ended by siwa within
+            # the wait given (the test gives twice the limit).
             wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            kind = "application/grpc" if flood == "slow-grpc-body" else "application/x-www-form-urlencoded"
             head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path),
-                    ("content-type", "application/x-www-form-urlencoded"), ("content-length", "100")]
+                    ("content-type", kind), ("content-length", "100")]
             connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode(head)) + frame(DATA, 0, 1, b"code=abcde"))
             result["sent"] = 1
-            connection.outcome(wait, result, lambda r: 1 in r.get("reset_streams", []) or r.get("closed"))
+            while time.monotonic() - started < wait and not result.get("closed") and 1 not in result.get("reset_streams", []):
+                connection.send(frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 1)))
+                connection.outcome(0.3, result)
+            if flood == "slow-grpc-body":
+                result["ended"] = "closed" if result.get("closed") else "open"
+                result["seconds"] = round(time.monotonic() - started, 3)
+                print(json.dumps(result))
+                return
             result["first_ended_after"] = round(time.monotonic() - started, 3)
             connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, connection.request_block("/healthz")))
             result["sent"] = 2

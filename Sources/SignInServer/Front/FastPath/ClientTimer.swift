@@ -45,8 +45,9 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     /// Something of the answer to the request in progress has been written (a body's limit then ends the connection
     /// without a 408).
     private var answerBegun = false
-    /// The connection has not been writable since `since`, and NIO's buffer has held at least `lowest` bytes since.
-    private var held: (since: NIODeadline, lowest: Int)?
+    /// The connection has not been writable since `since` without the client taking a byte, and NIO's buffer held
+    /// `last` bytes when last looked at.
+    private var held: (since: NIODeadline, last: Int)?
     /// The one timer of the connection. It is never scheduled further ahead than the shortest limit, so a deadline
     /// set after it (the next head's, the next idle wait's) is never earlier than it: setting a deadline costs no
     /// scheduling on a busy connection (scheduling and cancelling a timer per request showed in profiles), and a
@@ -95,7 +96,7 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
 
     func read(context: ChannelHandlerContext) {
         // The handlers ask for more: while a body is owed, its next byte is waited for from now.
-        if bodiesOwed > 0, bodyDeadline == nil, !over {
+        if bodiesOwed > 0, bodyDeadline == nil, !answerBegun, !over {
             bodyDeadline = .now() + bodyTimeout
             if timer == nil { arm() }
         }
@@ -107,7 +108,11 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
             promise?.fail(ChannelError.outputClosed)
             return
         }
-        if inProgress > 0 { answerBegun = true }
+        if inProgress > 0 {
+            // From its answer's first byte the exchange is the upstream's to time (a body may go on with it).
+            answerBegun = true
+            bodyDeadline = nil
+        }
         context.write(data, promise: promise)
     }
 
@@ -194,12 +199,15 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
         guard let context, !over else { return }
         let now = NIODeadline.now()
         if let held {
+            // Fewer bytes held than when last looked at: the client took some (a write made since, the byte path's read
+            // in flight when it stopped reading the upstream, may hide it once; the next look sees it).
             let buffered = buffered(context)
-            if buffered < held.lowest {
-                // The client took some of the answer.
+            if buffered < held.last {
                 self.held = (now, buffered)
             } else if now - held.since >= sendTimeout {
                 return sendTimedOut(context)
+            } else {
+                self.held = (held.since, buffered)
             }
         }
         if let due = bodyDeadline, due <= now, bodiesOwed > 0 { return bodyTimedOut(context) }
@@ -224,7 +232,9 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     /// nothing of its answer written yet, else the connection just ends (its answer, or part of it, went before).
     private func bodyTimedOut(_ context: ChannelHandlerContext) {
         metrics?.clientLimitMet("client_body_timeout_ms")
-        guard inProgress > 0, !answerBegun else {
+        // A 408 only for the one request in progress, before its answer: with another before it (pipelined, its answer
+        // not begun), the 408 would be read as that one's answer.
+        guard inProgress == 1, !answerBegun else {
             over = true
             context.close(promise: nil)
             return
