@@ -166,9 +166,13 @@ struct EdgeFloodTests {
         }
     }
 
-    @Test("a stream whose window the client keeps shut while the connection's other answers move (a paused video's) is reset alone (CANCEL) after h2_stall_timeout_ms: the connection goes on, the next request on it is answered; before, the whole connection was ended")
+    @Test("a stream whose window the client keeps shut while the connection's other answers move (a paused video's), or beside an open stream with nothing to send, is reset alone (CANCEL) after h2_stall_timeout_ms: the connection goes on, the next request on it is answered; before, the whole connection was ended")
     func stalledStreamResetAlone() async throws {
         try await Self.withSite { site, cert, https in
+            // Beside it an open stream with nothing to send (a body not finished, as an idle SSE stream or a long poll has
+            // nothing to send) and nothing else moving: still that stream alone.
+            let besideIdle = try await Self.flood("stalled-beside-idle", https: https, cert: cert, path: "/metrics", wait: 30)
+            #expect(besideIdle.reset_codes?["1"] == 8 && besideIdle.statuses?["5"] == 200, "\(besideIdle)")
             let outcome = try await Self.flood("stalled-stream", https: https, cert: cert, path: "/metrics", wait: 30)
             #expect(outcome.reset_codes?["1"] == 8, "stream 1 reset with CANCEL: \(outcome)")
             // The stream asked for after the reset, on the same connection.

@@ -470,10 +470,11 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The streams' limits on the client's time. A stream whose body has not come for `bodyTimeout` (before its
-    /// answer) gets its 408. A stream whose answer has not moved for `stallTimeout`: when nothing has moved on the
-    /// connection for as long (a client that stops reading, or keeps the connection's window shut), the connection
-    /// ends, so that it holds no answer, and no upstream connection, for longer; when other streams' answers went on,
-    /// only that stream is reset (a paused video's, whose window the browser keeps shut), and the others go on.
+    /// answer) gets its 408. A stream whose answer has not moved for `stallTimeout`: when every open stream is so and
+    /// nothing has moved on the connection for as long (a client that stops reading, or keeps the connection's window
+    /// shut), the connection ends, so that it holds no answer, and no upstream connection, for longer; when other
+    /// streams' answers went on, or another stream is open and not held back, only that stream is reset (a paused
+    /// video's, whose window the browser keeps shut), and the others go on.
     /// Returns false when the connection was ended.
     private func checkStreams(now: NIODeadline, context: ChannelHandlerContext) -> Bool {
         var late: [HTTP2StreamBridge] = []
@@ -485,7 +486,9 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
                 stalled.append(stream)
             }
         }
-        if !stalled.isEmpty, now - moved >= stallTimeout {
+        // Stuck: every open stream's answer is held back, and nothing has moved for as long. An open stream that is not
+        // held back (an idle SSE stream, a long poll, a body still coming) says the client is there.
+        if !stalled.isEmpty, stalled.count == stalls.count, now - moved >= stallTimeout {
             metrics.http2LimitMet("h2_stall_timeout_ms")
             context.close(promise: nil)
             return false

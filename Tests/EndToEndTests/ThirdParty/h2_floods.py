@@ -148,7 +148,7 @@ def main():
     if flood in ("silent", "handshake-stall"):
         return stall(port, sni, flood, float(sys.argv[6]) if len(sys.argv) > 6 else 15.0)
     started = time.monotonic()
-    connection = Connection(port, sni, cafile, window=0 if flood in ("zero-window", "stalled-stream") else None)
+    connection = Connection(port, sni, cafile, window=0 if flood in ("zero-window", "stalled-stream", "stalled-beside-idle") else None)
     result = {"flood": flood, "sent": 0}
     try:
         if flood == "rapid-reset":
@@ -305,6 +305,24 @@ def main():
                             + frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", 65535)))
             result["last_stream"] = stream
             connection.outcome(wait, result, lambda r: str(stream) in r.get("statuses", {}) or r.get("closed"))
+        elif flood == "stalled-beside-idle":
+            # Not a flood: as `stalled-stream`, but beside the stalled stream 1 there is only stream 3, a POST whose body
+            # the client has not finished (an open stream with nothing to send, as an idle SSE or long poll is), and no
+            # other answer moves. siwa must reset stream 1 alone after h2_stall_timeout_ms (a connection with an open
+            # stream that is not stalled is not stuck); then a GET on the same connection is answered.
+            wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
+            connection.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 24)))
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, connection.request_block(path)))
+            head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", "/auth/apple/callback"),
+                    ("content-type", "application/x-www-form-urlencoded"), ("content-length", "100")]
+            connection.send(frame(HEADERS, END_HEADERS, 3, connection.encoder.encode(head)) + frame(DATA, 0, 3, b"code=abcde"))
+            result["sent"] = 2
+            connection.outcome(wait, result, lambda r: 1 in r.get("reset_streams", []) or r.get("closed"))
+            result["first_ended_after"] = round(time.monotonic() - started, 3)
+            connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 5, connection.request_block("/healthz"))
+                            + frame(WINDOW_UPDATE, 0, 5, struct.pack(">I", 65535)))
+            result["last_stream"] = 5
+            connection.outcome(wait, result, lambda r: "5" in r.get("statuses", {}) or r.get("closed"))
         elif flood == "cut-upload":
             # Not a flood: an upload of unknown length that the client resets midway (RST_STREAM CANCEL). What siwa
             # passes on must not end as a whole body.
