@@ -98,6 +98,22 @@ struct SessionCacheLayerTests {
         }
     }
 
+    @Test("many look-ups of one cookie at once (an HTTP/2 client's streams, a page's parallel requests, as the cookie's time in memory ends) ask the store once, and all find the session: before, each took a place, and past the line they were refused", arguments: StoreKind.allCases)
+    func lookUpsOfOneCookieShareOneRead(_ kind: StoreKind) async throws {
+        try await Self.withSlowStore(kind, sessions: ["shared-cookie"], delay: .milliseconds(50)) { store, backend, now in
+            // More than the line holds, all from one address.
+            let count = store.lookups.share + store.lookups.lineLimit + 50
+            let found = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<count {
+                    group.addTask { try await store.session(idHash: SignInFlow.hash("shared-cookie"), now: now, askedBy: "198.51.100.7") != nil }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(found == count)
+            #expect(backend.reads == 1, "the store was asked \(backend.reads) times")
+        }
+    }
+
     @Test("a flood of made-up cookies from one address neither starves other addresses nor hands the store more than the bound", arguments: StoreKind.allCases)
     func floodFromOneAddress(_ kind: StoreKind) async throws {
         let visitors = (0..<30).map { "visitor-\($0)" }
@@ -168,7 +184,7 @@ final class SlowReads: StoreLayer {
     let backend: any SignInStore
     let delay: Duration
     private let real: Set<String>
-    private let counts = Mutex<(now: [Bool: Int], most: [Bool: Int], all: Int, mostAll: Int)>(([:], [:], 0, 0))
+    private let counts = Mutex<(now: [Bool: Int], most: [Bool: Int], all: Int, mostAll: Int, reads: Int)>(([:], [:], 0, 0, 0))
 
     /// `real`: the session cookies that exist (values, not hashes).
     init(_ backend: any SignInStore, delay: Duration, real: [String]) {
@@ -180,12 +196,16 @@ final class SlowReads: StoreLayer {
     /// The most session reads at once.
     var most: Int { counts.withLock { $0.mostAll } }
 
+    /// Session reads, all told.
+    var reads: Int { counts.withLock { $0.reads } }
+
     /// The most reads at once of cookies that are not sessions.
     var mostMadeUp: Int { counts.withLock { $0.most[false] ?? 0 } }
 
     func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         let isReal = real.contains(idHash)
         counts.withLock { counts in
+            counts.reads += 1
             counts.all += 1
             counts.mostAll = max(counts.mostAll, counts.all)
             counts.now[isReal, default: 0] += 1

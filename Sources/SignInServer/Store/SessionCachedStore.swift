@@ -18,6 +18,12 @@ final class SessionCachedStore: StoreLayer {
     let cache: SessionCache
     /// The look-ups at the database, bounded by what the backend's pool can run at once.
     let lookups: SessionLookups
+    /// The look-ups in progress, by the hash they look up: a request with the same cookie (a page's parallel
+    /// requests, an HTTP/2 client's streams, once the cookie's time in memory is over) waits for that one instead of
+    /// asking the database again. Before, each asked on its own: 640 streams of one cookie took 640 places and the line
+    /// (160 with SQLite), and some were refused with the 503 page.
+    private let sessionReads = SingleFlight<(SessionRecord, UserRecord)?>()
+    private let tokenReads = SingleFlight<(SessionRecord, UserRecord)?>()
     /// How other instances on the same database hear of changes, if there can be any.
     let changes: (any SessionChangeChannel)?
     let logger: Logger
@@ -84,7 +90,11 @@ final class SessionCachedStore: StoreLayer {
     func accessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
         if let cached = cache.lookup(hash, now: now) { return cached.0.isAccessToken ? cached : nil }
         if cache.isUnknown(hash, now: now) { return nil }
-        return try await lookups.run(for: client) {
+        return try await tokenReads.run(hash) { [self] in try await readAccessToken(hash: hash, now: now, askedBy: client) }
+    }
+
+    private func readAccessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
+        try await lookups.run(for: client) {
             let generation = cache.generation
             // A service's token names the service (`ServiceIdentity`); any other a person, who must still exist.
             guard let token = try await backend.providerToken(hash: hash, kind: .access, now: now),
@@ -128,7 +138,11 @@ final class SessionCachedStore: StoreLayer {
         if let cached = cache.lookup(idHash, now: now) { return cached.0.isAccessToken ? nil : cached }
         // Known to be unknown: no session, without asking again.
         if cache.isUnknown(idHash, now: now) { return nil }
-        return try await lookups.run(for: client) {
+        return try await sessionReads.run(idHash) { [self] in try await readSession(idHash: idHash, now: now, askedBy: client) }
+    }
+
+    private func readSession(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
+        try await lookups.run(for: client) {
             let generation = cache.generation
             guard let found = try await backend.session(idHash: idHash, now: now) else {
                 cache.rememberUnknown(idHash, now: now)
