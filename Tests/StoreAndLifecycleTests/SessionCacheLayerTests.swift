@@ -114,6 +114,21 @@ struct SessionCacheLayerTests {
         }
     }
 
+    @Test("a look-up that begins after a write has committed (the session ended) does not join a read of the same cookie that began before it: it finds no session", arguments: StoreKind.allCases)
+    func lookUpAfterWriteDoesNotJoinEarlierRead(_ kind: StoreKind) async throws {
+        try await Self.withSlowStore(kind, sessions: ["ending"], delay: .milliseconds(800), readsBeforeDelay: true) { store, backend, now in
+            let hash = SignInFlow.hash("ending")
+            let early = Task { try await store.session(idHash: hash, now: now, askedBy: "198.51.100.1") }
+            // Once the early look-up has read the session (its read then takes 800 ms more), the session ends.
+            while backend.reads == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(try await store.deleteSession(idHash: hash))
+            let late = try await store.session(idHash: hash, now: now, askedBy: "198.51.100.1")
+            #expect(late == nil, "a look-up after the session ended found it")
+            _ = try await early.value
+        }
+    }
+
     @Test("a flood of made-up cookies from one address neither starves other addresses nor hands the store more than the bound", arguments: StoreKind.allCases)
     func floodFromOneAddress(_ kind: StoreKind) async throws {
         let visitors = (0..<30).map { "visitor-\($0)" }
@@ -164,12 +179,13 @@ struct SessionCacheLayerTests {
     /// Runs `body` with the cache layer over a fresh store of `kind` whose session reads take `delay` longer, holding a
     /// session for each cookie of `sessions`.
     static func withSlowStore(
-        _ kind: StoreKind, sessions cookies: [String], delay: Duration, _ body: (SessionCachedStore, SlowReads, Date) async throws -> Void
+        _ kind: StoreKind, sessions cookies: [String], delay: Duration, readsBeforeDelay: Bool = false,
+        _ body: (SessionCachedStore, SlowReads, Date) async throws -> Void
     ) async throws {
         try await StoreFixture.with(kind) { fixture in
             let now = Support.now()
             for cookie in cookies { _ = try await fixture.store.backend.completeSignIn(Records.signIn(Records.subject(), at: now, sessionID: cookie)) }
-            let backend = SlowReads(fixture.store.backend, delay: delay, real: cookies)
+            let backend = SlowReads(fixture.store.backend, delay: delay, real: cookies, readsBeforeDelay: readsBeforeDelay)
             // The line's wait is long here: these tests are about who gets a place, not about how long one waits (under
             // the full suite's load, 1 s went by in line with the reads slowed).
             let store = SessionCachedStore(backend, cache: SessionCache(lifetime: 600), lookupWait: .seconds(60), logger: Support.logger("test.cache"))
@@ -186,11 +202,15 @@ final class SlowReads: StoreLayer {
     private let real: Set<String>
     private let counts = Mutex<(now: [Bool: Int], most: [Bool: Int], all: Int, mostAll: Int, reads: Int)>(([:], [:], 0, 0, 0))
 
+    /// Reads, then waits `delay` (else waits, then reads).
+    let readsBeforeDelay: Bool
+
     /// `real`: the session cookies that exist (values, not hashes).
-    init(_ backend: any SignInStore, delay: Duration, real: [String]) {
+    init(_ backend: any SignInStore, delay: Duration, real: [String], readsBeforeDelay: Bool = false) {
         self.backend = backend
         self.delay = delay
         self.real = Set(real.map(SignInFlow.hash))
+        self.readsBeforeDelay = readsBeforeDelay
     }
 
     /// The most session reads at once.
@@ -216,6 +236,11 @@ final class SlowReads: StoreLayer {
                 counts.all -= 1
                 counts.now[isReal, default: 0] -= 1
             }
+        }
+        if readsBeforeDelay {
+            let found = try await backend.session(idHash: idHash, now: now)
+            try await Task.sleep(for: delay)
+            return found
         }
         try await Task.sleep(for: delay)
         return try await backend.session(idHash: idHash, now: now)

@@ -24,6 +24,13 @@ final class SessionCachedStore: StoreLayer {
     /// (160 with SQLite), and some were refused with the 503 page.
     private let sessionReads = SingleFlight<(SessionRecord, UserRecord)?>()
     private let tokenReads = SingleFlight<(SessionRecord, UserRecord)?>()
+
+    /// A look-up joins a read in progress only when no write has made the cache forget anything since that read began
+    /// (the cache's generation, in the key): a request that comes after a sign-out has committed never gets what a
+    /// read begun before it found.
+    private static func flightKey(_ hash: String, _ generation: UInt64) -> String {
+        String(generation) + " " + hash
+    }
     /// How other instances on the same database hear of changes, if there can be any.
     let changes: (any SessionChangeChannel)?
     let logger: Logger
@@ -90,7 +97,7 @@ final class SessionCachedStore: StoreLayer {
     func accessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
         if let cached = cache.lookup(hash, now: now) { return cached.0.isAccessToken ? cached : nil }
         if cache.isUnknown(hash, now: now) { return nil }
-        return try await tokenReads.run(hash) { [self] in try await readAccessToken(hash: hash, now: now, askedBy: client) }
+        return try await tokenReads.run(Self.flightKey(hash, cache.generation)) { [self] in try await readAccessToken(hash: hash, now: now, askedBy: client) }
     }
 
     private func readAccessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
@@ -138,7 +145,7 @@ final class SessionCachedStore: StoreLayer {
         if let cached = cache.lookup(idHash, now: now) { return cached.0.isAccessToken ? nil : cached }
         // Known to be unknown: no session, without asking again.
         if cache.isUnknown(idHash, now: now) { return nil }
-        return try await sessionReads.run(idHash) { [self] in try await readSession(idHash: idHash, now: now, askedBy: client) }
+        return try await sessionReads.run(Self.flightKey(idHash, cache.generation)) { [self] in try await readSession(idHash: idHash, now: now, askedBy: client) }
     }
 
     private func readSession(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
