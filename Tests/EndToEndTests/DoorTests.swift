@@ -335,38 +335,6 @@ struct DoorTests {
         }
     }
 
-    /// A client on a raw socket (Python) that asks for PATH (with the header line EXTRA, when not empty) and reads the
-    /// answer's head; then, `stall`, prints `stalled` and reads no more (a small receive buffer); or, `slow`, reads
-    /// the rest 64 KB at a time, 50 ms apart (1.3 MB/s, far slower than siwa sends, so that its buffers stay full
-    /// and the connection not writable for seconds on end), and prints `read N` (the bytes of body) when the
-    /// connection ends.
-    static let readingClient = """
-        import socket, sys, time
-        port, path, extra, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-        s = socket.socket()
-        if mode == "stall":
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
-        s.connect(("127.0.0.1", port))
-        s.sendall(("GET " + path + " HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n" + (extra + "\\r\\n" if extra else "") + "\\r\\n").encode())
-        got = b""
-        while b"\\r\\n\\r\\n" not in got:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            got += chunk
-        body = len(got.split(b"\\r\\n\\r\\n", 1)[-1])
-        if mode == "stall":
-            print("stalled", flush=True)
-            time.sleep(600)
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            body += len(chunk)
-            time.sleep(0.05)
-        print("read", body, flush=True)
-        """
-
     @Test("a client that stops reading a long answer has its connection ended after client_send_timeout_ms, on both carriers, and the one upstream connection it held is free again: the next request is answered (before, it waited in line until its 503); a client that reads slowly, never pausing as long, gets the whole answer")
     func sendTimeLimit() async throws {
         let size = 16 << 20
@@ -378,7 +346,7 @@ struct DoorTests {
                     try await withScratchDirectory("siwa-send-stall") { directory in
                         let output = directory.appendingPathComponent("client.out")
                         try await ChildProcess.withRunning(
-                            try ExternalTool.authlibPython.executable(), arguments: ["-c", Self.readingClient, String(site.port), "/big", extra, "stall"],
+                            try ExternalTool.authlibPython.executable(), arguments: ["-c", UpstreamHTTP2Tests.rawClient, String(site.port), "/big", "\r\n\r\n", "stall", extra],
                             output: output, startupTimeLimit: .seconds(120), ready: { await UpstreamHTTP2Tests.saysReady(output, "stalled") }
                         ) { _ in
                             // The stalled client holds the one place until siwa ends its connection; this request waits in
@@ -390,7 +358,7 @@ struct DoorTests {
                 }
                 // The slow reader on one carrier: the limit is the connection's, whatever relays the answer.
                 let slow = try await ChildProcess.run(
-                    try ExternalTool.authlibPython.executable(), arguments: ["-c", Self.readingClient, String(site.port), "/big", "", "slow"], environment: [:]
+                    try ExternalTool.authlibPython.executable(), arguments: ["-c", UpstreamHTTP2Tests.rawClient, String(site.port), "/big", "\r\n\r\n", "slow"], environment: [:]
                 )
                 #expect(slow.stdout.contains("read \(size)"), "\(slow)")
                 let metrics = try await visit.send(site.url("/metrics")).text

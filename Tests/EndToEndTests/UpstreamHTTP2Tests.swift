@@ -111,16 +111,22 @@ struct UpstreamHTTP2Tests {
         return events().contains(where: matching)
     }
 
-    /// A client of siwa's plain port on a raw socket (Python): it asks for `path`, reads until `until` has come, then,
-    /// `stop` "leave", closes its socket and prints `left`; `stop` "stall", prints `stalled` and reads no more (its
-    /// receive buffer kept small), until it is stopped.
+    /// A client of siwa's plain port on a raw socket (Python): it asks for `path` (with the header line `extra`, an
+    /// optional fifth argument; `Connection: close`), reads until `until` has come, then:
+    /// - `stop` "leave": closes its socket and prints `left`;
+    /// - "stall": prints `stalled` and reads no more (its receive buffer kept small), until it is stopped;
+    /// - "slow": reads the rest 64 KB at a time, 50 ms apart (1.3 MB/s, far slower than siwa sends, so that its
+    ///   buffers stay full and the connection is not writable for seconds on end), and prints `read N`, the bytes after
+    ///   `until`, when the connection ends.
     static let rawClient = """
         import socket, sys, time
         port, path, until, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode(), sys.argv[4]
+        extra = sys.argv[5] if len(sys.argv) > 5 else ""
         s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        if stop != "slow":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
         s.connect(("127.0.0.1", port))
-        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n")
+        s.sendall(("GET " + path + " HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n" + (extra + "\\r\\n" if extra else "") + "\\r\\n").encode())
         got = b""
         while until not in got:
             chunk = s.recv(4096)
@@ -130,9 +136,18 @@ struct UpstreamHTTP2Tests {
         if stop == "leave":
             s.close()
             print("left" if until in got else "ended: " + repr(got[:200]), flush=True)
-        else:
+        elif stop == "stall":
             print("stalled", flush=True)
             time.sleep(600)
+        else:
+            body = len(got.split(until, 1)[-1])
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                body += len(chunk)
+                time.sleep(0.05)
+            print("read", body, flush=True)
         """
 
     @Test("a client that leaves during a streaming answer (a gRPC watch, a download) has its upstream stream reset at once (RST_STREAM), not read on until the upstream ends it; and its place at the upstream is freed")

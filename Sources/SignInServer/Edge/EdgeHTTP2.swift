@@ -453,10 +453,9 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         refusalLimitMet = true
         metrics.http2LimitMet("h2_max_resets")
         closer?.goAway(.enhanceYourCalm)
-        // The GOAWAY out before the close (this handler's own `close` is not on the way of its context's).
-        flushPending = false
-        context.flush()
-        context.close(promise: nil)
+        // Through this handler's own `close`, which sends the GOAWAY's pending flush first (its context's `close` would
+        // pass it by).
+        close(context: context, mode: .all, promise: nil)
     }
 
     /// Watches a stream's answer for `h2_stall_timeout_ms`.

@@ -132,7 +132,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 guard let (head, chunked) = request(headers.headers, endStream: headers.endStream, allocator: context.channel.allocator) else {
                     return refuse(context: context)
                 }
-                grpc = headers.headers.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") == true
+                grpc = Self.isGRPC(headers.headers)
                 inbound = headers.endStream ? .ended : opensWebSocket ? .tunnel : .body(chunked: chunked)
                 context.fireChannelRead(wrapInboundOut(head))
             case .body(let chunked):
@@ -345,7 +345,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
                 }
                 // A bodiless answer ends its stream with its head.
                 guard case .ended = outbound else {
-                    if case .chunked = outbound, fields.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") == true {
+                    if case .chunked = outbound, Self.isGRPC(fields) {
                         // A gRPC answer's head waits for its first message: an error is answered Trailers-Only, one
                         // HEADERS frame with END_STREAM carrying `grpc-status` (gRPC's HTTP/2 protocol), which the
                         // HTTP/1.1 answer carried as a head and an empty chunked body. HEADERS then an empty DATA would
@@ -442,6 +442,11 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         return fields
     }
 
+    /// Whether `fields` are a gRPC call's or answer's (`content-type: application/grpc…`).
+    static func isGRPC(_ fields: HPACKHeaders) -> Bool {
+        fields.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") == true
+    }
+
     /// A gRPC answer's HEADERS, held until now (its first message, or trailers after none).
     private func emitGRPCHead(context: ChannelHandlerContext) {
         guard let head = grpcHead else { return }
@@ -495,7 +500,7 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         inbound = .ended
         outbound = .ended
         pending = nil
-        let body = ByteBuffer(string: "The request's body stopped arriving. Please try again.\n")
+        let body = ByteBuffer(string: ClientTimer.bodyTimedOutText)
         let fields = HPACKHeaders([(":status", "408"), ("content-type", "text/plain; charset=utf-8"), ("content-length", String(body.readableBytes))])
         send(.headers(.init(headers: fields)), promise: nil, context: context)
         send(.data(.init(data: .byteBuffer(body), endStream: true)), promise: nil, context: context)
@@ -506,9 +511,10 @@ final class HTTP2StreamBridge: ChannelDuplexHandler {
         }
     }
 
-    /// The answer did not move for `h2_stall_timeout_ms` while the connection's other streams did (the client keeps
-    /// this stream's window shut): this stream alone is reset (CANCEL), and what it held is dropped. A connection on
-    /// which nothing moves is ended whole by the watch.
+    /// The answer did not move for `h2_stall_timeout_ms` while the connection's other streams did, or another stream
+    /// is open and not held back (the client keeps this stream's window shut): this stream alone is reset (CANCEL), and
+    /// what it held is dropped. A connection on which every stream is held back and nothing moves is ended whole by
+    /// the watch.
     func stalledOut() {
         guard let context else { return }
         inbound = .ended

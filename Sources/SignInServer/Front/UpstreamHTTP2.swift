@@ -231,7 +231,7 @@ extension UpstreamForwarder {
         // start, however soon the upstream refuses its stream.
         if request.headers[.transferEncoding] == nil, (request.headers[.contentLength] ?? "0") == "0" { kept.ended() }
         var body = RetryableBody(.live(ObservedBody(base: request.body, end: upload), kept))
-        var refusals = 0
+        var sentAgain = false
         while true {
             let opened: UpstreamHTTP2.Opened
             do {
@@ -305,8 +305,8 @@ extension UpstreamForwarder {
                 // method (a graceful restart's GOAWAY racing the request, a server at its stream limit). Once, on a new
                 // stream (a new connection after a GOAWAY), when the body is whole in hand; one still arriving cannot
                 // be sent again, and is the 502 it was before.
-                if refusals == 0, let whole = kept.whole(), await opened.refusedUnprocessed() {
-                    refusals += 1
+                if !sentAgain, let whole = kept.whole(), await opened.refusedUnprocessed() {
+                    sentAgain = true
                     context.logger.info("the upstream refused the stream unprocessed; sent again on a new stream")
                     body = RetryableBody(.kept(whole))
                     continue

@@ -26,7 +26,7 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = ByteBuffer
 
     private let limits: ClientLimits
-    private let metrics: ServerMetrics?
+    private let metrics: ServerMetrics
     private var context: ChannelHandlerContext?
     /// Heads read whose answers have not ended.
     private var inProgress = 0
@@ -54,7 +54,7 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     /// timer that fires before the deadline is armed again.
     private var timer: Scheduled<Void>?
 
-    init(limits: ClientLimits, metrics: ServerMetrics?) {
+    init(limits: ClientLimits, metrics: ServerMetrics) {
         self.limits = limits
         self.metrics = metrics
     }
@@ -224,14 +224,14 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
             return
         }
-        metrics?.clientLimitMet("client_header_timeout_ms")
+        metrics.clientLimitMet("client_header_timeout_ms")
         timedOut(context, answer: Self.timedOut)
     }
 
     /// A body owed sent nothing for `client_body_timeout_ms` while it was asked for: a 408 when the request has
     /// nothing of its answer written yet, else the connection just ends (its answer, or part of it, went before).
     private func bodyTimedOut(_ context: ChannelHandlerContext) {
-        metrics?.clientLimitMet("client_body_timeout_ms")
+        metrics.clientLimitMet("client_body_timeout_ms")
         // A 408 only for the one request in progress, before its answer: with another before it (pipelined, its answer
         // not begun), the 408 would be read as that one's answer.
         guard inProgress == 1, !answerBegun else {
@@ -244,7 +244,7 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// An answer held back for `client_send_timeout_ms` without a byte taken: the connection ends.
     private func sendTimedOut(_ context: ChannelHandlerContext) {
-        metrics?.clientLimitMet("client_send_timeout_ms")
+        metrics.clientLimitMet("client_send_timeout_ms")
         over = true
         context.close(promise: nil)
     }
@@ -262,8 +262,11 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     /// The answer to a head that did not arrive in time.
     static let timedOut: String = timeoutAnswer("The request did not arrive in time. Please try again.\n")
 
+    /// What a 408 for a body that stopped arriving says (HTTP/2 streams too, `HTTP2StreamBridge.bodyTimedOut`).
+    static let bodyTimedOutText = "The request's body stopped arriving. Please try again.\n"
+
     /// The answer to a body that stopped arriving.
-    static let bodyTimedOut: String = timeoutAnswer("The request's body stopped arriving. Please try again.\n")
+    static let bodyTimedOut: String = timeoutAnswer(bodyTimedOutText)
 
     private static func timeoutAnswer(_ body: String) -> String {
         "HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
