@@ -134,6 +134,12 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
         sessions: lookup
     )
     forwardAuth.addRoutes(to: sessions)
+    let extAuthz = ExtAuthzController(
+        policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), proxy: proxy, assertions: components.assertions,
+        sessions: lookup, metrics: components.metrics
+    )
+    extAuthz.addRoutes(to: router)
+    extAuthz.addGRPCRoute(to: router)
     forwardAuth.addKeySetRoute(to: router)
     // The OpenID Provider (issue 18).
     let provider = settings.provider
@@ -181,7 +187,7 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
 
 /// The door's one policy (`DoorPolicy`), for the checks and the built-in proxy alike.
 func buildDoorPolicy(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> DoorPolicy {
-    DoorPolicy(front: settings.front, renderer: renderer, security: SecurityHeadersMiddleware(settings: settings), audit: components.audit)
+    DoorPolicy(verdicts: DoorVerdicts(front: settings.front, audit: components.audit), renderer: renderer, security: SecurityHeadersMiddleware(settings: settings))
 }
 
 /// Both values, when both are there.
@@ -247,7 +253,10 @@ public func buildApplication(
     let server: HTTPServerBuilder = gate.map { gate in
         HTTPServerBuilder { responder in
             let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits, metrics: metrics)
-            guard let edge else { return http1 }
+            guard let edge else {
+                let http2 = EdgeHTTP2(responder: responder, limits: HTTP2Limits(), idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath, webSockets: http1)
+                return PlainChannel(http1: http1, http2: http2, firstBytesTimeout: handshake)
+            }
             return EdgeChannel(
                 http1: http1,
                 http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath, webSockets: http1),
@@ -257,7 +266,11 @@ public func buildApplication(
         }
     } ?? HTTPServerBuilder { responder in
         let http1 = FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits, metrics: metrics)
-        guard let edge else { return http1 }
+        guard let edge else {
+            // The plain port: HTTP/1.1, or h2c with prior knowledge (Envoy's gRPC ext_authz, gRPC clients in a cluster).
+            let http2 = EdgeHTTP2(responder: responder, limits: HTTP2Limits(), idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath)
+            return PlainChannel(http1: http1, http2: http2, firstBytesTimeout: handshake)
+        }
         return EdgeChannel(
             http1: http1, http2: EdgeHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath),
             certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,

@@ -61,7 +61,11 @@ struct DocSnippetsTests {
 
     /// Every block a page shows for a reader to copy into a file: the configuration, and the programs
     /// (`programLanguages`).
-    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit, apisConfiguration, apisSwift]
+    /// Run by `EnvoyExtAuthzTests` (HTTP mode, and with the next two in place of its filter and cluster, gRPC mode).
+    static let envoyHTTP = Shown(page: "docs/front.md", language: "yaml", after: "Over HTTP (the listener on 10000")
+    static let envoyGRPCFilter = Shown(page: "docs/front.md", language: "yaml", after: "Over gRPC, the same listener")
+    static let envoyGRPCCluster = Shown(page: "docs/front.md", language: "yaml", after: "Over gRPC, the same listener", nth: 2)
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, envoyHTTP, envoyGRPCFilter, envoyGRPCCluster, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit, apisConfiguration, apisSwift]
 
     /// The README's opening commands; checked by `readmeLocalMode`, which runs the first (the second, `./scripts/test`,
     /// is what runs these tests).

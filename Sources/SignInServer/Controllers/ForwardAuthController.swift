@@ -47,65 +47,48 @@ struct ForwardAuthController: Sendable {
         return await answer(request, at: .forward, method: method, original: original(request, context: context), passStatus: .ok, context: context)
     }
 
-    /// A check's answer at `door`: the refusal, or `passStatus` with the identity when a person is let in, and the
-    /// `Authorization` the upstream is to get (`upstreamAuthorization`).
+    /// A check's answer at `door`: the verdict's refusal, or `passStatus` with the identity when a person is let in,
+    /// and the `Authorization` the upstream is to get. That is said twice: as `X-Auth-Request-Authorization`
+    /// (nginx's `auth_request_set`, Caddy's `copy_headers`) and as `Authorization` (Traefik's `authResponseHeaders`
+    /// copies a field under its own name only), so that a proxy configured as docs/front.md shows sets the
+    /// upstream's `Authorization` from the answer, and drops it when the answer has none.
     private func answer(
         _ request: Request, at door: DoorPolicy.Door, method: String, original: String?, passStatus: HTTPResponse.Status, context: ServerContext
     ) async -> Response {
-        let decision = await decision(request, context: context)
-        if let refusal = policy.refusal(decision, at: door, request: request, method: method, original: original) { return refusal }
-        var response = DoorPolicy.empty(passStatus)
-        var client: String?
-        if case .allow(let user, let groups, let holder) = decision {
-            response = await allowed(user, groups: groups, client: holder, status: passStatus, request: request, context: context)
-            client = holder
+        let asked = doorRequest(request, method: method, original: original, context: context)
+        let verdict = await policy.decide(asked, logger: context.logger) {
+            asked.credential == .none ? context.visitor : await sessions.doorVisitor(request, credential: asked.credential, context: context)
         }
-        if let authorization = upstreamAuthorization(request, client: client, context: context) {
+        guard case .allow(let admission) = verdict else {
+            return policy.refusal(verdict, at: door, fields: request.headers, original: original) ?? DoorPolicy.empty(.internalServerError)
+        }
+        var response = DoorPolicy.empty(passStatus)
+        if let person = admission.person {
+            var token: String?
+            if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
+                token = await assertions.assertion(for: person.user, groups: person.groups, audience: audience, client: person.client)
+            }
+            response = Response(status: passStatus, headers: IdentityHeaders.checkFields(person.user, groups: person.groups, assertion: token, client: person.client))
+        }
+        if let authorization = admission.authorization {
             response.headers[.authorization] = authorization
             if let name = IdentityHeaders.authorization { response.headers[name] = authorization }
         }
         return response
     }
 
-    /// The request's `Authorization` when the upstream is to get it, as `--upstream` passes it (`UpstreamGate.passed`):
-    /// always, unless a bearer token let the request in (`client` holds it) and its rule does not pass it
-    /// (`pass_authorization`); the identity headers and the assertion stand for the token then. Said twice in the
-    /// answer: as `X-Auth-Request-Authorization` (nginx's `auth_request_set`, Caddy's `copy_headers`) and as
-    /// `Authorization` (Traefik's `authResponseHeaders` copies a field under its own name only), so that a proxy
-    /// configured as docs/front.md shows sets the upstream's `Authorization` from the answer, and drops it when the
-    /// answer has none.
-    private func upstreamAuthorization(_ request: Request, client: String?, context: ServerContext) -> String? {
-        guard let authorization = request.headers[.authorization] else { return nil }
-        guard client != nil else { return authorization }
-        let asked = proxy.checkedRequest(request.headers, fromTrusted: proxy.trusted(context.remoteAddress?.ipAddress))
-        return policy.front.access.passesAuthorization(asked) ? authorization : nil
-    }
-
-    /// The door policy's decision on the request the proxy asks about (`ClientAddressResolver.checkedRequest`),
-    /// narrowed by the check's own query (`CheckNarrowing`), with the session `SessionMiddleware` looked up.
-    private func decision(_ request: Request, context: ServerContext) async -> AccessDecision {
+    /// The request the proxy asks about, as every door describes it: what a trusted proxy says of the original
+    /// request (`ClientAddressResolver.checkedRequest`), narrowed by the check's own query (`CheckNarrowing`). The
+    /// token the original request carries is in its `Authorization` field (passed to the check), or in its query as
+    /// the trusted proxy says the original URI.
+    private func doorRequest(_ request: Request, method: String, original: String?, context: ServerContext) -> DoorRequest {
         let fromTrusted = proxy.trusted(context.remoteAddress?.ipAddress)
-        let checked = proxy.checkedRequest(request.headers, fromTrusted: fromTrusted)
-        let narrowing = request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
-        // The token the original request carries: in its Authorization field (passed to the check), or in its query
-        // as the trusted proxy says the original URI.
-        let credential = BearerCredential.read(authorization: request.headers[values: .authorization], query: proxy.checkedQuery(request.headers, fromTrusted: fromTrusted))
-        return await policy.decide(
-            checked, narrowing: narrowing, credential: credential, clientAddress: proxy.clientAddress(request, context: context), logger: context.logger
-        ) {
-            credential == .none ? context.visitor : await sessions.doorVisitor(request, credential: credential, context: context)
-        }
-    }
-
-    /// The identity headers, and the assertion addressed to the forwarded origin (`X-Forwarded-Proto` and
-    /// `-Host`); without a forwarded origin there is no audience, so no assertion. `client`: who holds the bearer
-    /// token that let the person in (`X-Auth-Request-Client`, the assertion's `azp`).
-    private func allowed(_ user: UserRecord, groups: [String], client: String?, status: HTTPResponse.Status, request: Request, context: ServerContext) async -> Response {
-        var token: String?
-        if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
-            token = await assertions.assertion(for: user, groups: groups, audience: audience, client: client)
-        }
-        return Response(status: status, headers: IdentityHeaders.checkFields(user, groups: groups, assertion: token, client: client))
+        return DoorRequest(
+            asked: proxy.checkedRequest(request.headers, fromTrusted: fromTrusted), method: method, fields: request.headers,
+            credential: BearerCredential.read(authorization: request.headers[values: .authorization], query: proxy.checkedQuery(request.headers, fromTrusted: fromTrusted)),
+            clientAddress: proxy.clientAddress(request, context: context), original: original,
+            narrowing: request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
+        )
     }
 
     /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.
@@ -116,12 +99,4 @@ struct ForwardAuthController: Sendable {
         let scheme = proxy.forwarded(.xForwardedProto, request, context: context)?.lowercased() == "https" ? "https" : "http"
         return scheme + "://" + host + uri
     }
-
-}
-
-
-extension HTTPField.Name {
-    /// `X-Forwarded-Method`, `X-Forwarded-Uri`: the original request, from Traefik and Caddy.
-    static let xForwardedMethod = HTTPField.Name("X-Forwarded-Method")
-    static let xForwardedUri = HTTPField.Name("X-Forwarded-Uri")
 }

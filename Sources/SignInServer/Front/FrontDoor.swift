@@ -43,7 +43,9 @@ struct FrontDoor: HTTPResponderBuilder {
 /// `/.well-known/openid-configuration`), `/healthz`, `/readyz`, `/metrics` and its static files. Every other path,
 /// `/` and siwa's older unprefixed page paths (`/session`, `/account/delete`, `/api/…`) included, is the site's.
 struct SiwaPaths: Sendable {
-    private var exact: Set<String> = ["/healthz", "/readyz", "/metrics", "/button.css", "/.well-known/openid-configuration"]
+    /// Envoy's gRPC `ext_authz` call is siwa's too, so that one siwa can be Envoy's authorization service and the
+    /// proxy of an app at once.
+    private var exact: Set<String> = ["/healthz", "/readyz", "/metrics", "/button.css", "/.well-known/openid-configuration", "/envoy.service.auth.v3.Authorization/Check"]
     private let prefixes = ["/auth/", "/.well-known/siwa/", "/oauth2/"]
 
     init(publicDirectory: String) {

@@ -24,38 +24,48 @@ struct UpstreamGate: Sendable {
     @TaskLocal static var switchFailure: UpstreamForwarder.Failure?
 
     /// The answer to `request`, whose target the front read as `target` (`SiwaPaths.route`): decided on it by the
-    /// door's policy, and forwarded with it, or answered as the policy says.
+    /// door's verdict, and forwarded with it, or answered as the verdict says.
     func respond(to request: Request, target: RequestTarget, context: ServerContext) async throws -> Response {
-        let decision = await decision(request, target: target, context: context)
-        if let refusal = policy.refusal(decision, at: .upstream, request: request, method: request.method.rawValue, original: front.publicOrigin + target.forwarded) {
-            return refusal
+        let asked = doorRequest(request, target: target, context: context)
+        let verdict = await decide(asked, request, context: context)
+        guard case .allow(let admission) = verdict else {
+            return policy.refusal(verdict, at: .upstream, fields: request.headers, original: asked.original) ?? failed(.broken("no answer"), request, logger: context.logger)
         }
-        guard case .allow(let user, let groups, let client) = decision else { return await forward(request, target: target, context: context, identity: []) }
-        return await forward(
-            passed(request, client: client, target: target), target: target, context: context, identity: await identity(of: user, groups: groups, client: client)
+        return await forward(passed(request, admission), target: target, context: context, identity: await identity(of: admission))
+    }
+
+    /// `request` as every door describes it (`DoorRequest`), for `target`, the host it was sent to and its method.
+    func doorRequest(_ request: Request, target: RequestTarget, context: ServerContext) -> DoorRequest {
+        let method = request.method.rawValue
+        return DoorRequest(
+            asked: AccessRequest(host: request.head.authority, method: method, path: target.path, isPreflight: request.headers.isCORSPreflight(method: method)),
+            method: method, fields: request.headers,
+            credential: BearerCredential.read(authorization: request.headers[values: .authorization], query: request.uri.query.map { Substring($0) }),
+            clientAddress: resolver.clientAddress(request, context: context), original: front.publicOrigin + target.forwarded
         )
     }
 
-    /// The policy's decision on `request` for `target`, the host it was sent to and its method: the bearer token or
-    /// the session is looked up only when the rule that applies needs a person.
-    func decision(_ request: Request, target: RequestTarget, context: ServerContext) async -> AccessDecision {
-        let method = request.method.rawValue
-        let asked = AccessRequest(host: request.head.authority, method: method, path: target.path, isPreflight: request.isCORSPreflight(method: method))
-        let credential = BearerCredential.read(authorization: request.headers[values: .authorization], query: request.uri.query.map { Substring($0) })
-        return await policy.decide(asked, credential: credential, clientAddress: resolver.clientAddress(request, context: context), logger: context.logger) {
-            await sessions.doorVisitor(request, credential: credential, context: context)
+    /// The verdict on `asked`: the bearer token or the session is looked up only when the rule that applies needs
+    /// a person.
+    func decide(_ asked: DoorRequest, _ request: Request, context: ServerContext) async -> DoorVerdict {
+        await policy.decide(asked, logger: context.logger) {
+            await sessions.doorVisitor(request, credential: asked.credential, context: context)
         }
     }
 
-    /// `request` as it goes to the upstream when a bearer token let it in (`client` holds it): without its
-    /// `Authorization` field, for which the identity headers and the assertion stand, unless the rule passes it.
-    func passed(_ request: Request, client: String?, target: RequestTarget) -> Request {
-        guard client != nil else { return request }
-        let asked = AccessRequest(host: request.head.authority, method: request.method.rawValue, path: target.path)
-        guard !front.access.passesAuthorization(asked) else { return request }
+    /// `request` as it goes to the upstream: without its `Authorization` field when the verdict does not pass it on
+    /// (a bearer token let the person in, for which the identity headers and the assertion stand).
+    func passed(_ request: Request, _ admission: Admission) -> Request {
+        guard admission.dropsAuthorization else { return request }
         var head = request.head
         head.headerFields[.authorization] = nil
         return Request(head: head, body: request.body)
+    }
+
+    /// The identity headers of an admission, with the assertion addressed to the upstream's origin when a key can sign.
+    func identity(of admission: Admission) async -> [HTTPField] {
+        guard let person = admission.person else { return [] }
+        return await identity(of: person.user, groups: person.groups, client: person.client)
     }
 
     /// The identity headers of `user` (in `groups`, holding the bearer token of `client` when one let them in) and,
@@ -68,9 +78,7 @@ struct UpstreamGate: Sendable {
 
     /// The identity headers of `user`, and `assertion` when there is one (also what the fast path sends).
     static func identityFields(_ user: UserRecord, groups: [String], client: String? = nil, assertion: String?) -> [HTTPField] {
-        var fields = IdentityHeaders.fields(for: user, groups: groups, client: client)
-        if let name = IdentityHeaders.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
-        return fields
+        IdentityHeaders.fields(for: user, groups: groups, client: client, assertion: assertion)
     }
 
     /// The upstream's side of the WebSocket `request` asks for, opened with the same identity as a plain request
@@ -78,15 +86,9 @@ struct UpstreamGate: Sendable {
     /// answers the same request: 401 or 403), the failure when the upstream did not switch protocols (answered by
     /// `failed`, as any carrier's).
     func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext) async -> Result<UpstreamWebSocket, UpstreamForwarder.Failure>? {
-        let identity: [HTTPField]
-        var request = request
-        switch await decision(request, target: target, context: context) {
-        case .pass: identity = []
-        case .allow(let user, let groups, let client):
-            identity = await self.identity(of: user, groups: groups, client: client)
-            request = passed(request, client: client, target: target)
-        case .deny, .signIn, .unavailable, .badToken: return nil
-        }
+        guard case .allow(let admission) = await decide(doorRequest(request, target: target, context: context), request, context: context) else { return nil }
+        let identity = await self.identity(of: admission)
+        let request = passed(request, admission)
         do {
             return .success(try await forwarder.openWebSocket(request, target: target, context: context, identity: identity))
         } catch {
@@ -111,11 +113,16 @@ struct UpstreamGate: Sendable {
     /// siwa's 400 page for a request the front does not pass on (`reason`, logged): nothing reaches the upstream.
     func refuse(_ request: Request, because reason: String, logger: Logger) -> Response {
         logger.notice("request refused at the door", metadata: ["reason": "\(reason)", "method": "\(request.method)"])
-        return policy.page(.badTarget, request)
+        return policy.page(.badTarget, request.headers)
     }
 
     /// siwa's page when the upstream gave no answer to `request` (`DoorFailures`: logged and counted).
     func failed(_ failure: UpstreamForwarder.Failure, _ request: Request, logger: Logger) -> Response {
-        policy.page(failures.page(for: failure, retryURL: request.head.path ?? "/", logger: logger), request)
+        failed(failure, fields: request.headers, retryURL: request.head.path ?? "/", logger: logger)
+    }
+
+    /// The same, for a request known by its fields and target (the byte path's, which has no `Request`).
+    func failed(_ failure: UpstreamForwarder.Failure, fields: HTTPFields, retryURL: String, logger: Logger) -> Response {
+        policy.page(failures.page(for: failure, retryURL: retryURL, logger: logger), fields)
     }
 }

@@ -70,6 +70,14 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
+    /// Counts an answer to Envoy's `ext_authz` by the verdict's kind (`DoorVerdict.kind`: pass, allow, sign-in,
+    /// unauthorized, bad-token, deny, unavailable) and the mode (`http`, `grpc`).
+    func extAuthz(_ verdict: String, mode: String) {
+        registry.makeCounter(
+            name: "siwa_ext_authz_checks_total", labels: [("verdict", verdict), ("mode", mode)], help: "Checks Envoy's ext_authz asked, by verdict and mode."
+        ).increment()
+    }
+
     /// Seconds until the certificate served for `domain` expires.
     func certificateExpiry(domain: String, seconds: Double) {
         registry.makeGauge(name: "siwa_tls_certificate_expiry_seconds", labels: [("domain", domain)], help: "Seconds until the certificate served for a domain expires.").set(seconds)

@@ -8,6 +8,9 @@ extension HTTPField.Name {
     /// `auth_request` location.
     static let xOriginalURI = HTTPField.Name("X-Original-URI")
     static let xOriginalMethod = HTTPField.Name("X-Original-Method")
+    /// `X-Forwarded-Method`, `X-Forwarded-Uri`: the original request, from Traefik and Caddy.
+    static let xForwardedMethod = HTTPField.Name("X-Forwarded-Method")
+    static let xForwardedUri = HTTPField.Name("X-Forwarded-Uri")
     /// A CORS preflight's (with `Origin`).
     static let accessControlRequestMethod = HTTPField.Name("Access-Control-Request-Method")
 }

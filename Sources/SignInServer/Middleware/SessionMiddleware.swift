@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 
@@ -22,46 +23,59 @@ struct SessionMiddleware: RouterMiddleware {
     /// native app's session token opens the door as its app (`native:` sessions only: a browser's session id is no
     /// bearer token); an access token of siwa's OpenID provider as its client.
     func doorVisitor(_ request: Request, credential: BearerCredential, context: ServerContext) async -> Visitor {
+        await doorVisitor(
+            fields: request.headers, credential: credential, clientAddress: resolver.clientAddress(request, context: context), retryURL: request.uri.path,
+            logger: context.logger
+        )
+    }
+
+    /// The same, from the request's header fields alone (a door that has no `Request` of the original: Envoy's gRPC
+    /// check). `clientAddress`: who asks (the store shares out its look-ups by it); `retryURL`: the page to try again
+    /// when the store does not answer.
+    func doorVisitor(fields: HTTPFields, credential: BearerCredential, clientAddress: String, retryURL: String, logger: Logger) async -> Visitor {
         let token: String
         switch credential {
-        case .none: return await visitor(request, context: context)
+        case .none: return await visitor(fields: fields, clientAddress: clientAddress, retryURL: retryURL, logger: logger)
         case .refused(let problem), .malformed(let problem): return .badToken(problem)
         case .token(let presented): token = presented
         }
         let hash = SessionCookie.digest(token)
-        let client = resolver.clientAddress(request, context: context)
         do {
             let found = token.hasPrefix(BearerCredential.accessTokenPrefix)
-                ? try await store.accessToken(hash: hash, now: Date(), askedBy: client)
-                : try await store.session(idHash: hash, now: Date(), askedBy: client)
+                ? try await store.accessToken(hash: hash, now: Date(), askedBy: clientAddress)
+                : try await store.session(idHash: hash, now: Date(), askedBy: clientAddress)
             guard let (session, user) = found, let holder = session.bearerClient else {
-                context.logger.notice("bearer token refused at the door: unknown, expired or its session ended")
+                logger.notice("bearer token refused at the door: unknown, expired or its session ended")
                 return .badToken(.notValid)
             }
             return .bearer(session, user, client: holder)
         } catch let busy as SessionLookupsBusy {
-            context.logger.warning("token look-up not made: \(busy)")
-            return .storeUnavailable(retryURL: request.uri.path)
+            logger.warning("token look-up not made: \(busy)")
+            return .storeUnavailable(retryURL: retryURL)
         } catch {
-            context.logger.error("store unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
-            return .storeUnavailable(retryURL: request.uri.path)
+            logger.error("store unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
+            return .storeUnavailable(retryURL: retryURL)
         }
     }
 
     func visitor(_ request: Request, context: ServerContext) async -> Visitor {
-        guard let idHash = request.cookieValue(cookies.sessionName).flatMap(SessionCookie.hash) else { return .anonymous(hadCookie: false) }
+        await visitor(fields: request.headers, clientAddress: resolver.clientAddress(request, context: context), retryURL: request.uri.path, logger: context.logger)
+    }
+
+    /// Who the session cookie among `fields` names.
+    func visitor(fields: HTTPFields, clientAddress: String, retryURL: String, logger: Logger) async -> Visitor {
+        guard let idHash = fields.cookieValue(cookies.sessionName).flatMap(SessionCookie.hash) else { return .anonymous(hadCookie: false) }
         do {
-            let client = resolver.clientAddress(request, context: context)
-            guard let (session, user) = try await store.session(idHash: idHash, now: Date(), askedBy: client) else {
+            guard let (session, user) = try await store.session(idHash: idHash, now: Date(), askedBy: clientAddress) else {
                 return .anonymous(hadCookie: true)
             }
             return .signedIn(session, user)
         } catch let busy as SessionLookupsBusy {
-            context.logger.warning("session look-up not made: \(busy)")
-            return .storeUnavailable(retryURL: request.uri.path)
+            logger.warning("session look-up not made: \(busy)")
+            return .storeUnavailable(retryURL: retryURL)
         } catch {
-            context.logger.error("store unavailable", metadata: ["error": "\(error)"])
-            return .storeUnavailable(retryURL: request.uri.path)
+            logger.error("store unavailable", metadata: ["error": "\(error)"])
+            return .storeUnavailable(retryURL: retryURL)
         }
     }
 }

@@ -18,7 +18,7 @@ extension Request {
     /// the sign-in starts, as the button's is); anything else (a fetch, a form, an API client) gets the 401 page,
     /// since a redirect to Apple is of no use to it.
     func signInFirst() throws -> Response {
-        guard isPageNavigation(method: method.rawValue) else { throw ErrorPage.signedOut }
+        guard headers.isPageNavigation(method: method.rawValue) else { throw ErrorPage.signedOut }
         var response = Response.redirect(to: "/auth/apple?return_to=" + FormEncoding.encode(uri.description), type: .found)
         response.headers[.cacheControl] = "no-store"
         return response

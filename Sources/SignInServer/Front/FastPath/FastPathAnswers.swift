@@ -108,7 +108,7 @@ final class FastPathAnswers: Sendable {
             let audience = upstream.rawPool.settings.origin
             guard let assertion = assertions.recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) else { return nil }
             return .identified(
-                user, groups: groups, assertion: assertion, client: client, dropsAuthorization: client != nil && !front.access.passesAuthorization(request)
+                user, groups: groups, assertion: assertion, client: client, dropsAuthorization: !front.keepsAuthorization(client: client, request)
             )
         case .deny, .signIn, .unavailable, .badToken:
             // The handlers answer: a refusal is rendered and audited there, a session not in memory is looked up.
@@ -149,7 +149,7 @@ final class FastPathAnswers: Sendable {
             assertion = recent
         }
         counter.increment()
-        let said = client == nil || front.access.passesAuthorization(request) ? authorization : nil
+        let said = front.keepsAuthorization(client: client, request) ? authorization : nil
         return CheckPass(status: status, user: user, groups: groups, assertion: assertion, client: client, authorization: said)
     }
 
@@ -206,8 +206,8 @@ final class FastPathAnswers: Sendable {
         let logger = logger
         let dates = dates
         Task {
-            let page = gate.failed(failure, Request(head: request, body: RequestBody(buffer: ByteBuffer())), logger: logger)
-            let collector = CollectedBody()
+            let page = gate.failed(failure, fields: request.headerFields, retryURL: request.path ?? "/", logger: logger)
+            let collector = BodyCollector()
             try? await page.body.write(collector)
             let body = collector.buffer
             var stamped = page.head
@@ -218,18 +218,6 @@ final class FastPathAnswers: Sendable {
             loop.execute { answer(head, body) }
         }
     }
-}
-
-/// A response body collected whole (siwa's own small pages).
-private final class CollectedBody: ResponseBodyWriter {
-    var buffer = ByteBuffer()
-
-    func write(_ buffer: ByteBuffer) async throws {
-        var buffer = buffer
-        self.buffer.writeBuffer(&buffer)
-    }
-
-    func finish(_ trailingHeaders: HTTPFields?) async throws {}
 }
 
 /// The `Date` header's value (RFC 9110 IMF-fixdate), made at most once a second.

@@ -21,6 +21,21 @@ public enum IdentityHeaders {
     /// it (none when absent).
     public static let authorization = HTTPField.Name("X-Auth-Request-Authorization")
 
+    /// Every field name siwa tells an upstream who asks under: what a door that cannot strip a client's own value
+    /// (Envoy's) names for removal when it does not set it.
+    static let all: [HTTPField.Name] = [user, email, preferredUsername, privateEmail, groups, assertion, client, authorization].compactMap { $0 }
+
+    /// Whether a client's field `name` (any case) claims an identity the upstream could take for siwa's or another
+    /// front's: `X-Auth-Request-*`, `X-Siwa-*` (also spelled with `_`, which CGI, WSGI and PHP read as `-`), and the
+    /// names other fronts pass identity under (`Remote-User`, `X-Remote-User`…).
+    static func claimsIdentity(_ name: String) -> Bool {
+        let dashed = name.lowercased().replacingOccurrences(of: "_", with: "-")
+        return dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || otherFronts.contains(dashed)
+    }
+
+    /// The identity names of other fronts (oauth2-proxy's, Authelia's, Apache's `REMOTE_USER` as a field).
+    static let otherFronts: Set<String> = ["remote-user", "remote-email", "remote-groups", "remote-name", "x-remote-user", "x-remote-email", "x-remote-groups"]
+
     /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, whether the
     /// email is a private relay address, and the person's `groups` now (none: no header).
     static func fields(for user: UserRecord, groups: [String], client: String? = nil) -> [HTTPField] {
@@ -31,6 +46,13 @@ public enum IdentityHeaders {
         if !groups.isEmpty { pairs.append((Self.groups, groups.joined(separator: ","))) }
         if let client { pairs.append((Self.client, client)) }
         return pairs.compactMap { name, value in name.map { HTTPField(name: $0, value: headerSafe(value)) } }
+    }
+
+    /// The identity headers of `user`, and the assertion when there is one: what goes to the upstream.
+    static func fields(for user: UserRecord, groups: [String], client: String?, assertion: String?) -> [HTTPField] {
+        var fields = fields(for: user, groups: groups, client: client)
+        if let name = Self.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
+        return fields
     }
 
     /// `text` unchanged when every byte is printable ASCII other than `%`; otherwise percent-encoded UTF-8.

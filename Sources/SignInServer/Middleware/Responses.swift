@@ -26,3 +26,16 @@ extension Response {
         return response
     }
 }
+
+/// A response body collected whole: siwa's own small pages, when a carrier writes them itself (the byte path's failure
+/// page, a refusal copied into Envoy's `DeniedHttpResponse`).
+final class BodyCollector: ResponseBodyWriter {
+    var buffer = ByteBuffer()
+
+    func write(_ buffer: ByteBuffer) async throws {
+        var buffer = buffer
+        self.buffer.writeBuffer(&buffer)
+    }
+
+    func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

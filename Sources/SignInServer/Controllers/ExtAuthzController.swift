@@ -1,0 +1,145 @@
+import DoorHTTP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Envoy's external authorization (`ext_authz`), the door of Envoy Gateway, Istio, Contour and any Envoy: Envoy asks
+/// siwa about each request before its upstream sees it, and renders siwa's answer.
+///
+/// - Over HTTP (`http_service` with `path_prefix: /auth/ext-authz`): Envoy sends the original method, the original
+///   target below the prefix, the original `Host` and the fields its `allowed_headers` names. Allowed: 200 with the
+///   identity headers (Envoy sets them on the upstream's request, `allowed_upstream_headers`) and
+///   `x-envoy-auth-headers-to-remove` naming every identity field siwa does not set (a client's own
+///   `X-Auth-Request-Groups` never reaches the app). Refused: the answer `/auth/forward` gives, which Envoy passes
+///   to the client (302 to sign in, 401 with `WWW-Authenticate`, 403).
+/// - Over gRPC (`envoy.service.auth.v3.Authorization/Check`, `ExtAuthzController+GRPC.swift`): the same verdict in a
+///   `CheckResponse`.
+///
+/// What Envoy says of the original request (host, path, method, the client's address) is believed from a trusted
+/// proxy only (`trusted_proxies`), as `/auth/check` believes nginx; from anyone else the rules see no host and no
+/// path, and no assertion is signed. The decision is the door's one verdict (`DoorVerdicts`); nothing is decided here.
+struct ExtAuthzController: Sendable {
+    let policy: DoorPolicy
+    let proxy: ClientAddressResolver
+    let assertions: IdentityAssertions
+    let sessions: SessionMiddleware
+    let metrics: ServerMetrics
+
+    /// The prefix Envoy's `http_service.path_prefix` names.
+    static let prefix = "/auth/ext-authz"
+
+    /// The methods a request Envoy asks about may have (the router registers a route per method).
+    static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options, .trace]
+        + ["PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "SEARCH", "PURGE"].compactMap { HTTPRequest.Method($0) }
+
+    func addRoutes(to router: Router<ServerContext>) {
+        for method in Self.methods {
+            router.on(RouterPath(Self.prefix), method: method, use: http)
+            router.on(RouterPath(Self.prefix + "/**"), method: method, use: http)
+        }
+    }
+
+    /// The original request as Envoy describes it, in either mode.
+    struct Original: Sendable {
+        /// As the client sent it.
+        var method: String
+        /// Path and query, as Envoy got them.
+        var target: String
+        /// The original `Host` (`:authority`).
+        var host: String?
+        /// `http` or `https`, as Envoy says (`x-forwarded-proto`, or gRPC's `scheme`).
+        var scheme: String?
+        /// The fields Envoy passes on.
+        var fields: HTTPFields
+        /// Whether the peer that asks (Envoy) is a trusted proxy.
+        var fromTrusted: Bool
+        /// The client's address (`x-forwarded-for` or gRPC's `source.address`, from a trusted proxy), else the peer's.
+        var clientAddress: String
+    }
+
+    /// What Envoy is to do.
+    enum Answer {
+        /// Let through: `set` on the upstream's request (overwriting), `remove` from it.
+        case allowed(set: [HTTPField], remove: [String])
+        /// Answer the client with this (rendered as `/auth/forward`'s refusal).
+        case denied(Response)
+    }
+
+    /// The verdict on `original`, rendered for Envoy (`mode`: `http` or `grpc`, for the metrics).
+    func check(_ original: Original, mode: String, logger: Logger) async -> Answer {
+        let request = doorRequest(original)
+        let verdict = await policy.decide(request, logger: logger) {
+            await sessions.doorVisitor(
+                fields: original.fields, credential: request.credential, clientAddress: original.clientAddress,
+                retryURL: request.original ?? "/", logger: logger
+            )
+        }
+        metrics.extAuthz(verdict.kind, mode: mode)
+        guard case .allow(let admission) = verdict else {
+            return .denied(policy.refusal(verdict, at: .forward, fields: original.fields, original: request.original) ?? DoorPolicy.empty(.forbidden))
+        }
+        var assertion: String?
+        if let person = admission.person, let audience = request.original.flatMap(Self.origin) {
+            assertion = await assertions.assertion(for: person.user, groups: person.groups, audience: audience, client: person.client)
+        }
+        let set = admission.identityFields(assertion: assertion)
+        return .allowed(set: set, remove: admission.removedNames(given: set, from: original.fields))
+    }
+
+    /// `original` as every door describes it. From a peer that is not a trusted proxy the rules see no host, method
+    /// or path (as `/auth/check` sees an untrusted asker), so no rule that names them applies, and there is no URL to
+    /// come back to.
+    func doorRequest(_ original: Original) -> DoorRequest {
+        let target = original.fromTrusted ? try? RequestTarget(original.target, host: original.host) : nil
+        let method = original.method.uppercased()
+        var asked = AccessRequest(host: nil, method: nil, path: nil)
+        var url: String?
+        if original.fromTrusted, let host = original.host, let target {
+            asked = AccessRequest(host: host, method: method, path: target.path, isPreflight: original.fields.isCORSPreflight(method: method))
+            let scheme = original.scheme?.lowercased() == "https" ? "https" : "http"
+            url = scheme + "://" + host + target.forwarded
+        }
+        let query = original.target.firstIndex(of: "?").map { original.target[original.target.index(after: $0)...] }
+        return DoorRequest(
+            asked: asked, method: method, fields: original.fields,
+            credential: BearerCredential.read(authorization: original.fields[values: .authorization], query: query),
+            clientAddress: original.clientAddress, original: url
+        )
+    }
+
+    /// `scheme://host` of an absolute URL: the assertion's audience.
+    static func origin(_ url: String) -> String? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let host = rest.prefix { $0 != "/" }
+        return String(url[..<schemeEnd.upperBound]) + host
+    }
+
+    /// The HTTP mode: the original request is this one, its target below `prefix`.
+    @Sendable func http(_ request: Request, context: ServerContext) async throws -> Response {
+        let peer = context.remoteAddress?.ipAddress
+        let fromTrusted = proxy.trusted(peer)
+        var target = String((request.head.path ?? "/").dropFirst(Self.prefix.count))
+        if !target.hasPrefix("/") { target = "/" + target }
+        let original = Original(
+            method: request.method.rawValue, target: target, host: request.head.authority,
+            scheme: proxy.forwarded(.xForwardedProto, request.headers, fromTrusted: fromTrusted), fields: request.headers, fromTrusted: fromTrusted,
+            clientAddress: proxy.clientAddress(request.headers, peer: peer)
+        )
+        switch await check(original, mode: "http", logger: context.logger) {
+        case .allowed(let set, let remove):
+            var response = DoorPolicy.empty(.ok)
+            response.headers.append(contentsOf: set)
+            if !remove.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { response.headers[name] = remove.joined(separator: ",") }
+            return response
+        case .denied(let response):
+            return response
+        }
+    }
+}
+
+extension HTTPField.Name {
+    /// The field of an `ext_authz` HTTP service's 200 naming the fields Envoy removes from the upstream's request.
+    static let envoyAuthHeadersToRemove = HTTPField.Name("x-envoy-auth-headers-to-remove")
+}

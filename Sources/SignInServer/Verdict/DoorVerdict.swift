@@ -1,0 +1,106 @@
+import HTTPTypes
+
+/// The door's verdict on one request (`DoorVerdicts.decide`), the same whatever door asked: every door only renders
+/// it, as a forwarded request or a page (`--upstream`), a status with identity headers (`/auth/check`,
+/// `/auth/forward`, Envoy's `ext_authz` over HTTP), or a `CheckResponse` (Envoy's `ext_authz` over gRPC).
+enum DoorVerdict: Sendable {
+    /// Let through, with `Admission`'s identity (none on a `public` rule).
+    case allow(Admission)
+    /// No person, and the rule needs one. A browser's navigation (`navigation`) is sent to sign in and comes back to
+    /// `returnTo`; anything else is told 401 with a challenge.
+    case signIn(navigation: Bool, returnTo: String?)
+    /// A bearer token siwa does not take: 400 `invalid_request` (presented where the door never takes one, or
+    /// malformed) or 401 `invalid_token`, with its challenge (RFC 6750 §3).
+    case badToken(BearerProblem)
+    /// Turned away by the rules (403): `user` is who is signed in (nil: no one, on a `deny` rule). `bearer`: a token
+    /// came, so the challenge says `insufficient_scope`; `scripted`: a script or an app asks (problem details, not a
+    /// page).
+    case deny(UserRecord?, bearer: Bool, scripted: Bool)
+    /// The store did not answer; `retryURL` is the page to try again.
+    case unavailable(retryURL: String)
+
+    /// The status every door answers a refusal with (nil: let through). A check (nginx's `auth_request`) says 401 for
+    /// every bearer problem and its own statuses for the rest (`DoorPolicy.checkStatus`).
+    var status: HTTPResponse.Status? {
+        switch self {
+        case .allow: nil
+        case .signIn(let navigation, _): navigation ? .found : .unauthorized
+        case .badToken(let problem): problem.code == .invalidRequest ? .badRequest : .unauthorized
+        case .deny: .forbidden
+        case .unavailable: .serviceUnavailable
+        }
+    }
+
+    /// The `WWW-Authenticate` of a refusal (RFC 6750 §3): every 401, and a 403 to a bearer token.
+    var challenge: String? {
+        switch self {
+        case .allow, .unavailable, .deny(_, bearer: false, _), .signIn(navigation: true, _): nil
+        case .signIn: Self.challenge(error: nil)
+        case .badToken(let problem): Self.challenge(error: problem)
+        case .deny(_, bearer: true, _):
+            "Bearer realm=\"\(Self.realm)\", error=\"insufficient_scope\", error_description=\"the access rules do not let this token's person or client through here\""
+        }
+    }
+
+    /// The realm every challenge of the door names.
+    static let realm = "siwa"
+
+    /// `Bearer realm="siwa"`, with the error of `problem` when a token was refused.
+    static func challenge(error problem: BearerProblem?) -> String {
+        var challenge = "Bearer realm=\"\(realm)\""
+        if let problem { challenge += ", error=\"\(problem.code.rawValue)\", error_description=\"\(problem.description)\"" }
+        return challenge
+    }
+
+    /// The verdict's kind in one word, for logs, metrics and the tests that hold the doors to one verdict.
+    var kind: String {
+        switch self {
+        case .allow(let admission): admission.person == nil ? "pass" : "allow"
+        case .signIn(let navigation, _): navigation ? "sign-in" : "unauthorized"
+        case .badToken: "bad-token"
+        case .deny: "deny"
+        case .unavailable: "unavailable"
+        }
+    }
+}
+
+/// Who a request is let through as, and what goes on with it.
+struct Admission: Sendable {
+    /// A person let in: their groups now, and the client holding the bearer token that let them in (nil for a
+    /// browser's cookie).
+    struct Person: Sendable {
+        let user: UserRecord
+        let groups: [String]
+        let client: String?
+    }
+
+    /// Nil on a `public` rule: no identity goes on.
+    let person: Person?
+    /// The `Authorization` the upstream gets: the request's own, unless a bearer token let the person in and its
+    /// rule does not pass it (`pass_authorization`), when the identity headers and the assertion stand for it (nil).
+    let authorization: String?
+    /// Whether the request carried `Authorization` that does not go on (the doors that cannot drop it themselves
+    /// name it among the fields to remove).
+    let dropsAuthorization: Bool
+
+    /// The identity header fields of the person, with `assertion` (addressed to the door's audience) when signed.
+    func identityFields(assertion: String?) -> [HTTPField] {
+        guard let person else { return [] }
+        return IdentityHeaders.fields(for: person.user, groups: person.groups, client: person.client, assertion: assertion)
+    }
+
+    /// The field names the upstream must not get from the client, for a door that cannot strip them itself (Envoy's
+    /// `headers_to_remove`): every identity name siwa owns that `given` does not set, each identity claim the client
+    /// made under another name (`IdentityHeaders.claimsIdentity`, as it spelled it), and `Authorization` when it does
+    /// not go on.
+    func removedNames(given: [HTTPField], from fields: HTTPFields) -> [String] {
+        let set = Set(given.map(\.name))
+        var removed = IdentityHeaders.all.filter { !set.contains($0) }.map { $0.canonicalName }
+        for field in fields where IdentityHeaders.claimsIdentity(field.name.rawName) && !set.contains(field.name) {
+            let name = field.name.canonicalName
+            if !removed.contains(name) { removed.append(name) }
+        }
+        if dropsAuthorization { removed.append("authorization") }
+        return removed
+    }
+}
