@@ -19,6 +19,7 @@ struct VerdictDifferentialTests {
         [{"paths": ["^/open/"], "policy": "public"},
          {"paths": ["^/team/"], "policy": "allow", "groups": ["admins"]},
          {"paths": ["^/api/ios/"], "policy": "allow", "clients": ["\(bundle)"]},
+         {"paths": ["^/api/partner/"], "policy": "allow", "clients": ["com.example.other"]},
          {"paths": ["^/api/pass/"], "policy": "allow", "pass_authorization": true},
          {"paths": ["^/api/"], "policy": "allow", "cors_preflight": true}]
         """
@@ -36,7 +37,7 @@ struct VerdictDifferentialTests {
         case navigate, script, post, preflight
     }
 
-    static let paths = ["/open/a", "/team/b", "/api/ios/c", "/api/pass/d", "/api/e", "/plain/f"]
+    static let paths = ["/open/a", "/team/b", "/api/ios/c", "/api/partner/g", "/api/pass/d", "/api/e", "/plain/f"]
 
     /// What a client and the app saw, reduced to the verdict.
     struct Seen: Equatable, CustomStringConvertible {
@@ -62,9 +63,13 @@ struct VerdictDifferentialTests {
             )
         case 302 where location?.contains("/auth/apple") == true:
             return Seen(verdict: "sign-in")
-        case 400, 401:
+        case 400:
+            // Refused as malformed: by siwa (`invalid_request`), or by the proxy itself before it asked siwa (nginx
+            // answers two Authorization fields with its own 400): the request reaches no one.
+            return Seen(verdict: "invalid_request")
+        case 401:
             let error = challenge?.firstMatch(of: /error="([a-z_]+)"/).map { String($0.1) }
-            // A check (nginx's) says 401 for a request it refuses outright; the others 400: the same verdict.
+            // A check (nginx's) says 401 for a request siwa refuses outright; the others 400: the same verdict.
             return Seen(verdict: error == "invalid_request" ? "invalid_request" : "401 \(error ?? "")")
         case 403:
             return Seen(verdict: challenge?.contains("insufficient_scope") == true ? "403 insufficient_scope" : "403")

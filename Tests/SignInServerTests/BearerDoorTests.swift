@@ -149,6 +149,34 @@ struct BearerDoorTests {
         }
     }
 
+    @Test("two credentials a proxy joined into one Authorization field (Envoy joins its inline headers with a comma) are refused as two fields are, on a public path too, generated over schemes, spacing and order; one credential, a Digest one's commas included, is read as before")
+    func joinedCredentials() async throws {
+        var generator = SystemRandomNumberGenerator()
+        let tokens = ["abc", "siwa_at_" + String(repeating: "x", count: 20), "a-b.c_d~e+f/g==", "Zm9vOmJhcg=="]
+        let separators = [",", ", ", " ,", " , ", ",\t"]
+        for _ in 0..<500 {
+            let bearer = "Bearer " + tokens.randomElement(using: &generator)!
+            let other = ["Bearer " + tokens.randomElement(using: &generator)!, "Basic " + tokens.randomElement(using: &generator)!, "bearer " + tokens.randomElement(using: &generator)!]
+                .randomElement(using: &generator)!
+            let pair = Bool.random(using: &generator) ? [bearer, other] : [other, bearer]
+            let value = pair.joined(separator: separators.randomElement(using: &generator)!)
+            guard case .refused(let problem) = BearerCredential.read(authorization: [value], query: nil) else {
+                Issue.record("\(value) was not refused: \(BearerCredential.read(authorization: [value], query: nil))")
+                continue
+            }
+            #expect(problem.code == .invalidRequest)
+        }
+        for single in ["Bearer abc", "Digest username=\"a\", realm=\"b\", nonce=\"c\"", "Basic YTpi", "Bearer abc,", "Digest a=\"Bearer x\", b=c"] {
+            if case .refused = BearerCredential.read(authorization: [single], query: nil) { Issue.record("\(single) refused") }
+        }
+        try await withServer(try Self.options(rules: #"[{"paths": ["^/open"], "policy": "public"}]"#, trusted: true)) { h in
+            let token = try await h.nativeToken()
+            let joined = try await h.get("/auth/forward", headers: [.authorization: "Bearer \(token),Bearer \(token)", Self.uri: "/open/x", Self.host: "app.localhost"])
+            #expect(joined.status == .badRequest)
+            #expect(joined.headers[.wwwAuthenticate]?.contains("error=\"invalid_request\"") == true)
+        }
+    }
+
     @Test("an access token of siwa's provider passes as its client; revoked by the client, or its session signed out, it is refused at once; sent as a cookie it opens nothing")
     func providerAccessToken() async throws {
         try await withServer(try Self.options()) { h in

@@ -39,6 +39,11 @@ enum BearerCredential: Equatable, Sendable {
             return .refused(BearerProblem(.invalidRequest, "the request carries \(authorization.count) Authorization fields; send one"))
         }
         let value = field.trimmingCharacters(in: .whitespaces)
+        if let count = joinedCredentials(value) {
+            // Two fields a proxy joined into one (Envoy joins its inline headers, `Authorization` among them, with a
+            // comma): the same request as two fields, refused the same (found by `VerdictDifferentialTests`).
+            return .refused(BearerProblem(.invalidRequest, "the request carries \(count) Authorization credentials in one field; send one"))
+        }
         guard let space = value.firstIndex(where: { $0 == " " || $0 == "\t" }) else {
             return value.lowercased() == "bearer" ? .malformed(BearerProblem(.invalidRequest, "the Bearer scheme needs a token")) : .none
         }
@@ -48,6 +53,25 @@ enum BearerCredential: Equatable, Sendable {
             return .malformed(BearerProblem(.invalidRequest, "the bearer token is malformed (RFC 6750 b64token: letters, digits, - . _ ~ + / and trailing =)"))
         }
         return .token(token)
+    }
+
+    /// How many credentials `value` holds when it is several joined with commas of which one is a bearer token
+    /// (`Bearer a,Bearer b`, `Basic x, Bearer y`); nil for one credential (a `Digest` one's parameters hold commas, but
+    /// no part of it is `Bearer …`).
+    static func joinedCredentials(_ value: String) -> Int? {
+        guard value.contains(",") else { return nil }
+        let parts = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let bearers = parts.filter { part in
+            let scheme = part.prefix { $0 != " " && $0 != "\t" }
+            return scheme.lowercased() == "bearer" && scheme.count < part.count
+        }
+        guard !bearers.isEmpty, parts.count > 1 else { return nil }
+        // Each part a credential of its own: a scheme, then a token68 (a Digest parameter, `realm="x"`, is not one).
+        let credentials = parts.filter { part in
+            let words = part.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            return words.count == 2 && isToken68(String(words[1]))
+        }
+        return credentials.count > 1 ? credentials.count : nil
     }
 
     /// RFC 6750 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`, at most 4 KiB.
