@@ -200,3 +200,28 @@ struct EdgeFloodTests {
         }
     }
 }
+
+extension EdgeFloodTests {
+    /// What `h2_streams.py` says of its streams.
+    struct Streams: Decodable {
+        let max_streams: Int?
+        let refused: [String: Int]
+        let statuses: [String: Int]
+        let goaway: Int?
+        let closed: Bool
+        let after: Int?
+    }
+
+    @Test("a client that opens 110 streams at once where 100 are allowed, before it has read siwa's SETTINGS (a gRPC client opening its calls), over h2c: the 10 past the limit are refused alone (RST_STREAM REFUSED_STREAM, RFC 9113 §5.1.2), the 100 others answered, and the connection goes on; before, the whole connection ended with GOAWAY PROTOCOL_ERROR")
+    func excessStreamsRefusedAlone() async throws {
+        try await LocalSite.run { site in
+            let outcome = try await ThirdPartyScript.run("h2_streams.py", [String(site.port), "110", "/oauth2/token"], as: Streams.self)
+            #expect(outcome.max_streams == 100, "siwa advertises the limit it holds clients to: \(outcome)")
+            #expect(outcome.goaway == nil && !outcome.closed, "the connection went on: \(outcome)")
+            #expect(outcome.refused.count == 10, "the streams past the limit, and only they, were refused: \(outcome.refused)")
+            #expect(Set(outcome.refused.values) == [7], "REFUSED_STREAM, which a client may send again: \(outcome.refused)")
+            #expect(outcome.statuses.count == 100, "the others were answered: \(outcome.statuses.count)")
+            #expect(outcome.after == 200, "a request after them is answered on the same connection: \(outcome)")
+        }
+    }
+}

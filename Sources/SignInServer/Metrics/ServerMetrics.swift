@@ -60,6 +60,13 @@ public final class ServerMetrics: Sendable {
         registry.makeCounter(name: "siwa_http2_limit_total", labels: [("limit", limit)], help: "HTTP/2 connections ended for passing a limit, by limit.").increment()
     }
 
+    /// Counts an HTTP/2 stream refused alone (RST_STREAM REFUSED_STREAM) for opening past `h2_max_concurrent_streams`.
+    func http2StreamRefused() {
+        registry.makeCounter(
+            name: "siwa_http2_streams_refused_total", help: "HTTP/2 streams refused alone (REFUSED_STREAM) for opening past h2_max_concurrent_streams."
+        ).increment()
+    }
+
     /// Counts a request or connection ended for passing a limit on the client's time (`limit`: the key,
     /// `client_header_timeout_ms`, `client_body_timeout_ms` or `client_send_timeout_ms`). An idle connection's end is
     /// no limit met.
