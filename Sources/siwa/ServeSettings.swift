@@ -85,7 +85,7 @@ extension ServePlan {
             throw ConfigurationError(field: "oidc_clients", "\(error)")
         }
         let clientLimits = try Self.clientLimits(values)
-        let checkCacheSeconds = try values.int("check_cache_seconds", default: 5)
+        let checkCacheSeconds = try values.int("check_cache_seconds", default: ServerSettings.defaultCheckCacheSeconds)
         guard (0...3600).contains(checkCacheSeconds) else {
             throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
         }
@@ -274,8 +274,8 @@ extension ServePlan {
 
     /// `upstream`, `upstream_timeout_ms` and `skip_auth_routes`: the built-in proxy, or nil without `upstream`.
     static func upstream(_ values: LayeredValues) throws -> UpstreamSettings? {
-        let timeout = try positiveMilliseconds(values, "upstream_timeout_ms", default: 30_000)
-        let idle = try positiveMilliseconds(values, "upstream_idle_timeout_ms", default: 300_000)
+        let timeout = try positiveMilliseconds(values, "upstream_timeout_ms", default: UpstreamSettings.defaultTimeoutMS)
+        let idle = try positiveMilliseconds(values, "upstream_idle_timeout_ms", default: UpstreamSettings.defaultIdleTimeoutMS)
         let maxConnections = try values.int("upstream_max_connections", default: UpstreamSettings.defaultMaxConnections)
         guard maxConnections > 0 else { throw ConfigurationError(field: "upstream_max_connections", "must be at least 1; got \(maxConnections)") }
         let entries = values.list("skip_auth_routes")

@@ -515,7 +515,7 @@ struct UpstreamProxyTests {
         }
     }
 
-    @Test("WebSocket refusals happen before the upstream: no session is 401 and the upstream saw nothing; the upstream's subprotocol comes back; an upstream that does not switch protocols is 502; a skip_auth_routes route passes without a session and without identity")
+    @Test("WebSocket refusals happen before the upstream: no session is 401 and the upstream saw nothing; the upstream's subprotocol comes back; an upstream that does not switch protocols has its own answer passed on (its 400, where siwa said 502 before); a skip_auth_routes route passes without a session and without identity")
     func webSocketRefusalsAndSubprotocol() async throws {
         try await Self.withWebSocketSite(["skip_auth_routes": "GET=^/ws/public$"]) { site, visit, _, tally in
             let anonymous = try await RawHandshake.send(to: site.origin, path: "/ws/chat", headers: [])
@@ -539,7 +539,7 @@ struct UpstreamProxyTests {
             #expect(tally.requests == 1)
 
             let refused = try await RawHandshake.send(to: site.origin, path: "/ws-refused", headers: [cookie])
-            #expect(refused.status == 502, "\(refused.head)")
+            #expect(refused.status == 400, "the upstream's own answer, not siwa's 502: \(refused.head)")
             #expect(refused.headers["upgrade"] == nil)
             #expect(refused.headers["connection"]?.lowercased() == "close", "\(refused.head)")
             #expect(tally.requests == 2)
@@ -556,6 +556,25 @@ struct UpstreamProxyTests {
             let handshake = try EchoedRequest(json: ByteBuffer(string: try #require(received.value)))
             #expect(handshake.values("x-auth-request-user").isEmpty)
             #expect(handshake.values("x-siwa-assertion").isEmpty)
+        }
+    }
+
+    @Test("an upstream that answers a WebSocket upgrade without switching (401, 429, a page) has that answer reach the client, status, fields and body, through the one answer filter; before, every such answer became siwa's 502")
+    func webSocketDeclinedAnswerPassedOn() async throws {
+        try await Self.withEchoSite(["skip_auth_routes": "GET=^/(status|overreach)/"]) { site, _ in
+            for code in [401, 429, 200] {
+                let answer = try await RawHandshake.send(to: site.origin, path: "/status/\(code)", headers: [])
+                #expect(answer.status == code, "\(answer.head)")
+                #expect(answer.headers["set-cookie"] == "upstream=1", "the upstream's own fields: \(answer.head)")
+                #expect(answer.headers["upgrade"] == nil, "\(answer.head)")
+                if code == 429 { #expect(answer.headers["retry-after"] == "7", "\(answer.head)") }
+                #expect(answer.headers["content-type"] == "application/json", "\(answer.head)")
+            }
+            // Through the answer filter: the upstream's hop-by-hop fields and its Set-Cookie of siwa's cookie stay behind.
+            let overreach = try await RawHandshake.send(to: site.origin, path: "/overreach/x", headers: [])
+            #expect(overreach.status == 200, "\(overreach.head)")
+            #expect(overreach.headers["x-upstream-hop"] == nil, "\(overreach.head)")
+            #expect(!overreach.head.lowercased().contains("siwa_session=planted"), "\(overreach.head)")
         }
     }
 

@@ -49,6 +49,7 @@ struct NotAnEchoError: Error, CustomStringConvertible {
 ///
 /// - Every method and path is answered `200` with an `EchoedRequest` in JSON. The request body is counted as it
 ///   streams in, never held whole.
+/// - `/status/N` answers the echo with status N (and `Retry-After: 7` with 429).
 /// - `GET /large?bytes=N` streams N bytes of `PatternedBytes` (with `Content-Length`), never held whole.
 /// - Every answer carries `Set-Cookie: upstream=1` (to see that a proxy passes the upstream's cookies) and
 ///   `X-Echo-Path` with the request target (a header an auth subrequest's caller can copy, to see that it did).
@@ -104,7 +105,13 @@ enum EchoUpstream {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(echoed))))
+        // `/status/N`: the same echo, answered with status N (200 to 599).
+        var status = HTTPResponse.Status.ok
+        if request.uri.path.hasPrefix("/status/"), let code = Int(request.uri.path.dropFirst("/status/".count)), (200...599).contains(code) {
+            status = HTTPResponse.Status(code: code)
+            if code == 429 { headers[HTTPFields.Element.Name("Retry-After")!] = "7" }
+        }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(echoed))))
     }
 
     /// Every header of `request` by lowercased name, values in the order received; `host` included.

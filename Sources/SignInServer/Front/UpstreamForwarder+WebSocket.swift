@@ -58,8 +58,12 @@ extension UpstreamForwarder {
                         let upgrade = NIOTypedHTTPClientUpgradeConfiguration<UpstreamHandshake>(
                             upgradeRequestHead: head, upgraders: [UpstreamWebSocketUpgrader()],
                             notUpgradingCompletionHandler: { channel in
-                                channel.close(promise: nil)
-                                return channel.eventLoop.makeSucceededFuture(.refused)
+                                // The answer is read whole (NIO hands it on once this returns), then the connection ends.
+                                channel.eventLoop.makeCompletedFuture {
+                                    let reader = DeclinedUpgradeReader(promise: channel.eventLoop.makePromise(), timeout: timeout)
+                                    try channel.pipeline.syncOperations.addHandler(reader)
+                                    return .declined(reader.answer)
+                                }
                             }
                         )
                         var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgrade)
@@ -78,8 +82,14 @@ extension UpstreamForwarder {
         switch handshake {
         case .upgraded(let connection, let answer):
             return UpstreamWebSocket(connection: connection, answer: answer, place: place)
-        case .refused:
-            throw .unreachable(UpstreamWebSocketRefused(reason: "the upstream answered the WebSocket upgrade without switching protocols"))
+        case .declined(let answer):
+            let declined: DeclinedUpgrade
+            do {
+                declined = try await answer.get()
+            } catch {
+                throw .unreachable(UpstreamWebSocketRefused(reason: "the upstream answered the WebSocket upgrade without switching protocols, and its answer broke off: \(error)"))
+            }
+            throw .declined(declined)
         }
     }
 }
@@ -94,8 +104,80 @@ struct UpstreamWebSocketRefused: Error, CustomStringConvertible {
 enum UpstreamHandshake: Sendable {
     /// `101`: the connection now carries the WebSocket.
     case upgraded(NIOAsyncChannel<ByteBuffer, ByteBuffer>, HTTPResponseHead)
-    /// Anything else.
-    case refused
+    /// Anything else: the upstream's answer, once read whole.
+    case declined(EventLoopFuture<DeclinedUpgrade>)
+}
+
+/// The upstream's answer to a WebSocket upgrade it did not switch for, read whole (at most `limit` bytes of body).
+struct DeclinedUpgrade: Sendable {
+    let head: HTTPResponseHead
+    let body: ByteBuffer
+    /// The largest body read; a longer one ends the exchange (a 502).
+    static let limit = 1 << 20
+
+    /// As the client gets it: the status, the fields through the one answer filter, the body.
+    var response: Response {
+        var fields = UpstreamForwarder.responseHeaders(head.headers)
+        fields[.contentLength] = String(body.readableBytes)
+        return Response(status: HTTPResponse.Status(code: Int(head.status.code)), headers: fields, body: ResponseBody(byteBuffer: body))
+    }
+}
+
+/// Reads the answer NIO's upgrade handler hands on when the upstream did not switch protocols, within `timeout`.
+final class DeclinedUpgradeReader: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let promise: EventLoopPromise<DeclinedUpgrade>
+    private let timeout: TimeAmount
+    private var head: HTTPResponseHead?
+    private var body = ByteBuffer()
+    private var timer: Scheduled<Void>?
+    private var done = false
+    var answer: EventLoopFuture<DeclinedUpgrade> { promise.futureResult }
+
+    init(promise: EventLoopPromise<DeclinedUpgrade>, timeout: TimeAmount) {
+        self.promise = promise
+        self.timeout = timeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let received):
+            // A 1xx before the answer is no answer.
+            if received.status.code >= 200 { head = received }
+        case .body(var part):
+            guard body.readableBytes + part.readableBytes <= DeclinedUpgrade.limit else {
+                return finish(.failure(UpstreamWebSocketRefused(reason: "the upstream's answer to the upgrade is larger than \(DeclinedUpgrade.limit) bytes")), context: context)
+            }
+            body.writeBuffer(&part)
+        case .end:
+            guard let head else { return }
+            finish(.success(DeclinedUpgrade(head: head, body: body)), context: context)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish(.failure(UpstreamWebSocketRefused(reason: "the upstream closed the connection before its answer ended")), context: context)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish(.failure(error), context: context)
+    }
+
+    private func finish(_ result: Result<DeclinedUpgrade, any Error>, context: ChannelHandlerContext) {
+        guard !done else { return }
+        done = true
+        timer?.cancel()
+        timer = nil
+        promise.completeWith(result)
+        context.close(promise: nil)
+    }
 }
 
 /// NIO's client side of the upgrade for a handshake whose headers are the client's own (its key, version,

@@ -38,6 +38,9 @@ struct UpstreamForwarder: Sendable {
         case broken(String)
         /// `upstream_max_connections` were in use, and no place came within `upstream_timeout_ms` (or the line was full).
         case busy
+        /// It answered a WebSocket upgrade without switching protocols (a 401, a 429, a page): no failure, its
+        /// answer goes to the client as any answer of the upstream's does.
+        case declined(DeclinedUpgrade)
     }
 
     /// The upstream's answer to `request`, with `identity` (siwa's identity headers, or none) added.

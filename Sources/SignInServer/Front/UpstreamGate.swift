@@ -101,6 +101,8 @@ struct UpstreamGate: Sendable {
         // A WebSocket upgrade that may pass reaches here only when the upstream did not switch protocols for it
         // (`openWebSocket`): passed on as a plain request it would lose its Upgrade header and mean something else.
         if request.isWebSocketUpgrade {
+            // The upstream answered without switching (a 401, a 429): that answer, as any answer of the upstream's.
+            if case .declined(let answer) = Self.switchFailure { return answer.response }
             return failed(Self.switchFailure ?? .broken("the upstream did not switch protocols for a WebSocket"), request, logger: context.logger)
         }
         do {

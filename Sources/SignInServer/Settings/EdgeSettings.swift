@@ -99,7 +99,9 @@ public struct HTTP2Limits: Sendable, Equatable {
     public var maxHeaderListSize: Int = 16_384
     /// `h2_stall_timeout_ms`: a connection with streams open that neither sends nor takes a byte this long is ended
     /// (a zero window that never opens, a request that never finishes).
-    public var stallTimeoutMS: Int = 30_000
+    public var stallTimeoutMS: Int = Self.defaultStallTimeoutMS
+    /// `h2_stall_timeout_ms`' default, the one place it is written.
+    public static let defaultStallTimeoutMS = 30_000
     /// `h2_max_resets`: streams a client may reset in 30 seconds (rapid reset, CVE-2023-44487).
     public var maxResets: Int = 200
     /// `h2_max_control_frames`: SETTINGS, PING and PRIORITY frames a client may send in 30 seconds.

@@ -75,7 +75,9 @@ public struct ServerSettings: Sendable {
     public var hstsMaxAge: Int = 0
 
     /// `check_cache_seconds`: how long a session looked up stays in memory (0: every lookup asks the store).
-    public var checkCacheSeconds: Int = 5
+    public var checkCacheSeconds: Int = Self.defaultCheckCacheSeconds
+    /// `check_cache_seconds`' default, the one place it is written.
+    public static let defaultCheckCacheSeconds = 5
     /// `admin_groups`: the groups whose members may use the operator's console (`/auth/admin`); empty: no console.
     public var adminGroups: [String] = []
     /// `audit_log`: the file that gets one JSON object per audit event (`AuditTrail`); nil: the log only.

@@ -17,7 +17,10 @@ public struct UpstreamSettings: Sendable {
     /// is not cut).
     public var timeoutMS: Int
     /// `upstream_idle_timeout_ms`: an answer's body, or a WebSocket, silent this long is ended.
-    public var idleTimeoutMS: Int = 300_000
+    public var idleTimeoutMS: Int = Self.defaultIdleTimeoutMS
+    /// `upstream_timeout_ms`' and `upstream_idle_timeout_ms`' defaults, the one place each is written.
+    public static let defaultTimeoutMS = 30_000
+    public static let defaultIdleTimeoutMS = 300_000
     /// `upstream_max_connections`: at most this many requests and WebSockets at the upstream at once (as many more
     /// wait, for at most `timeoutMS`; beyond that, 503).
     public var maxConnections: Int = Self.defaultMaxConnections
@@ -35,7 +38,7 @@ public struct UpstreamSettings: Sendable {
 
     /// Settings for the upstream at `url`, which must be an absolute `http` or `https` URL (no query, no user).
     public init(
-        url: String, timeoutMS: Int = 30_000, skipAuthRoutes: [SkipAuthRoute] = [], stripRequestHeaders: [String] = []
+        url: String, timeoutMS: Int = Self.defaultTimeoutMS, skipAuthRoutes: [SkipAuthRoute] = [], stripRequestHeaders: [String] = []
     ) throws(UpstreamSettingsError) {
         var stripped = Set<String>()
         for name in stripRequestHeaders {

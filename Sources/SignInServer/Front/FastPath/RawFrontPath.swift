@@ -408,7 +408,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         handler.delegate = self
         exchange.attempt.connection = connection
         exchange.attempt.reused = reused
-        let timeoutMS = Int64(upstream?.rawPool.settings.timeoutMS ?? 30_000)
+        let timeoutMS = Int64(upstream?.rawPool.settings.timeoutMS ?? UpstreamSettings.defaultTimeoutMS)
         exchange.deadline = .now() + .milliseconds(timeoutMS)
         armTimer(context)
         handler.send(exchange.request)
@@ -416,7 +416,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// When an answer's body that has gone silent now is ended (`upstream_idle_timeout_ms` from now).
     private func idleDeadline() -> NIODeadline {
-        .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? 300_000))
+        .now() + .milliseconds(Int64(upstream?.rawPool.settings.idleTimeoutMS ?? UpstreamSettings.defaultIdleTimeoutMS))
     }
 
     private func armTimer(_ context: ChannelHandlerContext) {

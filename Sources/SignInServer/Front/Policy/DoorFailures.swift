@@ -28,6 +28,10 @@ struct DoorFailures: Sendable {
         case .unreachable(let cause):
             logger.error("upstream unreachable", metadata: ["error": "\(cause)"])
             return .badGateway(retryURL: retryURL)
+        case .declined:
+            // Answered by passing the upstream's answer on (`UpstreamGate.forward`); a page only if a carrier asks.
+            logger.error("upstream declined a WebSocket upgrade and its answer was not passed on")
+            return .badUpstream(retryURL: retryURL)
         }
     }
 
@@ -47,6 +51,7 @@ extension UpstreamForwarder.Failure {
         case .busy: "busy"
         case .timedOut: "timeout"
         case .unreachable: "unreachable"
+        case .declined: "declined"
         }
     }
 }
