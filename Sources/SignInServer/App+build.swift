@@ -226,13 +226,13 @@ public func buildApplication(
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).
-    let fastPath = FastPathAnswers(
+    let fastPath = BytePathAnswers(
         store: components.store, sessionCookie: CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain).sessionName,
         front: settings.front, resolver: settings.addressResolver, assertions: components.assertions,
         security: SecurityHeadersMiddleware(settings: settings), dates: HTTPDateCache(), metrics: components.metrics,
         // Over HTTP/2 to the upstream (`upstream_http2`) every request goes through the handlers: the byte path
         // speaks HTTP/1.1 to it.
-        upstream: zip(gate, upstreamClient).flatMap { $1.http2 == nil ? FastPathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) : nil },
+        upstream: zip(gate, upstreamClient).flatMap { $1.http2 == nil ? BytePathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) : nil },
         // In front of an upstream, `/` and `/session` are the upstream's.
         pages: gate == nil ? pages : nil, logger: logger
     )

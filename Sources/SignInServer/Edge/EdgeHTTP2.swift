@@ -45,7 +45,7 @@ struct EdgeHTTP2: Sendable {
     let bodyTimeout: TimeAmount
     let metrics: ServerMetrics
     /// The byte path's answers (the same as HTTP/1.1's).
-    let fastPath: FastPathAnswers
+    let fastPath: BytePathAnswers
     /// In front of an upstream: WebSockets over HTTP/2 (RFC 8441), passed as HTTP/1.1's are. Nil: none announced.
     var webSockets: UpstreamWebSocketChannel? = nil
 

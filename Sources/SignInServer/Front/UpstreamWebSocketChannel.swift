@@ -36,7 +36,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
     /// The paths siwa answers itself, where no upgrade is passed on.
     let owned: SiwaPaths
     /// The requests answered on the event loop (`RawFrontPath`).
-    let fastPath: FastPathAnswers
+    let fastPath: BytePathAnswers
     /// The limits on a client's time (`ClientTimer`).
     let limits: ClientLimits
     let metrics: ServerMetrics

@@ -13,7 +13,7 @@ final class ByteExchange {
     var attempt = UpstreamAttempt<ByteBuffer>()
     /// The upstream's answer so far, until its head has been read whole.
     var answer: ByteBuffer?
-    var body: AnswerRelay.Body?
+    var body: UpstreamAnswerRelay.Body?
     /// The upstream keeps its connection open after this answer.
     var keepAlive = false
     let closeClient: Bool

@@ -30,7 +30,7 @@ enum ByteHead {
     /// siwa's `Date` and `Server`, as Hummingbird writes them on the handlers' answers.
     static func writeStamp(_ out: inout ByteBuffer, dates: HTTPDateCache) {
         Self.writeField(&out, "Date", dates.now)
-        Self.writeField(&out, "Server", FastPathAnswers.serverName)
+        Self.writeField(&out, "Server", BytePathAnswers.serverName)
     }
 
     static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {

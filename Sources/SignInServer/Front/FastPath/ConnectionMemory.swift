@@ -4,12 +4,12 @@ import HTTPTypes
 import NIOCore
 
 /// One connection's answers from memory on the byte path (`RawFrontPath`): the checks and siwa's pages it answers
-/// itself, and the upstream's request for a `GET` passed from memory, decided by `FastPathAnswers` (the door's
+/// itself, and the upstream's request for a `GET` passed from memory, decided by `BytePathAnswers` (the door's
 /// policy) and written as bytes. It remembers what a connection repeats (a proxy asks for the same person again and
 /// again, a browser sends the same cookie), so that each is read or made once: the `Cookie` and its session's hash,
 /// the identity fields, the last check's lines, the trusted proxy's `X-Forwarded-*`.
 final class ConnectionMemory {
-    private let answers: FastPathAnswers
+    private let answers: BytePathAnswers
     private var peer: String?
     /// The peer is a trusted proxy (its `X-Forwarded-*` are read); the peer of a connection does not change.
     private var peerTrusted = false
@@ -21,7 +21,7 @@ final class ConnectionMemory {
     /// before `Date`.
     private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, client: String?, authorization: String?, lines: ByteBuffer)?
     /// The last `Authorization` value seen on this connection and what it presents (a bearer token's hash).
-    private var lastAuthorization: (header: String, presented: FastPathAnswers.Presented?)?
+    private var lastAuthorization: (header: String, presented: BytePathAnswers.Presented?)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
     private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
     /// The connection's one timer for its exchanges' deadlines, shared by an HTTP/2 connection's streams.
@@ -31,7 +31,7 @@ final class ConnectionMemory {
     /// start (an HTTP/1.1 connection).
     var buildsBehind: ((ChannelHandlerContext) throws -> Void)?
 
-    init(answers: FastPathAnswers) {
+    init(answers: BytePathAnswers) {
         self.answers = answers
     }
 
@@ -48,7 +48,7 @@ final class ConnectionMemory {
     }
 
     /// The answer to `head` when it is a check (`/auth/check`, `/auth/forward`) that memory decides, as HTTP/1.1
-    /// bytes; `closing`: the connection ends after it. The same bytes as `written` makes of `FastPathAnswers.decide`'s
+    /// bytes; `closing`: the connection ends after it. The same bytes as `written` makes of `BytePathAnswers.decide`'s
     /// answer, but the lines before `Date` are made once per person, assertion and status on a connection, and the
     /// forwarded origin once per set of `X-Forwarded-*` values: a proxy asks for the same person again and again.
     func checkAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
@@ -191,12 +191,12 @@ final class ConnectionMemory {
 
     /// What `head` presents: its bearer token (read once per `Authorization` value on a connection), else its
     /// session cookie; nil when the handlers read it (a malformed `Bearer` value).
-    private func presented(_ head: RawHTTP.RequestHead) -> FastPathAnswers.Presented? {
+    private func presented(_ head: RawHTTP.RequestHead) -> BytePathAnswers.Presented? {
         guard let authorization = head.authorization else { return .cookie(sessionHash(head.cookie)) }
         if let last = lastAuthorization, last.header == authorization {
             return last.presented ?? .cookie(sessionHash(head.cookie))
         }
-        let presented: FastPathAnswers.Presented?
+        let presented: BytePathAnswers.Presented?
         switch BearerCredential.read(authorization: [authorization], query: nil) {
         case .token(let token): presented = .bearer(SessionCookie.digest(token), access: token.hasPrefix(BearerCredential.accessTokenPrefix))
         case .none: presented = nil

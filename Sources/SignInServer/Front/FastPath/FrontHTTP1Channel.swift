@@ -12,7 +12,7 @@ import NIOHTTPTypesHTTP1
 /// same limits on the client's time.
 struct FrontHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
-    let fastPath: FastPathAnswers?
+    let fastPath: BytePathAnswers?
     let limits: ClientLimits
     let metrics: ServerMetrics
 

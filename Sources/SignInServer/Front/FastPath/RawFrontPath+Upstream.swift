@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 
 /// The byte path's upstream side: a place at the upstream, a connection from the raw pool, the request written, the
-/// answer relayed as it comes (`AnswerRelay`), and what a failure becomes.
+/// answer relayed as it comes (`UpstreamAnswerRelay`), and what a failure becomes.
 extension RawFrontPath {
 
     /// Takes a place at the upstream for the exchange (`upstream_max_connections`), then connects; with none free, waits
@@ -161,7 +161,7 @@ extension RawFrontPath {
                     }
                     exchange.answer = nil
                     exchange.keepAlive = head.keepAlive
-                    var (out, body) = AnswerRelay.head(head, from: answer, closeClient: exchange.closeClient, dates: answers.dates, allocator: context.channel.allocator)
+                    var (out, body) = UpstreamAnswerRelay.head(head, from: answer, closeClient: exchange.closeClient, dates: answers.dates, allocator: context.channel.allocator)
                     answer.moveReaderIndex(forwardBy: head.length)
                     // A small body that came whole with its head goes out with it, in one write.
                     if case .length(let remaining) = body, remaining <= 16 * 1024, answer.readableBytes >= remaining,
@@ -177,9 +177,9 @@ extension RawFrontPath {
                 break
             }
         }
-        let body: AnswerRelay.Body
+        let body: UpstreamAnswerRelay.Body
         do {
-            body = try AnswerRelay.relay(&buffer, body: exchange.body ?? .ended(reusable: false), allocator: context.channel.allocator) {
+            body = try UpstreamAnswerRelay.relay(&buffer, body: exchange.body ?? .ended(reusable: false), allocator: context.channel.allocator) {
                 context.write(self.wrapOutboundOut($0), promise: nil)
             }
         } catch {

@@ -6,7 +6,7 @@ import NIOCore
 
 /// The built-in proxy's hottest path, below NIO's HTTP codecs: first in each connection's pipeline with
 /// `--upstream`, it reads the client's bytes itself (`RawHTTP`, a strict subset of HTTP/1.1) and, for a `GET` that
-/// `FastPathAnswers` passes to the upstream from memory, writes the upstream's request as bytes on a kept-alive
+/// `BytePathAnswers` passes to the upstream from memory, writes the upstream's request as bytes on a kept-alive
 /// connection of the same event loop (`UpstreamPool`, no codec either) and relays the answer's bytes back as they
 /// come, reading only its head and framing. Nothing is converted to header types and back, which is what a request
 /// through the codecs spent most of its time on.
@@ -33,8 +33,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    let answers: FastPathAnswers
-    let upstream: FastPathAnswers.Upstream?
+    let answers: BytePathAnswers
+    let upstream: BytePathAnswers.Upstream?
     var context: ChannelHandlerContext?
     /// The client's time limits, told of the heads this path reads and the answers it ends.
     weak var clientTimer: ClientTimer?
@@ -72,7 +72,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// `memory`: what the connection remembers, shared by its HTTP/2 streams (which learned the peer); a connection
     /// of its own by default.
-    init(answers: FastPathAnswers, memory: ConnectionMemory? = nil) {
+    init(answers: BytePathAnswers, memory: ConnectionMemory? = nil) {
         self.answers = answers
         upstream = answers.upstream
         self.memory = memory ?? ConnectionMemory(answers: answers)

@@ -4,7 +4,7 @@ import NIOCore
 /// The upstream's answer on the byte path (`RawFrontPath`): its head as the client gets it (the one filter,
 /// `AnswerFilter`, with siwa's `Date` and `Server` and its own framing) and its body relayed as it comes, chunked
 /// again when its length is not known, whatever framing the upstream used.
-enum AnswerRelay {
+enum UpstreamAnswerRelay {
     /// Where the upstream's body stands once its head has been passed on.
     enum Body {
         case length(remaining: Int)

@@ -14,7 +14,7 @@ import Synchronization
 /// memory, the session (`check_cache_seconds`) and a recently signed assertion. Whatever needs more, a session
 /// not in memory, an assertion to sign, a body, a page, a refusal, goes to the handlers, which then fill those
 /// caches for the next request.
-final class FastPathAnswers: Sendable {
+final class BytePathAnswers: Sendable {
     let store: any UsersAndSessions
     let sessionCookie: String
     let front: FrontSettings
