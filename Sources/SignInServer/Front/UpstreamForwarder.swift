@@ -154,9 +154,7 @@ struct UpstreamForwarder: Sendable {
     func upstreamHeaders(_ fields: HTTPFields, authority: String?, peer: String?, identity: [HTTPField]) -> HTTPHeaders {
         var headers = HTTPHeaders()
         headers.reserveCapacity(fields.count + identity.count + 5)
-        let forwarded = ForwardedFields(
-            for: resolver.forwardedFor(fields, peer: peer), proto: resolver.scheme(fields, peer: peer), host: resolver.host(fields, authority: authority, peer: peer)
-        )
+        let forwarded = ForwardedFields(fields, authority: authority, peer: peer, resolver: resolver)
         writeHead(
             to: &headers, clientFields: fields.lazy.map { ($0.name.canonicalName, $0.name.rawName, $0.value) }, connection: fields[values: .connection],
             forwarded: forwarded, identity: identity
@@ -170,6 +168,15 @@ struct UpstreamForwarder: Sendable {
         let `for`: String
         let proto: String
         let host: String?
+
+        /// What the upstream is told of a request with `fields` (the byte path passes only its `X-Forwarded-*`
+        /// ones, none from a peer that is not a trusted proxy), sent to `authority` by `peer`: the one place the
+        /// `X-Forwarded-*` inputs are read, for every carrier.
+        init(_ fields: HTTPFields, authority: String?, peer: String?, resolver: ClientAddressResolver) {
+            self.for = resolver.forwardedFor(fields, peer: peer)
+            proto = resolver.scheme(fields, peer: peer)
+            host = resolver.host(fields, authority: authority, peer: peer)
+        }
     }
 
     /// The upstream's request head after its request line, written here for every carrier (async-http-client, the

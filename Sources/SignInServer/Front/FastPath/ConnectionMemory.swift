@@ -141,19 +141,10 @@ final class ConnectionMemory {
         out.writeString(upstream.rawPool.settings.basePath)
         out.writeString(target.forwarded)
         out.writeStaticString(" HTTP/1.1\r\n")
-        // Where the request came from, as the codec path says it (from a trusted proxy's headers, else the peer).
-        let resolver = answers.resolver
-        let forwarded: UpstreamForwarder.ForwardedFields
-        if peerTrusted, !head.forwarded.isEmpty {
-            let fields = forwardedFields(head)
-            forwarded = .init(
-                for: resolver.forwardedFor(fields, peer: peer), proto: resolver.scheme(fields, peer: peer),
-                host: resolver.host(fields, authority: head.host, peer: peer) ?? head.host
-            )
-        } else {
-            // From a client, or a trusted proxy that said nothing: what the resolver answers then.
-            forwarded = .init(for: resolver.peerName(peer), proto: resolver.ownScheme, host: head.host)
-        }
+        // Where the request came from, as the handlers' carriers say it (from a trusted proxy's headers, else the peer).
+        let forwarded = UpstreamForwarder.ForwardedFields(
+            peerTrusted && !head.forwarded.isEmpty ? forwardedFields(head) : HTTPFields(), authority: head.host, peer: peer, resolver: answers.resolver
+        )
         var identity: [HTTPField] = []
         var dropsAuthorization = false
         if case .identified(let user, let groups, let assertion, let client, let drops) = pass {
