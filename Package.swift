@@ -297,6 +297,8 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "TestSupport",
+                "EnvoyAuthorization",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 "siwa",
                 "SignInServer",
                 "DoorHTTP",
