@@ -77,10 +77,11 @@ struct ExtAuthzController: Sendable {
         }
         metrics.extAuthz(verdict.kind, mode: mode)
         guard case .allow(let admission) = verdict else {
-            return .denied(policy.refusal(verdict, at: .forward, fields: original.fields, original: request.original) ?? DoorPolicy.empty(.forbidden))
+            return .denied(policy.refusal(verdict, at: .forward, fields: original.fields, original: request.original))
         }
         var assertion: String?
-        if let person = admission.person, let audience = request.original.flatMap(Self.origin) {
+        // Signed only for a request whose URL the door knows (a trusted proxy's, its target read).
+        if let person = admission.person, request.original != nil, let audience = origin(of: original) {
             assertion = await assertions.assertion(for: person.user, groups: person.groups, audience: audience, client: person.client)
         }
         let set = admission.identityFields(assertion: assertion)
@@ -91,14 +92,12 @@ struct ExtAuthzController: Sendable {
     /// or path (as `/auth/check` sees an untrusted asker), so no rule that names them applies, and there is no URL to
     /// come back to.
     func doorRequest(_ original: Original) -> DoorRequest {
-        let target = original.fromTrusted ? try? RequestTarget(original.target, host: original.host) : nil
         let method = original.method.uppercased()
         var asked = AccessRequest(host: nil, method: nil, path: nil)
         var url: String?
-        if original.fromTrusted, let host = original.host, let target {
+        if let origin = origin(of: original), let host = original.host, let target = try? RequestTarget(original.target, host: host) {
             asked = AccessRequest(host: host, method: method, path: target.path, isPreflight: original.fields.isCORSPreflight(method: method))
-            let scheme = original.scheme?.lowercased() == "https" ? "https" : "http"
-            url = scheme + "://" + host + target.forwarded
+            url = origin + target.forwarded
         }
         let query = original.target.firstIndex(of: "?").map { original.target[original.target.index(after: $0)...] }
         return DoorRequest(
@@ -108,12 +107,11 @@ struct ExtAuthzController: Sendable {
         )
     }
 
-    /// `scheme://host` of an absolute URL: the assertion's audience.
-    static func origin(_ url: String) -> String? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
-        let rest = url[schemeEnd.upperBound...]
-        let host = rest.prefix { $0 != "/" }
-        return String(url[..<schemeEnd.upperBound]) + host
+    /// The origin (`scheme://host`) Envoy says the request was made to, believed from a trusted proxy only: the
+    /// assertion's audience, and the start of the URL to come back to.
+    func origin(of original: Original) -> String? {
+        guard original.fromTrusted, let host = original.host else { return nil }
+        return (original.scheme?.lowercased() == "https" ? "https" : "http") + "://" + host
     }
 
     /// The HTTP mode: the original request is this one, its target below `prefix`.

@@ -60,7 +60,7 @@ struct ForwardAuthController: Sendable {
             asked.credential == .none ? context.visitor : await sessions.doorVisitor(request, credential: asked.credential, context: context)
         }
         guard case .allow(let admission) = verdict else {
-            return policy.refusal(verdict, at: door, fields: request.headers, original: original) ?? DoorPolicy.empty(.internalServerError)
+            return policy.refusal(verdict, at: door, fields: request.headers, original: original)
         }
         var response = DoorPolicy.empty(passStatus)
         if let person = admission.person {

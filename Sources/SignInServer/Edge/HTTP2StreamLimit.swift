@@ -80,9 +80,7 @@ final class HTTP2StreamLimit: ChannelDuplexHandler, RemovableChannelHandler {
                     let taken = min(payloadLeft, buffer.readableBytes)
                     pass(&buffer, taken, context: context)
                     if payloadLeft - taken == 0 {
-                        // The client's SETTINGS has gone to NIO: NIO's own are taken as acknowledged from here on.
-                        context.fireChannelRead(wrapInboundOut(ByteBuffer(bytes: [0, 0, 0, 4, 1, 0, 0, 0, 0])))
-                        inbound = .awaitingAck(header: [], payloadLeft: 0)
+                        acknowledge(context: context)
                     } else {
                         inbound = .firstSettings(header: header, payloadLeft: payloadLeft - taken)
                     }
@@ -93,10 +91,9 @@ final class HTTP2StreamLimit: ChannelDuplexHandler, RemovableChannelHandler {
                     if header.count == 9 {
                         // Not a SETTINGS frame: NIO ends the connection for a missing preface, nothing here to do.
                         guard header[3] == 4 else { inbound = .done; continue }
-                        let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
+                        let length = Self.length(header)
                         if length == 0 {
-                            context.fireChannelRead(wrapInboundOut(ByteBuffer(bytes: [0, 0, 0, 4, 1, 0, 0, 0, 0])))
-                            inbound = .awaitingAck(header: [], payloadLeft: 0)
+                            acknowledge(context: context)
                         } else {
                             inbound = .firstSettings(header: header, payloadLeft: length)
                         }
@@ -118,7 +115,7 @@ final class HTTP2StreamLimit: ChannelDuplexHandler, RemovableChannelHandler {
                     inbound = .awaitingAck(header: header, payloadLeft: 0)
                     continue
                 }
-                let length = Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
+                let length = Self.length(header)
                 if header[3] == 4, header[4] & 1 == 1, length == 0 {
                     inbound = .done
                     if buffer.readableBytes == 0, rewroteSettings { context.pipeline.syncOperations.removeHandler(context: context, promise: nil) }
@@ -128,6 +125,18 @@ final class HTTP2StreamLimit: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
         }
+    }
+
+    /// The client's first SETTINGS frame has gone to NIO: NIO is handed an acknowledgement of its own, so that it applies
+    /// its settings from here on, and the client's real one is awaited (to be dropped).
+    private func acknowledge(context: ChannelHandlerContext) {
+        context.fireChannelRead(wrapInboundOut(ByteBuffer(bytes: [0, 0, 0, 4, 1, 0, 0, 0, 0])))
+        inbound = .awaitingAck(header: [], payloadLeft: 0)
+    }
+
+    /// The payload length a frame's 9-byte header says (24 bits, big-endian).
+    private static func length(_ header: [UInt8]) -> Int {
+        Int(header[0]) << 16 | Int(header[1]) << 8 | Int(header[2])
     }
 
     /// Hands the next `count` bytes of `buffer` to NIO.

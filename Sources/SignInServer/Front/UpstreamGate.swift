@@ -29,7 +29,7 @@ struct UpstreamGate: Sendable {
         let asked = doorRequest(request, target: target, context: context)
         let verdict = await decide(asked, request, context: context)
         guard case .allow(let admission) = verdict else {
-            return policy.refusal(verdict, at: .upstream, fields: request.headers, original: asked.original) ?? failed(.broken("no answer"), request, logger: context.logger)
+            return policy.refusal(verdict, at: .upstream, fields: request.headers, original: asked.original)
         }
         return await forward(passed(request, admission), target: target, context: context, identity: await identity(of: admission))
     }

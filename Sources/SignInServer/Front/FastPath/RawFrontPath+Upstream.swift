@@ -21,7 +21,7 @@ extension RawFrontPath {
     }
 
     /// The wait for a place at the upstream is over for `waited`: connect, or answer 503.
-    func admitted(_ granted: Bool, _ waited: ByteExchange) {
+    private func admitted(_ granted: Bool, _ waited: ByteExchange) {
         guard let exchange, exchange === waited else {
             // The client left meanwhile: the place goes to the next in line.
             if granted { upstream?.gate.forwarder.admission.leave() }
@@ -34,12 +34,12 @@ extension RawFrontPath {
     }
 
     /// Frees the exchange's place at the upstream, or its place in line.
-    func release(_ exchange: ByteExchange) {
+    private func release(_ exchange: ByteExchange) {
         guard let admission = upstream?.gate.forwarder.admission else { return }
         exchange.release(admission)
     }
 
-    func connect(fresh: Bool) {
+    private func connect(fresh: Bool) {
         guard let context, let pool = upstream?.rawPool else { return }
         pool.acquire(on: context.eventLoop, fresh: fresh) { result in
             switch result {
@@ -49,7 +49,7 @@ extension RawFrontPath {
         }
     }
 
-    func connected(_ connection: UpstreamConnection<ByteBuffer>, reused: Bool) {
+    private func connected(_ connection: UpstreamConnection<ByteBuffer>, reused: Bool) {
         guard let exchange, let context else {
             // The client left meanwhile: the connection goes back unused.
             upstream?.rawPool.finish(connection, reusable: true)
@@ -85,7 +85,7 @@ extension RawFrontPath {
         }
     }
 
-    func timedOut() {
+    private func timedOut() {
         guard let exchange else { return }
         guard exchange.body == nil else {
             return upstreamBrokeMidway("the upstream's answer was silent for upstream_idle_timeout_ms (\(upstream?.rawPool.settings.idleTimeoutMS ?? 0) ms)")
@@ -95,7 +95,7 @@ extension RawFrontPath {
     }
 
     /// No answer came: a reused connection is tried once more with a new one; otherwise siwa's 502 or 504 page.
-    func failed(_ failure: UpstreamForwarder.Failure) {
+    private func failed(_ failure: UpstreamForwarder.Failure) {
         guard let exchange, let context else { return }
         exchange.deadline = nil
         if exchange.attempt.retries(after: failure) {
@@ -107,7 +107,7 @@ extension RawFrontPath {
     }
 
     /// The client's request as the page renderer reads it (its language, whether it asks for JSON).
-    func requestForPage(_ exchange: ByteExchange) -> HTTPRequest {
+    private func requestForPage(_ exchange: ByteExchange) -> HTTPRequest {
         var fields = HTTPFields()
         for line in exchange.head.lines {
             guard line.name != "host", let name = HTTPField.Name(line.name),
@@ -118,7 +118,7 @@ extension RawFrontPath {
         return HTTPRequest(method: .get, scheme: nil, authority: exchange.head.host, path: exchange.head.target, headerFields: fields)
     }
 
-    func answerFailure(_ head: HTTPResponse, body: ByteBuffer) {
+    private func answerFailure(_ head: HTTPResponse, body: ByteBuffer) {
         guard let context, let exchange, exchange.body == nil else { return }
         var out = ByteHead.written(head, closing: exchange.closeClient, allocator: context.channel.allocator)
         var body = body
@@ -229,7 +229,7 @@ extension RawFrontPath {
     }
 
     /// The upstream's answer cannot be read before anything reached the client: the 502 page, its connection closed.
-    func upstreamBroke(_ reason: String) {
+    private func upstreamBroke(_ reason: String) {
         guard let exchange else { return }
         upstream?.rawPool.finish(exchange.attempt.connection, reusable: false)
         // Not a connection the upstream closed while idle: nothing to try again.
@@ -238,14 +238,14 @@ extension RawFrontPath {
     }
 
     /// The answer broke off midway: the client cannot be told otherwise than by ending its connection.
-    func upstreamBrokeMidway(_ reason: String) {
+    private func upstreamBrokeMidway(_ reason: String) {
         upstream?.gate.failures.brokeOff(reason, logger: answers.logger)
         abandonExchange()
         context?.close(promise: nil)
     }
 
     /// The exchange is over: its connection goes back to the pool (or is closed), and what waited is taken up.
-    func finish(reusable: Bool) {
+    private func finish(reusable: Bool) {
         guard let exchange, let context else { return }
         self.exchange = nil
         release(exchange)

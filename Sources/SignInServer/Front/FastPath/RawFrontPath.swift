@@ -39,7 +39,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// The client's time limits, told of the heads this path reads and the answers it ends.
     weak var clientTimer: ClientTimer?
     /// What this connection's requests are answered with from memory, and what it remembers of them.
-    var memory: ConnectionMemory
+    private var memory: ConnectionMemory
     /// What the client sent that has not been taken yet.
     var pending: ByteBuffer?
     /// The connection ends after an answer that said so: nothing the client sends after it is taken.
@@ -48,27 +48,27 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     /// A read asked for during an exchange with much already pending, issued once it is over.
     var readHeld = false
     /// Requests handed to the codecs whose answer has not ended.
-    var codecOwes = 0
+    private var codecOwes = 0
     /// Body bytes of the request handed to the codecs still to come from the client: they go on to the codecs.
-    var bodyToCodecs = 0
+    private var bodyToCodecs = 0
     /// Body bytes went to the codecs in this read, without their end of read yet (`channelReadComplete`).
-    var passedOn = false
+    private var passedOn = false
     /// The store is being asked for the session of the request at the front of `pending` (`warm`).
-    var warming = false
+    private var warming = false
     /// That request has been decided once after the store was asked: not from memory now means the handlers decide.
-    var warmed = false
+    private var warmed = false
     /// The exchange's deadline, on the connection's timer (`ConnectionTimer`, shared by an HTTP/2 connection's streams).
     var timer: ConnectionTimer { memory.timer }
     /// The client half-closed while something was in progress or waiting: the connection ends once it is answered.
-    var inputClosed = false
+    private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
-    var closeWhenIdle = false
+    private var closeWhenIdle = false
     /// The handlers behind this one have been built (`ConnectionMemory.buildsBehind`).
-    var builtBehind = false
+    private var builtBehind = false
 
     /// This handler reads a connection of its own (HTTP/1.1): it learns its peer and finds its client timer. On an
     /// HTTP/2 stream the connection's `memory` knows the peer, and the connection's limits are HTTP/2's.
-    let ownsConnection: Bool
+    private let ownsConnection: Bool
 
     /// `memory`: what the connection remembers, shared by its HTTP/2 streams (which learned the peer); a connection
     /// of its own by default.
@@ -93,7 +93,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     /// A connection of its own stops its timer; a stream leaves the connection's to its other streams.
-    func leaveTimer() {
+    private func leaveTimer() {
         if ownsConnection {
             timer.cancel()
         } else {
@@ -101,7 +101,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         }
     }
 
-    func learnPeer(_ context: ChannelHandlerContext) {
+    private func learnPeer(_ context: ChannelHandlerContext) {
         memory.learnPeer(context.channel.remoteAddress?.ipAddress)
     }
 
@@ -150,7 +150,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     /// Nothing is in progress: no exchange, no store lookup, no request with the codecs.
-    var isIdle: Bool {
+    private var isIdle: Bool {
         exchange == nil && !warming && codecOwes == 0 && bodyToCodecs == 0
     }
 
@@ -283,7 +283,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// Hands the request at the front of `buffer` (its head, and as much of its body as has come) to NIO's parser;
     /// the rest of its body follows as it comes, and the next request waits for the codecs' answer.
-    func handToCodecs(_ head: RawHTTP.RequestHead, from buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+    private func handToCodecs(_ head: RawHTTP.RequestHead, from buffer: inout ByteBuffer, context: ChannelHandlerContext) {
         guard buildBehind(context) else { return }
         let body = head.contentLength ?? 0
         let passed = min(buffer.readableBytes, head.length + body)
@@ -297,7 +297,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// Asks the store for the session (and has an assertion signed) off the event loop, then decides the request at
     /// the front of `pending` again, once.
-    func warm(sessionHash: String, request: AccessRequest, client: String, context: ChannelHandlerContext) {
+    private func warm(sessionHash: String, request: AccessRequest, client: String, context: ChannelHandlerContext) {
         warming = true
         // The head is whole: the client's header limit no longer runs while the store is asked.
         clientTimer?.wholeRequestRead()
@@ -310,7 +310,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         }
     }
 
-    func warmedUp() {
+    private func warmedUp() {
         warming = false
         guard let context, context.channel.isActive else { return }
         warmed = true
@@ -322,7 +322,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     }
 
     /// Hands what is pending to NIO's parser and leaves the pipeline: the connection is Hummingbird's from here on.
-    func handOn(_ context: ChannelHandlerContext) {
+    private func handOn(_ context: ChannelHandlerContext) {
         guard buildBehind(context) else { return }
         let rest = pending
         pending = nil
@@ -341,7 +341,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
 
     /// Builds the handlers behind this one, once, before bytes are first handed on to them; false when they could not
     /// be built (the connection, or the stream, is closed).
-    func buildBehind(_ context: ChannelHandlerContext) -> Bool {
+    private func buildBehind(_ context: ChannelHandlerContext) -> Bool {
         guard !builtBehind, let build = memory.buildsBehind else { return true }
         builtBehind = true
         do {

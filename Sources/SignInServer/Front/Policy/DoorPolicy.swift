@@ -29,14 +29,15 @@ struct DoorPolicy: Sendable {
         await verdicts.decide(request, logger: logger, visitor: visitor)
     }
 
-    /// siwa's answer at `door` when `verdict` does not let the request through; nil when it does. `fields`: the
+    /// siwa's answer at `door` when `verdict` does not let the request through (callers render `.allow` themselves,
+    /// so it never comes here; answered as an internal error if it did). `fields`: the
     /// original request's (its language, whether it asked for JSON); `original`: the URL the request was for, when
     /// known (a store failure's page offers to try it again).
-    func refusal(_ verdict: DoorVerdict, at door: Door, fields: HTTPFields, original: String?) -> Response? {
+    func refusal(_ verdict: DoorVerdict, at door: Door, fields: HTTPFields, original: String?) -> Response {
         let challenge = verdict.challenge
         switch (verdict, door) {
         case (.allow, _):
-            return nil
+            return Self.empty(.internalServerError)
         case (.badToken, .check), (.signIn, .check):
             // nginx passes 401 and 403 on (with WWW-Authenticate) and turns any other status into a 500.
             return Self.challenged(Self.empty(.unauthorized), challenge ?? DoorVerdict.challenge(error: nil))
