@@ -20,7 +20,10 @@ struct ServeProcessTests {
         let config = directory.appendingPathComponent("siwa.json")
         try #"{"allowed_emails": ["ada@example.com"]}"#.write(to: config, atomically: true, encoding: .utf8)
 
-        try await LocalSite.runProcess(settings: ["config": config.path, "log_level": "info"]) { site, siwa in
+        // Sessions stay in memory for 10 minutes: the checks below must come from memory however slowly the suite's
+        // load lets them run (at the default 5 s, the second check of Ada was a store read in CI's run of 4638454),
+        // and a reload must be seen there all the same.
+        try await LocalSite.runProcess(settings: ["config": config.path, "log_level": "info", "check_cache_seconds": "600"]) { site, siwa in
             try await Visit.withClient { visit in
                 let ada = try await visit.signIn(site, user: site.user("Ada")).session
                 let grace = try await visit.signIn(site, user: site.user("Grace")).session
