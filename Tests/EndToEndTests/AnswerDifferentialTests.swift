@@ -123,6 +123,119 @@ struct AnswerDifferentialTests {
         }
     }
 
+    @Test("the same generated answers from an HTTP/2 upstream (upstream_http2) reach the client as from an HTTP/1.1 upstream: status, end-to-end fields in order, body, GET and HEAD, interim answers left out, siwa's cookies and the upstream's Server not passed on, trailers never in the head; an answer HTTP/2 makes malformed (a connection's field, a 101) is siwa's 502")
+    func generatedAnswersFromAnHTTP2Upstream() async throws {
+        let answers = (0..<72).map { GeneratedAnswer(index: $0) }
+        // Each answer as both versions can carry it: HTTP/2 has no connection's fields, no transfer coding and no
+        // 101; the HTTP/1.1 upstream gets the same answer with a length (chunked with its trailers when it has some).
+        let hop: Set<String> = ["keep-alive", "proxy-connection", "te", "trailer", "upgrade", "connection"]
+        var h2: [String: Any] = [:]
+        var scripted: [String: (bytes: String, close: Bool)] = [:]
+        var kinds: [Int: H2Kind] = [:]
+        for answer in answers {
+            let path = "/gen/\(answer.index)"
+            var fields = answer.fields.map(\.line).map { line -> (String, String) in
+                let name = String(line.prefix { $0 != ":" })
+                return (name, line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces))
+            }.filter { !hop.contains($0.0.lowercased()) }
+            // Every fourth answer carries one field HTTP/2 forbids (RFC 9113 8.2.2): malformed, siwa's 502.
+            let forbidden = answer.index % 4 == 3 ? [("connection", "close"), ("keep-alive", "timeout=5"), ("transfer-encoding", "chunked"), ("upgrade", "h2c")][answer.index / 4 % 4] : nil
+            let kind: H2Kind = answer.status == 101 ? .malformed("a 101") : forbidden.map { .malformed("\($0.0): \($0.1)") } ?? .carried
+            kinds[answer.index] = kind
+            let trailers: [(String, String)] = answer.trailers && !answer.bodiless ? [("x-t", "1"), ("set-cookie", "siwa_session=from-a-trailer")] : []
+            if let forbidden { fields.append(forbidden) }
+            var interim: [[Any]] = []
+            if !answer.interim.isEmpty {
+                let lines = answer.interim.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+                let status = Int(lines[0].dropFirst(9).prefix(3)) ?? 100
+                interim.append([status, lines.dropFirst().map { line -> [String] in
+                    let name = String(line.prefix { $0 != ":" })
+                    return [name, line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)]
+                }])
+            }
+            var sent = fields
+            if !answer.bodiless, answer.index % 2 == 0 { sent.append(("content-length", String(answer.body.utf8.count))) }
+            h2[path] = [
+                "interim": interim, "status": answer.status, "fields": sent.map { [$0.0, $0.1] }, "body": answer.bodiless ? "" : answer.body,
+                "trailers": trailers.map { [$0.0, $0.1] },
+            ] as [String: Any]
+            guard case .carried = kind else { continue }
+            for head in [false, true] {
+                var out = answer.interim + "HTTP/1.1 \(answer.status) \(answer.reason)\r\n"
+                for (name, value) in fields { out += "\(name): \(value)\r\n" }
+                if answer.bodiless {
+                    out += "\r\n"
+                } else if trailers.isEmpty || head {
+                    out += "Content-Length: \(answer.body.utf8.count)\r\n\r\n" + (head ? "" : answer.body)
+                } else {
+                    out += "Transfer-Encoding: chunked\r\n\r\n" + String(answer.body.utf8.count, radix: 16) + "\r\n" + answer.body + "\r\n0\r\n"
+                        + trailers.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
+                }
+                scripted["\(head ? "HEAD" : "GET") \(path)"] = (out, false)
+            }
+        }
+        // What only a connection says, and the framing each carrier writes its own way.
+        let framing: Set<String> = ["content-length", "transfer-encoding", "connection"]
+        // Names compared in lower case: HTTP/2 has no other (RFC 9113 8.2.1).
+        func comparable(_ seen: Seen) -> Seen {
+            let fields = seen.fields.map { field -> String in
+                let name = field.prefix { $0 != ":" }
+                return name.lowercased() + field.dropFirst(name.count)
+            }
+            return Seen(status: seen.status, fields: fields.filter { !framing.contains(String($0.prefix { $0 != ":" })) }, body: seen.body)
+        }
+        try await withScratchDirectory("siwa-h2-answers") { directory in
+            let file = directory.appendingPathComponent("answers.json")
+            try JSONSerialization.data(withJSONObject: h2).write(to: file)
+            let port = try await FreePorts.reserve(1)[0]
+            let output = directory.appendingPathComponent("upstream.out")
+            try await ChildProcess.withRunning(
+                try ExternalTool.authlibPython.executable(),
+                arguments: [ExternalTool.thirdPartyScripts.appendingPathComponent("h2_answers.py").path, String(port), file.path],
+                output: output, startupTimeLimit: .seconds(120), ready: { await UpstreamHTTP2Tests.saysReady(output) }
+            ) { _ in
+                try await ScriptedUpstream.run(extra: scripted) { upstream in
+                    try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(upstream.port)", ["skip_auth_routes": "^/"]) { one, _ in
+                        try await UpstreamProxyTests.withSite(upstream: "http://127.0.0.1:\(port)", ["skip_auth_routes": "^/", "upstream_http2": "true", "upstream_timeout_ms": "10000"]) { two, _ in
+                            var disagreements = 0
+                            var malformed = 0
+                            for answer in answers {
+                                var failures: [String] = []
+                                for method in ["GET", "HEAD"] {
+                                    let request = "\(method) /gen/\(answer.index) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+                                    let byTwo = try await Self.fetch(two, request)
+                                    switch kinds[answer.index] ?? .carried {
+                                    case .malformed(let why):
+                                        malformed += 1
+                                        if byTwo.status != 502 { failures.append("\(method): malformed over HTTP/2 (\(why)), answered \(byTwo)") }
+                                    case .carried:
+                                        let byOne = try await Self.fetch(one, request)
+                                        if comparable(byTwo) != comparable(byOne) { failures.append("\(method): from HTTP/2 \(byTwo) ≠ from HTTP/1.1 \(byOne)") }
+                                        let model = method == "HEAD" ? answer.expectedForHead : answer.expected
+                                        let passed = model.fields.filter { !$0.lowercased().hasPrefix("content-encoding") && !$0.lowercased().hasPrefix("x-hop-") }
+                                        let missing = comparable(Seen(status: 0, fields: passed, body: "")).fields.filter { !comparable(byTwo).fields.contains($0) }
+                                        if byTwo.status != answer.status || !missing.isEmpty { failures.append("\(method): \(byTwo) lacks \(missing) or its status") }
+                                        if byTwo.fields.contains(where: { $0.lowercased().contains("siwa_session") || $0.lowercased().hasPrefix("x-t:") || $0.hasPrefix("Server: upstream") }) {
+                                            failures.append("\(method): a cookie of siwa's, a trailer or the upstream's Server reached the head: \(byTwo)")
+                                        }
+                                    }
+                                }
+                                if !failures.isEmpty {
+                                    disagreements += 1
+                                    Issue.record("answer \(answer.index) (\(answer.summary)):\n\(failures.joined(separator: "\n"))")
+                                }
+                                if disagreements > 5 { break }
+                            }
+                            #expect(malformed >= 30, "the malformed answers were sent: \(malformed)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    enum H2Kind { case carried, malformed(String) }
+
     @Test("a 101 to a WebSocket handshake that asked for it passes the upstream's end-to-end fields and none of its hop's, as any answer does")
     func switchAskedFor() async throws {
         let answers = (0..<12).map { GeneratedAnswer(index: 1000 + $0) }

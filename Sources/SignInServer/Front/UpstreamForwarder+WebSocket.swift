@@ -148,8 +148,8 @@ final class DeclinedUpgradeReader: ChannelInboundHandler, RemovableChannelHandle
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let received):
-            // A 1xx before the answer is no answer.
-            if received.status.code >= 200 { head = received }
+            // A 1xx before the answer is no answer (the status rule every carrier follows).
+            if AnswerFilter.rule(status: Int(received.status.code), method: "GET", askedToSwitch: true) != .interim { head = received }
         case .body(var part):
             guard body.readableBytes + part.readableBytes <= DeclinedUpgrade.limit else {
                 return finish(.failure(UpstreamWebSocketRefused(reason: "the upstream's answer to the upgrade is larger than \(DeclinedUpgrade.limit) bytes")), context: context)

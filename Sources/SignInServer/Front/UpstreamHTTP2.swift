@@ -264,7 +264,10 @@ extension UpstreamForwarder {
                             reading: while true {
                                 switch try await iterator.next() {
                                 case .head(let response)?:
-                                    if response.status.kind == .informational { continue }
+                                    // The status rule every carrier follows: an interim answer is skipped; any other
+                                    // status is judged below (a 101, which HTTP/2 does not have, is a broken upstream).
+                                    let rule = AnswerFilter.rule(status: response.status.code, method: requestHead.method.rawValue, askedToSwitch: false)
+                                    if rule == .interim { continue }
                                     answered.succeed(response)
                                     break reading
                                 case .body?, .end?:

@@ -17,8 +17,10 @@ struct DoorVerdicts: Sendable {
             logger.notice("bearer token refused at the door", metadata: ["reason": "\(problem.description)"])
             return .badToken(problem)
         }
-        var decision = AccessDecision(.notLooked, request: request.asked, access: front.access, narrowing: request.narrowing)
-        if case .signIn = decision {
+        let decision: AccessDecision
+        if let ruled = Self.withoutVisitor(request.asked, narrowing: request.narrowing, front: front) {
+            decision = ruled
+        } else {
             decision = AccessDecision(await visitor(), request: request.asked, access: front.access, narrowing: request.narrowing)
         }
         if case .deny(let user, let judgement) = decision {
@@ -34,14 +36,10 @@ struct DoorVerdicts: Sendable {
     func verdict(_ decision: AccessDecision, for request: DoorRequest) -> DoorVerdict {
         switch decision {
         case .pass:
-            return .allow(Admission(person: nil, authorization: request.fields[.authorization], dropsAuthorization: false))
+            return .allow(Self.admission(nil, asked: request.asked, authorization: request.fields[.authorization], front: front))
         case .allow(let user, let groups, let client):
-            let keeps = front.keepsAuthorization(client: client, request.asked)
-            let authorization = request.fields[.authorization]
-            return .allow(Admission(
-                person: Admission.Person(user: user, groups: groups, client: client), authorization: keeps ? authorization : nil,
-                dropsAuthorization: !keeps && authorization != nil
-            ))
+            let person = Admission.Person(user: user, groups: groups, client: client)
+            return .allow(Self.admission(person, asked: request.asked, authorization: request.fields[.authorization], front: front))
         case .signIn:
             return .signIn(navigation: request.isNavigation, returnTo: request.original)
         case .badToken(let problem):
@@ -54,6 +52,37 @@ struct DoorVerdicts: Sendable {
         }
     }
 
+    /// The decision the rules for `asked` come to before anyone is looked up: nil when the rule needs a person (then
+    /// the visitor decides).
+    static func withoutVisitor(_ asked: AccessRequest, narrowing: [AccessPolicy], front: FrontSettings) -> AccessDecision? {
+        let decision = AccessDecision(.notLooked, request: asked, access: front.access, narrowing: narrowing)
+        if case .signIn = decision { return nil }
+        return decision
+    }
+
+    /// What goes on when the rules let `person` in (nil on a `public` rule) for `asked`, and with which
+    /// `Authorization` (the request's, `authorization`): the one place where a decision becomes an admission.
+    static func admission(_ person: Admission.Person?, asked: AccessRequest, authorization: String?, front: FrontSettings) -> Admission {
+        let keeps = front.keepsAuthorization(client: person?.client, asked)
+        return Admission(person: person, authorization: keeps ? authorization : nil, dropsAuthorization: !keeps && authorization != nil)
+    }
+
+    /// The verdict memory alone gives, for the byte path (`BytePathAnswers`), which answers on the event loop without
+    /// a task: `decide`'s rules and admission, with who asks as memory holds them (`visitor`, asked only when the
+    /// rule needs a person). Nil when the handlers answer: a refusal (rendered and audited there), a sign-in, or a
+    /// session not in memory (looked up there).
+    static func admissionFromMemory(
+        _ asked: AccessRequest, narrowing: [AccessPolicy] = [], authorization: String?, front: FrontSettings, visitor: () -> Visitor
+    ) -> Admission? {
+        switch withoutVisitor(asked, narrowing: narrowing, front: front) ?? AccessDecision(visitor(), request: asked, access: front.access, narrowing: narrowing) {
+        case .pass:
+            return admission(nil, asked: asked, authorization: authorization, front: front)
+        case .allow(let user, let groups, let client):
+            return admission(Admission.Person(user: user, groups: groups, client: client), asked: asked, authorization: authorization, front: front)
+        case .signIn, .badToken, .deny, .unavailable:
+            return nil
+        }
+    }
 }
 
 extension FrontSettings {

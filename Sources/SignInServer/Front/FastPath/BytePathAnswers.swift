@@ -94,29 +94,27 @@ final class BytePathAnswers: Sendable {
     /// to `host`, passes to the upstream, decided from memory by the rules the gate applies (`UpstreamGate.decision`):
     /// nil when the handlers decide (no session in memory, a person turned away, no recent assertion). The session
     /// is found by the SHA-256 of its cookie, `sessionHash` (only asked for when the rule needs a person).
-    func upstreamPass(method: HTTPRequest.Method, host: String, target: RequestTarget, presented: () -> Presented, now: Date) -> UpstreamPass? {
+    /// `authorization`: the request's one `Authorization` field (two are the handlers').
+    func upstreamPass(method: HTTPRequest.Method, host: String, target: RequestTarget, authorization: String?, presented: () -> Presented, now: Date) -> UpstreamPass? {
         // A CORS preflight is judged by what only the handlers read (`Origin`, `Access-Control-Request-Method`):
         // memory decides no OPTIONS (found by `VerdictDifferentialTests`: a preflight with a session in memory was
         // let in as the person here, passed without one by a `cors_preflight` rule at the handlers).
         guard let upstream, method != .options else { return nil }
         let request = AccessRequest(host: host, method: method.rawValue, path: target.path)
-        // The gate's decision (`AccessDecision`), with the session or token as memory holds it: only asked for when
-        // the rule needs a person, as the gate asks.
-        var decision = AccessDecision(.notLooked, request: request, access: front.access)
-        if case .signIn = decision { decision = AccessDecision(visitor(presented(), now: now), request: request, access: front.access) }
-        switch decision {
-        case .pass:
-            return .anonymous
-        case .allow(let user, let groups, let client):
-            let audience = upstream.rawPool.settings.origin
-            guard let assertion = assertions.recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) else { return nil }
-            return .identified(
-                user, groups: groups, assertion: assertion, client: client, dropsAuthorization: !front.keepsAuthorization(client: client, request)
-            )
-        case .deny, .signIn, .unavailable, .badToken:
+        // The door's verdict (`DoorVerdicts`), with the session or token as memory holds it, looked up only when the
+        // rule needs a person.
+        guard let admission = DoorVerdicts.admissionFromMemory(request, authorization: authorization, front: front, visitor: { visitor(presented(), now: now) })
+        else {
             // The handlers answer: a refusal is rendered and audited there, a session not in memory is looked up.
             return nil
         }
+        guard let person = admission.person else { return .anonymous }
+        let audience = upstream.rawPool.settings.origin
+        guard let assertion = assertions.recentAssertion(for: person.user, groups: person.groups, audience: audience, client: person.client, now: now)
+        else { return nil }
+        return .identified(
+            person.user, groups: person.groups, assertion: assertion, client: person.client, dropsAuthorization: admission.dropsAuthorization
+        )
     }
 
     /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person and their groups, and
@@ -145,16 +143,20 @@ final class BytePathAnswers: Sendable {
         guard let check = DoorRoutes.Check(path: path), request.method != "OPTIONS" else { return nil }
         let status = check.passStatus
         let counter = check == .check ? metrics.fastChecks : metrics.fastForwards
-        guard case .allow(let user, let groups, let client) = AccessDecision(visitor(presented, now: now), request: request, access: front.access, narrowing: narrowing)
-        else { return nil }
+        // The door's verdict (`DoorVerdicts`); a check passes only a person (a public rule's check is the handlers').
+        guard let admission = DoorVerdicts.admissionFromMemory(
+            request, narrowing: narrowing, authorization: authorization, front: front, visitor: { visitor(presented, now: now) }
+        ), let person = admission.person else { return nil }
         var assertion: String?
         if let audience {
-            guard let recent = assertions.recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) else { return nil }
+            guard let recent = assertions.recentAssertion(for: person.user, groups: person.groups, audience: audience, client: person.client, now: now)
+            else { return nil }
             assertion = recent
         }
         counter.increment()
-        let said = front.keepsAuthorization(client: client, request) ? authorization : nil
-        return CheckPass(status: status, user: user, groups: groups, assertion: assertion, client: client, authorization: said)
+        return CheckPass(
+            status: status, user: person.user, groups: person.groups, assertion: assertion, client: person.client, authorization: admission.authorization
+        )
     }
 
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
@@ -174,8 +176,9 @@ final class BytePathAnswers: Sendable {
     /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
     func warmUpstream(sessionHash: String, request: AccessRequest, client: String) async {
         guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date(), askedBy: client) else { return }
-        guard case .allow(let user, let groups, _) = AccessDecision(.signedIn(session, user), request: request, access: front.access) else { return }
-        _ = await upstream.gate.identity(of: user, groups: groups)
+        guard let person = DoorVerdicts.admissionFromMemory(request, authorization: nil, front: front, visitor: { .signedIn(session, user) })?.person
+        else { return }
+        _ = await upstream.gate.identity(of: person.user, groups: person.groups)
     }
 
     /// Who the session whose cookie value hashes to `idHash` is, as far as this instance's memory knows: signed in,

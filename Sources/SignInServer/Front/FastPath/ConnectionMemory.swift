@@ -133,7 +133,9 @@ final class ConnectionMemory {
     func upstreamRequest(_ head: RawHTTP.RequestHead, target: RequestTarget, from source: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer? {
         guard let upstream = answers.upstream, !head.mayHoldToken, let method = HTTPRequest.Method(head.method) else { return nil }
         let now = Date()
-        guard let presented = presented(head), let pass = answers.upstreamPass(method: method, host: head.host, target: target, presented: { presented }, now: now)
+        guard let presented = presented(head), let pass = answers.upstreamPass(
+            method: method, host: head.host, target: target, authorization: head.authorization, presented: { presented }, now: now
+        )
         else { return nil }
         var out = allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
         out.writeString(head.method)
