@@ -182,6 +182,52 @@ struct BytePathTests {
         }
     }
 
+    @Test("Envoy's ext_authz checks over HTTP from a trusted proxy on one kept-alive connection: allowed from memory with the same answer the handlers gave (identity, the assertion for the original origin, the fields Envoy removes, among them a client's forged ones); from an untrusted peer, a refusal or an unknown session the handlers answer")
+    func extAuthzFromMemory() async throws {
+        try await UpstreamProxyTests.withEchoSite(Self.memoryKept.merging(["trusted_proxies": "127.0.0.1", "access_rules": #"[{"paths": ["^/public/"], "policy": "public"}, {"paths": ["^/ops/"], "policy": "allow", "groups": ["ops"]}]"#]) { $1 }) { site, visit in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            func check(_ path: String, host: String = "wiki.example.com", extra: String = "", cookie: String? = nil, close: Bool = false) -> String {
+                "GET /auth/ext-authz\(path) HTTP/1.1\r\nHost: \(host)\r\nX-Forwarded-Proto: https\r\nAccept: text/html\r\n"
+                    + "Cookie: siwa_session=\(cookie ?? session)\r\n\(extra)\(close ? "Connection: close\r\n" : "")\r\n"
+            }
+            let forged = "X-Auth-Request-Groups: ops\r\nX-Siwa-Assertion: forged\r\nx_auth_request_user: mallory\r\n"
+            // The handlers answer first (and sign the assertion for the origin), then the same requests from memory.
+            let cases = ["/app/page?x=1", "/public/logo.png", "/app/other"]
+            var byHandlers: [RawSocket.Answer] = []
+            for path in cases {
+                let text = try await RawSocket.exchange(port: site.port, check(path, extra: forged + DoorTests.toTheHandlers + "\r\n", close: true))
+                byHandlers.append(RawSocket.Answer(head: text.components(separatedBy: "\r\n\r\n")[0], body: ""))
+            }
+            let before = try await Self.counted("ext_authz", site, visit)
+            let requests = cases.enumerated().map { check($0.element, extra: forged, close: $0.offset == cases.count - 1) }
+            let text = try await RawSocket.exchange(port: site.port, requests.joined())
+            let answers = text.components(separatedBy: "\r\n\r\n").dropLast().map { RawSocket.Answer(head: $0, body: "") }
+            #expect(answers.count == cases.count, "\(text)")
+            for (index, answer) in answers.enumerated() {
+                #expect(answer.status == 200, "\(answer.head)")
+                let handlers = byHandlers[index]
+                #expect(answer.fields == handlers.fields, "the byte path answered \(cases[index]) otherwise than the handlers:\n\(answer.head)\n\(handlers.head)")
+                let removed = (answer.value("x-envoy-auth-headers-to-remove") ?? "").split(separator: ",").map(String.init)
+                #expect(removed.contains("x_auth_request_user") && removed.contains("x-auth-request-groups"), "the forged fields are removed: \(removed)")
+                if cases[index].hasPrefix("/public/") {
+                    #expect(answer.value("x-auth-request-user") == nil && removed.contains("x-auth-request-user") && removed.contains("x-siwa-assertion"), "\(answer.head)")
+                } else {
+                    #expect(answer.value("x-auth-request-user") == ada.sub && answer.value("x-auth-request-groups") == nil, "\(answer.head)")
+                    let audience = try answer.value("x-siwa-assertion").flatMap { try Self.claims(ofJWT: $0)["aud"] as? String }
+                    #expect(audience == "https://wiki.example.com")
+                }
+            }
+            #expect(try await Self.counted("ext_authz", site, visit) == before + cases.count, "every check was answered from memory")
+            // What memory does not let pass is the handlers': a rule that refuses Ada, an unknown session.
+            for request in [check("/ops/x", close: true), check("/app/page", cookie: "unknown", close: true)] {
+                let refused = RawSocket.Answer(head: try await RawSocket.exchange(port: site.port, request).components(separatedBy: "\r\n\r\n")[0], body: "")
+                #expect(refused.status == 403 || refused.status == 302, "\(refused.head)")
+            }
+            #expect(try await Self.counted("ext_authz", site, visit) == before + cases.count)
+        }
+    }
+
     @Test("each answer says what becomes of the connection, in the plain server and with --upstream: Connection: close to HTTP/1.0 and to a request that asked to close (the connection then ends), keep-alive to HTTP/1.0 that asked to keep it (and the next request is answered)")
     func connectionOutcomeSaid() async throws {
         func check(port: Int, _ side: String) async throws {

@@ -27,7 +27,7 @@ struct ExtAuthzController: Sendable {
     let metrics: ServerMetrics
 
     /// The prefix Envoy's `http_service.path_prefix` names.
-    static let prefix = "/auth/ext-authz"
+    static let prefix = EnvoyOriginal.prefix
 
     /// The methods a request Envoy asks about may have (the router registers a route per method).
     static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options, .trace]
@@ -93,12 +93,10 @@ struct ExtAuthzController: Sendable {
     /// come back to.
     func doorRequest(_ original: Original) -> DoorRequest {
         let method = original.method.uppercased()
-        var asked = AccessRequest(host: nil, method: nil, path: nil)
-        var url: String?
-        if let origin = origin(of: original), let host = original.host, let target = try? RequestTarget(original.target, host: host) {
-            asked = AccessRequest(host: host, method: method, path: target.path, isPreflight: original.fields.isCORSPreflight(method: method))
-            url = origin + target.forwarded
-        }
+        let (asked, url) = EnvoyOriginal.asked(
+            method: method, target: original.target, host: original.host, origin: origin(of: original),
+            isPreflight: original.fields.isCORSPreflight(method: method)
+        )
         let query = original.target.firstIndex(of: "?").map { original.target[original.target.index(after: $0)...] }
         return DoorRequest(
             asked: asked, method: method, fields: original.fields,
@@ -110,16 +108,14 @@ struct ExtAuthzController: Sendable {
     /// The origin (`scheme://host`) Envoy says the request was made to, believed from a trusted proxy only: the
     /// assertion's audience, and the start of the URL to come back to.
     func origin(of original: Original) -> String? {
-        guard original.fromTrusted, let host = original.host else { return nil }
-        return (original.scheme?.lowercased() == "https" ? "https" : "http") + "://" + host
+        EnvoyOriginal.origin(host: original.host, scheme: original.scheme, fromTrusted: original.fromTrusted)
     }
 
     /// The HTTP mode: the original request is this one, its target below `prefix`.
     @Sendable func http(_ request: Request, context: ServerContext) async throws -> Response {
         let peer = context.remoteAddress?.ipAddress
         let fromTrusted = proxy.trusted(peer)
-        var target = String((request.head.path ?? "/").dropFirst(Self.prefix.count))
-        if !target.hasPrefix("/") { target = "/" + target }
+        let target = EnvoyOriginal.target(checkTarget: request.head.path ?? "/") ?? "/"
         let original = Original(
             method: request.method.rawValue, target: target, host: request.head.authority,
             scheme: proxy.forwarded(.xForwardedProto, request.headers, fromTrusted: fromTrusted), fields: request.headers, fromTrusted: fromTrusted,
@@ -135,9 +131,4 @@ struct ExtAuthzController: Sendable {
             return response
         }
     }
-}
-
-extension HTTPField.Name {
-    /// The field of an `ext_authz` HTTP service's 200 naming the fields Envoy removes from the upstream's request.
-    static let envoyAuthHeadersToRemove = HTTPField.Name("x-envoy-auth-headers-to-remove")
 }

@@ -19,6 +19,7 @@ public final class ServerMetrics: Sendable {
     let fastForwards: Counter
     let fastProxiedBytes: Counter
     let fastPages: Counter
+    let fastExtAuthz: Counter
     /// The edge (issue 36): TLS connections by the protocol ALPN chose, hellos refused, HTTP/2 limits met.
     let edgeConnections: EdgeConnectionCounters
     let edgeRefusedHellos: Counter
@@ -46,6 +47,7 @@ public final class ServerMetrics: Sendable {
         fastForwards = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "forward")], help: fastHelp)
         fastProxiedBytes = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "upstream_bytes")], help: fastHelp)
         fastPages = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "page")], help: fastHelp)
+        fastExtAuthz = registry.makeCounter(name: "siwa_front_fast_path_total", labels: [("request", "ext_authz")], help: fastHelp)
         let tlsHelp = "TLS connections to the HTTPS port, by the protocol ALPN chose (acme-tls/1: an ACME validation)."
         edgeConnections = EdgeConnectionCounters(
             http1: registry.makeCounter(name: "siwa_tls_connections_total", labels: [("protocol", "http/1.1")], help: tlsHelp),

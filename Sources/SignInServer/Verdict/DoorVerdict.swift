@@ -94,11 +94,16 @@ struct Admission: Sendable {
     /// made under another name (`IdentityHeaders.claimsIdentity`, as it spelled it), and `Authorization` when it does
     /// not go on.
     func removedNames(given: [HTTPField], from fields: HTTPFields) -> [String] {
+        removedNames(given: given, claimed: fields.lazy.map(\.name.rawName))
+    }
+
+    /// The same, for the names of the fields the client sent, `sent`, as it spelled them (the byte path's reading).
+    func removedNames(given: [HTTPField], claimed sent: some Sequence<String>) -> [String] {
         let set = Set(given.map(\.name))
         var removed = IdentityHeaders.all.filter { !set.contains($0) }.map { $0.canonicalName }
-        for field in fields where IdentityHeaders.claimsIdentity(field.name.rawName) && !set.contains(field.name) {
-            let name = field.name.canonicalName
-            if !removed.contains(name) { removed.append(name) }
+        for raw in sent where IdentityHeaders.claimsIdentity(raw) {
+            guard let name = HTTPField.Name(raw), !set.contains(name), !removed.contains(name.canonicalName) else { continue }
+            removed.append(name.canonicalName)
         }
         if dropsAuthorization { removed.append("authorization") }
         return removed

@@ -159,6 +159,23 @@ final class BytePathAnswers: Sendable {
         )
     }
 
+    /// Envoy's `ext_authz` check over HTTP (`ExtAuthzController.http`) that memory lets pass: the admission and the
+    /// assertion addressed to `audience` (the original origin); nil when the handlers answer (a refusal, a sign-in, a
+    /// session not in memory, no recent assertion). `asked` is what a trusted Envoy says (`EnvoyOriginal.asked`).
+    func extAuthzPass(_ asked: AccessRequest, audience: String, presented: Presented, authorization: String?, now: Date) -> (Admission, assertion: String?)? {
+        guard let admission = DoorVerdicts.admissionFromMemory(asked, authorization: authorization, front: front, visitor: { visitor(presented, now: now) })
+        else { return nil }
+        var assertion: String?
+        if let person = admission.person {
+            guard let recent = assertions.recentAssertion(for: person.user, groups: person.groups, audience: audience, client: person.client, now: now)
+            else { return nil }
+            assertion = recent
+        }
+        metrics.fastExtAuthz.increment()
+        metrics.extAuthz(DoorVerdict.allow(admission).kind, mode: "http")
+        return (admission, assertion)
+    }
+
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
     /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
     func checkFields(_ pass: CheckPass) -> HTTPFields {

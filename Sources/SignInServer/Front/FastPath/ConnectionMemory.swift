@@ -79,6 +79,36 @@ final class ConnectionMemory {
         return out
     }
 
+    /// The answer to `head` when it is Envoy's `ext_authz` check over HTTP (`/auth/ext-authz/<original target>`) from a
+    /// trusted proxy that memory lets pass, as HTTP/1.1 bytes: 200 with the identity fields, the assertion addressed to
+    /// the original origin and `x-envoy-auth-headers-to-remove`, as `ExtAuthzController.http` answers it. Anything
+    /// else (an asker that is not a trusted proxy, a preflight, a refusal) is the handlers'.
+    func extAuthzAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        guard peerTrusted, !head.mayHoldToken, let target = EnvoyOriginal.target(checkTarget: head.target) else { return nil }
+        // `X-Forwarded-Proto` as the handlers read it (its first item).
+        let scheme = head.forwarded.first { $0.name == "x-forwarded-proto" }.flatMap { field -> String? in
+            guard let name = HTTPField.Name.xForwardedProto else { return nil }
+            return answers.resolver.forwarded(name, HTTPFields([HTTPField(name: name, value: field.value)]), fromTrusted: true)
+        }
+        guard let origin = EnvoyOriginal.origin(host: head.host, scheme: scheme, fromTrusted: true) else { return nil }
+        let (asked, url) = EnvoyOriginal.asked(method: head.method, target: target, host: head.host, origin: origin, isPreflight: false)
+        guard url != nil, let presented = presented(head),
+            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: head.authorization, now: Date())
+        else { return nil }
+        var fields: HTTPFields = [.cacheControl: "no-store"]
+        let set = admission.identityFields(assertion: assertion)
+        fields.append(contentsOf: set)
+        let removed = admission.removedNames(given: set, claimed: head.lines.lazy.map(\.name))
+        if !removed.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { fields[name] = removed.joined(separator: ",") }
+        fields[.contentLength] = "0"
+        answers.security.secure(&fields)
+        var out = allocator.buffer(capacity: 2048)
+        ByteHead.writeStatusAndFields(&out, .ok, fields)
+        ByteHead.writeStamp(&out, dates: answers.dates)
+        ByteHead.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
+        return out
+    }
+
     /// The sign-in or session page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes, body included: the
     /// page's fields, its length, the security headers, `Date` and `Server`, as the middleware and Hummingbird add
     /// them to the handlers' answer. `buffer` starts with `head`. HTTP/1.0 and two `Accept-Language` fields (which

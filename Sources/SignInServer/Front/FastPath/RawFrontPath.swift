@@ -232,6 +232,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 let close = head.closesAfter
                 if head.isBodilessGET,
                     let answer = memory.checkAnswer(head, closing: close, allocator: context.channel.allocator)
+                        ?? memory.extAuthzAnswer(head, closing: close, allocator: context.channel.allocator)
                         ?? memory.pageAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
                 {
                     // `/auth/check` or `/auth/forward`, or the sign-in or session page, from memory: answered at once,
