@@ -156,14 +156,20 @@ expect() {
     [ "$got" = "$1" ] || { echo "$2 answered $got, expected $1" >&2; cat "$work/siwa.log" >&2; exit 1; }
 }
 
-# wrk_run NAME URL PIDS [wrk args...]: wrk's output in $work/NAME.txt, the PIDS' CPU per request in NAME.cpu.
+# wrk_run NAME URL PIDS [wrk args...]: wrk's output in $work/NAME.txt, the PIDS' CPU per request in NAME.cpu; with
+# WRK_PART_PID set, that process's own share in NAME.part (siwa's part of a line two processes answer).
 wrk_run() {
-    local name="$1" url="$2" who="$3" c0 c1; shift 3
+    local name="$1" url="$2" who="$3" c0 c1 p0=0 p1=0; shift 3
     c0="$(cpu_ticks $who)"
+    [ -n "${WRK_PART_PID:-}" ] && p0="$(cpu_ticks "$WRK_PART_PID")"
     wrk -t"$WRK_THREADS" -c"$CONNS" -d"${SECS}s" --latency "$@" "$url" > "$work/$name.txt" 2>&1 || true
     c1="$(cpu_ticks $who)"
-    awk -v t="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" \
-        'BEGIN { if (n > 0) printf "%.1f", 1e6 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
+    [ -n "${WRK_PART_PID:-}" ] && p1="$(cpu_ticks "$WRK_PART_PID")"
+    per_request() {
+        awk -v t="$1" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" 'BEGIN { if (n > 0) printf "%.1f", 1e6 * t / hz / n; else print "n/a" }'
+    }
+    per_request "$((c1 - c0))" > "$work/$name.cpu"
+    if [ -n "${WRK_PART_PID:-}" ]; then per_request "$((p1 - p0))" > "$work/$name.part"; fi
 }
 wrk_rate() { awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$work/$1.txt"; }
 wrk_pct() { awk -v p="$2%" '$1 == p {print $2; exit}' "$work/$1.txt"; }
@@ -184,6 +190,7 @@ best_round() {
         if awk -v a="${r:-0}" -v b="$best_rate" 'BEGIN { exit !(a > b) }'; then best="$f"; best_rate="$r"; fi
     done
     cp "$best" "$work/$name.txt"; cp "${best%.txt}.cpu" "$work/$name.cpu"
+    if [ -f "${best%.txt}.part" ]; then cp "${best%.txt}.part" "$work/$name.part"; fi
 }
 # row LABEL NAME [ERRORS]: a table row of NAME's figures.
 row() { echo "| $1 | $(wrk_rate "$2") | $(wrk_pct "$2" 50) | $(wrk_pct "$2" 99) | $(cat "$work/$2.cpu") µs | $(wrk_requests "$2") | ${3:-$(wrk_errors "$2")} |"; }

@@ -309,8 +309,8 @@ for round in $(seq 1 "$ROUNDS"); do
     wrk_run "postdirect.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/post4k.lua
     wrk_run "postproxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/post4k.lua
     wrk_run "envoy.r$round" "$envoy_url" "$envoy_pid" -s Benchmarks/lua/session.lua
-    wrk_run "envoyhttp.r$round" "$envoyhttp_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
-    wrk_run "envoygrpc.r$round" "$envoygrpc_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
+    WRK_PART_PID="$siwa_pid" wrk_run "envoyhttp.r$round" "$envoyhttp_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
+    WRK_PART_PID="$siwa_pid" wrk_run "envoygrpc.r$round" "$envoygrpc_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
 done
 for name in hello return202 check direct proxy checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc; do best_round "$name"; done
 kill "$envoy_pid" 2>/dev/null || true
@@ -389,8 +389,8 @@ $(row "(3) the same, siwa on a Unix socket (\`socket\`)" authsock)
 $(row "(5) nginx → upstream, 4 KB \`POST\`, no auth" postdirect)
 $(row "(5) \`siwa serve --upstream\` → upstream, 4 KB \`POST\`, valid session" postproxy)
 $(row "(8) Envoy → upstream, no auth" envoy)
-$(row "(8) Envoy + \`ext_authz\` over HTTP → siwa, then → upstream" envoyhttp)
-$(row "(8) Envoy + \`ext_authz\` over gRPC (h2c) → siwa, then → upstream" envoygrpc)
+$(row "(8) Envoy + \`ext_authz\` over HTTP → siwa, then → upstream (siwa's part: $(cat "$work/envoyhttp.part") µs)" envoyhttp)
+$(row "(8) Envoy + \`ext_authz\` over gRPC (h2c) → siwa, then → upstream (siwa's part: $(cat "$work/envoygrpc.part") µs)" envoygrpc)
 
 "CPU per request (front)": user + system time of the process answering wrk (siwa; nginx's master and workers;
 Envoy; both for (3) and (8)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.

@@ -35,7 +35,7 @@ extension UpstreamForwarder {
     func openWebSocket(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> UpstreamWebSocket {
         guard let place = await admission.pass(waitingAtMost: .milliseconds(Int64(settings.timeoutMS))) else { throw .busy }
         let headers = upstreamHeaders(request, context: context, identity: identity)
-        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: settings.basePath + target.forwarded, headers: headers)
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: settings.requestTarget(target.forwarded), headers: headers)
         let timeout = TimeAmount.milliseconds(Int64(settings.timeoutMS))
         let tls: NIOSSLContext?
         if settings.usesTLS {

@@ -47,7 +47,7 @@ struct UpstreamForwarder: Sendable {
     func forward(_ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField]) async throws(Failure) -> Response {
         guard let place = await admission.pass(waitingAtMost: .milliseconds(Int64(settings.timeoutMS))) else { throw .busy }
         if let http2 { return try await forwardOverHTTP2(request, target: target, context: context, identity: identity, connection: http2, place: place) }
-        var outbound = HTTPClientRequest(url: settings.origin + settings.basePath + target.forwarded)
+        var outbound = HTTPClientRequest(url: settings.origin + settings.requestTarget(target.forwarded))
         outbound.method = HTTPMethod(rawValue: request.method.rawValue)
         outbound.headers = upstreamHeaders(request, context: context, identity: identity)
         // The timeout counts from the request's last byte: an upload that takes longer than the timeout is not

@@ -217,7 +217,7 @@ extension UpstreamForwarder {
         _ request: Request, target: RequestTarget, context: ServerContext, identity: [HTTPField], connection: UpstreamHTTP2, place: UpstreamAdmission.Pass
     ) async throws(Failure) -> Response {
         let holder = PlaceHolder(place)
-        var head = HTTPRequest(method: request.method, scheme: "http", authority: settings.authority, path: settings.basePath + target.forwarded)
+        var head = HTTPRequest(method: request.method, scheme: "http", authority: settings.authority, path: settings.requestTarget(target.forwarded))
         for (name, value) in upstreamHeaders(request, context: context, identity: identity) where name.lowercased() != "host" {
             if let field = HTTPField.Name(name.lowercased()) { head.headerFields.append(HTTPField(name: field, value: value)) }
         }

@@ -13,6 +13,12 @@ public struct UpstreamSettings: Sendable {
     let usesTLS: Bool
     /// The path every forwarded request target is put under, without a trailing slash ("" for none).
     public let basePath: String
+
+    /// The target the upstream's request line names for `forwarded`, the client's target as siwa passes it on
+    /// (`RequestTarget.forwarded`): under `basePath`. Every carrier's request line names this, and nothing else.
+    func requestTarget(_ forwarded: String) -> String {
+        basePath + forwarded
+    }
     /// How long siwa waits for the upstream's response head once the request is sent (a body that has started
     /// is not cut).
     public var timeoutMS: Int

@@ -170,8 +170,7 @@ final class ConnectionMemory {
         var out = allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
         out.writeString(head.method)
         out.writeStaticString(" ")
-        out.writeString(upstream.rawPool.settings.basePath)
-        out.writeString(target.forwarded)
+        out.writeString(upstream.rawPool.settings.requestTarget(target.forwarded))
         out.writeStaticString(" HTTP/1.1\r\n")
         // Where the request came from, as the handlers' carriers say it (from a trusted proxy's headers, else the peer).
         let forwarded = UpstreamForwarder.ForwardedFields(
