@@ -64,6 +64,10 @@ package enum RawHTTP {
         /// A `GET` without a body: what may pass to the upstream from here.
         package var isBodilessGET: Bool { method == "GET" && contentLength == nil }
 
+        /// No body follows the head: no `Content-Length`, or 0 (a request with a transfer coding is not taken at all),
+        /// as Envoy's `ext_authz` sends its checks whatever the original method.
+        package var hasNoBody: Bool { (contentLength ?? 0) == 0 }
+
         /// Whether the byte path may pass it to the upstream when `available` bytes of it (head included) have come:
         /// a request of any method but `HEAD` (whose answer has no body, whatever its framing says) without a body,
         /// or with a body of known length, at most `smallBodyLimit`, that has come whole with its head.

@@ -187,8 +187,10 @@ struct BytePathTests {
         try await UpstreamProxyTests.withEchoSite(Self.memoryKept.merging(["trusted_proxies": "127.0.0.1", "access_rules": #"[{"paths": ["^/public/"], "policy": "public"}, {"paths": ["^/ops/"], "policy": "allow", "groups": ["ops"]}]"#]) { $1 }) { site, visit in
             let ada = site.user("Ada")
             let session = try await visit.signIn(site, user: ada).session
+            // As Envoy asks: the original method, `Content-Length: 0`.
             func check(_ path: String, host: String = "wiki.example.com", extra: String = "", cookie: String? = nil, close: Bool = false) -> String {
-                "GET /auth/ext-authz\(path) HTTP/1.1\r\nHost: \(host)\r\nX-Forwarded-Proto: https\r\nAccept: text/html\r\n"
+                let method = path == "/app/other" ? "POST" : "GET"
+                return "\(method) /auth/ext-authz\(path) HTTP/1.1\r\nHost: \(host)\r\nContent-Length: 0\r\nX-Forwarded-Proto: https\r\nAccept: text/html\r\n"
                     + "Cookie: siwa_session=\(cookie ?? session)\r\n\(extra)\(close ? "Connection: close\r\n" : "")\r\n"
             }
             let forged = "X-Auth-Request-Groups: ops\r\nX-Siwa-Assertion: forged\r\nx_auth_request_user: mallory\r\n"

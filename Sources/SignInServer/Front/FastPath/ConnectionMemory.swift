@@ -84,7 +84,8 @@ final class ConnectionMemory {
     /// the original origin and `x-envoy-auth-headers-to-remove`, as `ExtAuthzController.http` answers it. Anything
     /// else (an asker that is not a trusted proxy, a preflight, a refusal) is the handlers'.
     func extAuthzAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
-        guard peerTrusted, !head.mayHoldToken, let target = EnvoyOriginal.target(checkTarget: head.target) else { return nil }
+        // An `OPTIONS` may be a CORS preflight, judged by fields only the handlers read (as `upstreamPass`).
+        guard peerTrusted, !head.mayHoldToken, head.method != "OPTIONS", let target = EnvoyOriginal.target(checkTarget: head.target) else { return nil }
         // `X-Forwarded-Proto` as the handlers read it (its first item).
         let scheme = head.forwarded.first { $0.name == "x-forwarded-proto" }.flatMap { field -> String? in
             guard let name = HTTPField.Name.xForwardedProto else { return nil }

@@ -230,10 +230,13 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 return handOn(context)
             case .head(let head):
                 let close = head.closesAfter
-                if head.isBodilessGET,
-                    let answer = memory.checkAnswer(head, closing: close, allocator: context.channel.allocator)
-                        ?? memory.extAuthzAnswer(head, closing: close, allocator: context.channel.allocator)
-                        ?? memory.pageAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
+                if head.hasNoBody,
+                    let answer = head.isBodilessGET
+                        ? memory.checkAnswer(head, closing: close, allocator: context.channel.allocator)
+                            ?? memory.extAuthzAnswer(head, closing: close, allocator: context.channel.allocator)
+                            ?? memory.pageAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
+                        // Envoy asks with the original method and `Content-Length: 0`.
+                        : memory.extAuthzAnswer(head, closing: close, allocator: context.channel.allocator)
                 {
                     // `/auth/check` or `/auth/forward`, or the sign-in or session page, from memory: answered at once,
                     // as the codec path would.
