@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import Testing
 import TestSupport
 
@@ -77,6 +78,15 @@ struct EnvoyExtAuthzTests {
                         // The metrics count each check by verdict and mode.
                         let metrics = try await visit.send(site.url("/metrics")).text
                         #expect(metrics.contains(#"siwa_ext_authz_checks_total{verdict="allow",mode="\#(mode.rawValue)"}"#), "\(metrics)")
+                        if mode == .http {
+                            // Envoy's checks as Envoy sends them (the original method, `Content-Length: 0`), for a
+                            // person in memory whose assertion is signed, are answered from memory.
+                            let before = try await BytePathTests.counted("ext_authz", site, visit)
+                            for method in [HTTPMethod.GET, .POST, .GET] {
+                                #expect(try await visit.send(envoy.url("/"), method: method, cookies: ["siwa_session": ada]).status == 200, "\(envoy.logs())")
+                            }
+                            #expect(try await BytePathTests.counted("ext_authz", site, visit) > before, "no check of Envoy's was answered from memory")
+                        }
                     }
                 }
             }
