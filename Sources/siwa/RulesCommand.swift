@@ -38,6 +38,9 @@ struct RulesCommand: AsyncParsableCommand {
                 if person { CLIOutput.stdout("groups: " + (judgement.groups.isEmpty ? "none" : judgement.groups.joined(separator: ", "))) }
                 if let reason = judgement.reason { CLIOutput.stdout("note: \(reason)") }
                 CLIOutput.stdout("verdict: \(judgement.verdict.rawValue)")
+                if let maxAuthAge = judgement.maxAuthAge {
+                    CLIOutput.stdout("max_auth_age: \(maxAuthAge) s: a session whose sign-in with Apple is older is sent to Apple again (401 insufficient_user_authentication to a script or app)")
+                }
                 if judgement.verdict != .public, judgement.verdict != .allow { throw ExitCode(1) }
             }
         }

@@ -34,6 +34,22 @@ struct AccessRulesTests {
         #expect(Self.refusal(#"{"policy": "public"}"#) == "access_rules: must be a JSON array of rule objects")
     }
 
+    @Test("max_auth_age is seconds, written as a number or with its unit; anything else, and on any rule but allow, is refused naming the field")
+    func maxAuthAge() throws {
+        let cases: [(String, Int)] = [("900", 900), ("\"900\"", 900), ("\"90s\"", 90), ("\"15m\"", 900), ("\" 2H \"", 7200), ("\"1d\"", 86400), ("1", 1)]
+        for (written, seconds) in cases {
+            let rule = try #require(try Self.rules(#"[{"policy": "allow", "max_auth_age": "# + written + "}]").first)
+            #expect(rule.maxAuthAge == seconds, "\(written)")
+            #expect(rule.description.contains("max_auth_age \(seconds) s"))
+        }
+        for written in ["0", "-5", "true", "\"15 minutes\"", "\"m\"", "\"\"", "1.5", "[60]", "\"9999999999999999999d\"", "\"400d\""] {
+            let refusal = Self.refusal(#"[{"policy": "allow", "max_auth_age": "# + written + "}]")
+            #expect(refusal?.hasPrefix("access_rules[0].max_auth_age: ") == true, "\(written): \(refusal ?? "accepted")")
+        }
+        #expect(Self.refusal(#"[{"policy": "public", "max_auth_age": 60}]"#)?.contains("belong to an allow rule") == true)
+        #expect(try Self.rules(#"[{"policy": "allow"}]"#).first?.maxAuthAge == nil)
+    }
+
     @Test("group members: emails, @domains and sub:, checked; group names checked")
     func members() throws {
         #expect(try GroupMember(parsing: "Ada@Example.com") == .email("ada@example.com"))

@@ -93,6 +93,8 @@ public struct AccessJudgement: Sendable, Equatable {
     public var groups: [String]
     /// Why, when the rule could not be applied as configured (the original request unknown), for the log.
     public var reason: String?
+    /// The rule's `max_auth_age` (seconds) for a person it lets in; nil when it sets none.
+    public var maxAuthAge: Int? = nil
 }
 
 /// The access rules, the global policy and the groups in force, shared by every carrier of the front (the check,
@@ -226,6 +228,7 @@ public final class AccessControl: Sendable {
             let policy: AccessPolicy
             let label: String
             var clients: Set<String> = []
+            var maxAuthAge: Int?
             switch match {
             case .rule(let index):
                 let rule = state.rules[index]
@@ -239,6 +242,7 @@ public final class AccessControl: Sendable {
                     if rule.corsPreflight, request.isPreflight { return AccessJudgement(verdict: .public, rule: label, groups: []) }
                     policy = allowed
                     clients = rule.clients
+                    maxAuthAge = rule.maxAuthAge
                 }
             case .global:
                 label = "global"
@@ -256,7 +260,7 @@ public final class AccessControl: Sendable {
             let allowed = policy.allows(subject: subject, email: email, groups: groups)
                 && narrowing.allSatisfy { $0.allows(subject: subject, email: email, groups: groups) }
                 && (clients.isEmpty || client.map(clients.contains) == true)
-            return AccessJudgement(verdict: allowed ? .allow : .deny, rule: label, groups: groups)
+            return AccessJudgement(verdict: allowed ? .allow : .deny, rule: label, groups: groups, maxAuthAge: allowed ? maxAuthAge : nil)
         }
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the session cookie of a request led to.
 enum Visitor: Sendable {
     /// The route does not look sessions up.
@@ -31,18 +33,26 @@ enum AccessDecision {
     case badToken(BearerProblem)
     /// The store did not answer; `retryURL` is the page to try again.
     case unavailable(retryURL: String)
+    /// The rule lets the person in, but their last authentication with Apple is older than its `max_auth_age`
+    /// (`maxAge` seconds): Apple again, or 401 `insufficient_user_authentication` (RFC 9470).
+    case stepUp(UserRecord, maxAge: Int)
 
-    /// The decision for `request` by `visitor`, narrowed by a check's query parameters (`narrowing`).
-    init(_ visitor: Visitor, request: AccessRequest, access: AccessControl, narrowing: [AccessPolicy] = []) {
-        let (user, client): (UserRecord?, String?) = switch visitor {
-        case .signedIn(_, let user): (user, nil)
-        case .bearer(_, let user, let client): (user, client)
-        default: (nil, nil)
+    /// The decision for `request` by `visitor`, narrowed by a check's query parameters (`narrowing`), at `now`.
+    init(_ visitor: Visitor, request: AccessRequest, access: AccessControl, narrowing: [AccessPolicy] = [], now: Date = Date()) {
+        let (user, client, session): (UserRecord?, String?, SessionRecord?) = switch visitor {
+        case .signedIn(let session, let user): (user, nil, session)
+        case .bearer(let session, let user, let client): (user, client, session)
+        default: (nil, nil, nil)
         }
         let judgement = access.judge(request, subject: user?.subject, email: user?.email, client: client, narrowing: narrowing)
         switch (judgement.verdict, user) {
         case (.public, _): self = .pass
-        case (.allow, let user?): self = .allow(user, groups: judgement.groups, client: client)
+        case (.allow, let user?):
+            if let maxAge = judgement.maxAuthAge, let session, now.timeIntervalSince(session.authenticatedAt) > TimeInterval(maxAge) {
+                self = .stepUp(user, maxAge: maxAge)
+            } else {
+                self = .allow(user, groups: judgement.groups, client: client)
+            }
         case (.deny, let user): self = .deny(user, judgement)
         case (.allow, nil), (.signIn, _):
             switch visitor {

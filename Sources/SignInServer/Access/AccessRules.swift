@@ -108,10 +108,14 @@ public struct AccessRule: Sendable, CustomStringConvertible {
     /// The request's `Authorization` field reaches the upstream (by default a bearer token siwa took stays with siwa:
     /// the identity headers and the assertion stand for it).
     public let passAuthorization: Bool
+    /// `max_auth_age`: the person's last authentication with Apple (their session's start, when siwa verified Apple's
+    /// token) must be at most this many seconds old; an older one is sent to Apple again (a browser's navigation) or
+    /// told 401 `insufficient_user_authentication` with `max_age` (RFC 9470). Nil: any age the session lives.
+    public let maxAuthAge: Int?
 
     public init(
         label: String, hosts: [HostPattern] = [], paths: [PathPattern] = [], methods: Set<String> = [], policy: Policy, clients: Set<String> = [],
-        corsPreflight: Bool = false, passAuthorization: Bool = false
+        corsPreflight: Bool = false, passAuthorization: Bool = false, maxAuthAge: Int? = nil
     ) {
         self.label = label
         self.hosts = hosts
@@ -121,6 +125,7 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         self.clients = clients
         self.corsPreflight = corsPreflight
         self.passAuthorization = passAuthorization
+        self.maxAuthAge = maxAuthAge
     }
 
     public var description: String {
@@ -131,6 +136,7 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         if !clients.isEmpty { parts.append("clients " + clients.sorted().joined(separator: " ")) }
         if corsPreflight { parts.append("cors_preflight") }
         if passAuthorization { parts.append("pass_authorization") }
+        if let maxAuthAge { parts.append("max_auth_age \(maxAuthAge) s") }
         return parts.joined(separator: ", ")
     }
 
@@ -172,7 +178,7 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         return rules
     }
 
-    static let keys: Set<String> = ["hosts", "paths", "methods", "policy", "emails", "email_domains", "subs", "groups", "clients", "cors_preflight", "pass_authorization"]
+    static let keys: Set<String> = ["hosts", "paths", "methods", "policy", "emails", "email_domains", "subs", "groups", "clients", "cors_preflight", "pass_authorization", "max_auth_age"]
 
     private static func parse(_ element: Any, index: Int) throws(AccessConfigurationError) -> AccessRule {
         let at = "access_rules[\(index)]"
@@ -246,13 +252,45 @@ public struct AccessRule: Sendable, CustomStringConvertible {
         }
         let corsPreflight = try flag("cors_preflight")
         let passAuthorization = try flag("pass_authorization")
-        if policyName != "allow", !clients.isEmpty || corsPreflight || passAuthorization {
-            throw AccessConfigurationError("\(at): clients, cors_preflight and pass_authorization belong to an allow rule, not \(policyName)")
+        var maxAuthAge: Int?
+        if let value = object["max_auth_age"] {
+            do {
+                maxAuthAge = try Self.seconds(value)
+            } catch {
+                throw AccessConfigurationError("\(at).max_auth_age: \(error.description)")
+            }
+        }
+        if policyName != "allow", !clients.isEmpty || corsPreflight || passAuthorization || maxAuthAge != nil {
+            throw AccessConfigurationError("\(at): clients, cors_preflight, pass_authorization and max_auth_age belong to an allow rule, not \(policyName)")
         }
         return AccessRule(
             label: String(index), hosts: hosts, paths: paths, methods: Set(methods), policy: policy, clients: Set(clients), corsPreflight: corsPreflight,
-            passAuthorization: passAuthorization
+            passAuthorization: passAuthorization, maxAuthAge: maxAuthAge
         )
+    }
+
+    /// A duration in seconds: a whole number of seconds, or a text of one (`900`) or with its unit (`90s`, `15m`,
+    /// `2h`, `1d`); at least one second, at most a year.
+    static func seconds(_ value: Any) throws(AccessConfigurationError) -> Int {
+        let seconds: Int?
+        // A JSON number: Foundation reads `true` as a number too, of the C type `char` ("c"), which is no duration.
+        if let number = value as? NSNumber, String(cString: number.objCType) != "c", let whole = value as? Int {
+            seconds = whole
+        } else if let text = value as? String {
+            let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+            let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+            if let last = trimmed.last, let unit = units[last] {
+                seconds = Int(trimmed.dropLast()).flatMap { $0.multipliedReportingOverflow(by: unit).overflow ? nil : $0 * unit }
+            } else {
+                seconds = Int(trimmed)
+            }
+        } else {
+            seconds = nil
+        }
+        guard let seconds, seconds >= 1, seconds <= 366 * 86400 else {
+            throw AccessConfigurationError("\(value): a duration from 1 s to a year, in seconds (900) or with its unit (90s, 15m, 2h, 1d)")
+        }
+        return seconds
     }
 }
 

@@ -76,6 +76,10 @@ public struct SessionRecord: Sendable, Hashable {
     /// For an access token read as a session: the public id of the session its grant began in (it ends with it).
     public var parentSID: String? = nil
 
+    /// When the person last authenticated with Apple for this session: when siwa verified Apple's token and began
+    /// it (a sign-in again begins a new session in its place, `SignInCompletion`). What `max_auth_age` measures.
+    public var authenticatedAt: Date { createdAt }
+
     /// The client that holds this session as a bearer token: a native app's bundle ID, or the OpenID client an
     /// access token was issued to; nil for a browser's session, which is no bearer token.
     public var bearerClient: String? {

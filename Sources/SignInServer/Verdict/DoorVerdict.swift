@@ -18,6 +18,10 @@ enum DoorVerdict: Sendable {
     case deny(UserRecord?, bearer: Bool, scripted: Bool)
     /// The store did not answer; `retryURL` is the page to try again.
     case unavailable(retryURL: String)
+    /// The rule lets the person in, but only with an authentication with Apple at most `maxAge` seconds old, and
+    /// theirs is older (`max_auth_age`). A browser's navigation gets a page that says so and sends it to Apple again,
+    /// back to `returnTo`; anything else 401 `insufficient_user_authentication` with `max_age` (RFC 9470).
+    case stepUp(navigation: Bool, returnTo: String?, maxAge: Int)
 
     /// The status every door answers a refusal with (nil: let through). A check (nginx's `auth_request`) says 401 for
     /// every bearer problem and its own statuses for the rest (`DoorPolicy.checkStatus`).
@@ -28,6 +32,7 @@ enum DoorVerdict: Sendable {
         case .badToken(let problem): problem.code == .invalidRequest ? .badRequest : .unauthorized
         case .deny: .forbidden
         case .unavailable: .serviceUnavailable
+        case .stepUp: .unauthorized
         }
     }
 
@@ -39,6 +44,9 @@ enum DoorVerdict: Sendable {
         case .badToken(let problem): Self.challenge(error: problem)
         case .deny(_, bearer: true, _):
             "Bearer realm=\"\(Self.realm)\", error=\"insufficient_scope\", error_description=\"the access rules do not let this token's person or client through here\""
+        case .stepUp(_, _, let maxAge):
+            // RFC 9470 §3: the error, and the largest age of an authentication the resource takes.
+            "Bearer realm=\"\(Self.realm)\", error=\"insufficient_user_authentication\", error_description=\"a more recent sign-in with Apple is required\", max_age=\(maxAge)"
         }
     }
 
@@ -60,6 +68,7 @@ enum DoorVerdict: Sendable {
         case .badToken: "bad-token"
         case .deny: "deny"
         case .unavailable: "unavailable"
+        case .stepUp: "step-up"
         }
     }
 }

@@ -49,6 +49,8 @@ struct DoorVerdicts: Sendable {
             return .deny(user, bearer: bearer, scripted: request.fields.acceptsJSON || request.fields.isScripted)
         case .unavailable(let retryURL):
             return .unavailable(retryURL: retryURL)
+        case .stepUp(_, let maxAge):
+            return .stepUp(navigation: request.isNavigation, returnTo: request.original, maxAge: maxAge)
         }
     }
 
@@ -79,7 +81,7 @@ struct DoorVerdicts: Sendable {
             return admission(nil, asked: asked, authorization: authorization, front: front)
         case .allow(let user, let groups, let client):
             return admission(Admission.Person(user: user, groups: groups, client: client), asked: asked, authorization: authorization, front: front)
-        case .signIn, .badToken, .deny, .unavailable:
+        case .signIn, .badToken, .deny, .unavailable, .stepUp:
             return nil
         }
     }

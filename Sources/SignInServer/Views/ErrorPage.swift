@@ -48,6 +48,12 @@ struct ErrorPage: Error, Sendable {
         ErrorPage(key: "busy", status: .serviceUnavailable, actionURL: retryURL, actionKey: "tryAgain")
     }
 
+    /// A rule's `max_auth_age`: the person's sign-in with Apple is older than the address allows; the button signs
+    /// in again at `url` (`/auth/apple`, back to the address).
+    static func signInAgain(url: String) -> ErrorPage {
+        ErrorPage(key: "signInAgain", status: .unauthorized, actionURL: url, actionKey: "signInAgain")
+    }
+
     /// A `deny` rule of `access_rules` closes this address to everyone.
     static let closed = ErrorPage(key: "closed", status: .forbidden, actionURL: "/", actionKey: "goHome")
 

@@ -45,6 +45,17 @@ struct DoorPolicy: Sendable {
             return Self.challenged(Self.empty(.forbidden), challenge)
         case (.unavailable, .check):
             return Self.empty(.serviceUnavailable)
+        case (.stepUp, .check):
+            // nginx passes the 401 and its challenge on; its error_page for 401 sends a browser to sign in.
+            return Self.challenged(Self.empty(.unauthorized), challenge)
+        case (.stepUp(true, let returnTo, _), _):
+            // A page that says why, whose button starts the sign-in with Apple and comes back to the same URL.
+            // A 401 says its challenge (RFC 9110 §15.5.2), which says why (RFC 9470).
+            return Self.challenged(page(.signInAgain(url: front.signInURL(returningTo: returnTo)), fields), challenge)
+        case (.stepUp, _):
+            return own(Self.challenged(
+                Response.problem(.unauthorized, "insufficient_user_authentication", "Sign in again", "This address asks for a more recent sign-in with Apple."), challenge
+            ))
         case (.badToken(let problem), _):
             let status = verdict.status ?? .unauthorized
             return own(Self.challenged(Response.problem(status, problem.code.rawValue, "Bearer token not accepted", problem.description), challenge))

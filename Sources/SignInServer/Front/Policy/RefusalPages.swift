@@ -6,11 +6,14 @@ import JOSE
 extension FrontSettings {
     /// The 302 to the sign-in, coming back to `original` (an absolute URL) when it is an allowed `rd`.
     func signInRedirect(returningTo original: String?) -> Response {
-        var target = publicOrigin + "/auth/apple"
-        if let original { target += "?rd=" + FormEncoding.encode(original) }
-        var response = Response.redirect(to: target, type: .found)
+        var response = Response.redirect(to: signInURL(returningTo: original), type: .found)
         response.headers[.cacheControl] = "no-store"
         return response
+    }
+
+    /// Where a sign-in with Apple starts that comes back to `original` (an absolute URL) when it is known.
+    func signInURL(returningTo original: String?) -> String {
+        publicOrigin + "/auth/apple" + (original.map { "?rd=" + FormEncoding.encode($0) } ?? "")
     }
 }
 

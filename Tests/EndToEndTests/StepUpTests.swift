@@ -1,0 +1,71 @@
+import Foundation
+import NIOHTTP1
+import Testing
+import TestSupport
+
+/// A recent sign-in for sensitive paths (issue 47, part C): a rule's `max_auth_age` against a real `siwa serve`, its
+/// emulator and the echo upstream. The same verdict at every door is `VerdictDifferentialTests`' `/recent/` column.
+@Suite("A recent sign-in for a rule: max_auth_age", .serialized)
+struct StepUpTests {
+    static let rules = #"[{"paths": ["^/billing/"], "policy": "allow", "max_auth_age": 2}]"#
+
+    @Test("a session older than the rule's max_auth_age: a navigation gets the page that says why, whose button signs in with Apple again and comes back to the same URL, which then passes; a script gets 401 insufficient_user_authentication with max_age (RFC 9470), and so does a check; other paths pass meanwhile; memory never lets it through")
+    func oldSessionSignsInAgain() async throws {
+        try await UpstreamProxyTests.withEchoSite(["access_rules": Self.rules, "trusted_proxies": "127.0.0.1", "check_cache_seconds": "600"]) { site, visit in
+            let ada = site.user("Ada")
+            let session = try await visit.signIn(site, user: ada).session
+            let page = site.url("/billing/invoices?year=2026")
+            let navigation = [("Accept", "text/html"), ("Sec-Fetch-Mode", "navigate")]
+            // Fresh: through.
+            #expect(try await visit.send(page, headers: navigation, cookies: ["siwa_session": session]).status == 200)
+            try await Task.sleep(for: .milliseconds(2500))
+
+            // Twice: the second time the session is in memory, and memory must not let it through either.
+            for _ in 0..<2 {
+                let again = try await visit.send(page, headers: navigation, cookies: ["siwa_session": session])
+                #expect(again.status == 401, "\(again.status) \(again.text.prefix(300))")
+                #expect(again.text.contains("Sign in again to go on"), "\(again.text)")
+                let challenge = again.headers.first(name: "www-authenticate") ?? ""
+                #expect(challenge.contains(#"error="insufficient_user_authentication""#) && challenge.contains("max_age=2"), "\(challenge)")
+            }
+            let again = try await visit.send(page, headers: navigation, cookies: ["siwa_session": session])
+            // The page's button: the sign-in with Apple, back to the very URL.
+            let button = try #require(again.text.firstMatch(of: /href="([^"]*\/auth\/apple\?rd=[^"]*)"/).map { String($0.1).replacingOccurrences(of: "&amp;", with: "&") })
+            #expect(URLComponents(string: button)?.queryItems?.first { $0.name == "rd" }?.value == page, "\(button)")
+
+            // A script or an app: RFC 9470's challenge, problem details.
+            let script = try await visit.send(page, headers: [("Accept", "application/json")], cookies: ["siwa_session": session])
+            #expect(script.status == 401)
+            #expect(script.headers.first(name: "www-authenticate")?.contains(#"error="insufficient_user_authentication""#) == true)
+            #expect(script.text.contains("insufficient_user_authentication"), "\(script.text)")
+            // nginx's check, from a trusted proxy: 401 with the same challenge.
+            let check = try await visit.send(
+                site.url("/auth/check"), headers: [("X-Forwarded-Host", "127.0.0.1:\(site.port)"), ("X-Original-URI", "/billing/invoices")], cookies: ["siwa_session": session]
+            )
+            #expect(check.status == 401 && check.headers.first(name: "www-authenticate")?.contains("max_age=2") == true, "\(check.status)")
+            // Elsewhere the session still passes as it is.
+            #expect(try await visit.send(site.url("/home"), headers: navigation, cookies: ["siwa_session": session]).status == 200)
+
+            // Signing in again through the button comes back to the page, which now passes.
+            let renewed = try await visit.signIn(site, user: ada, start: button)
+            #expect(renewed.returnedTo == page, "\(renewed.returnedTo ?? "nowhere")")
+            let through = try await visit.send(page, headers: navigation, cookies: ["siwa_session": renewed.session])
+            #expect(through.status == 200)
+            #expect(try through.echoed().values("x-auth-request-user") == [ada.sub])
+        }
+    }
+
+    @Test("siwa rules test says the rule's max_auth_age for a person it lets in")
+    func rulesTestSaysIt() async throws {
+        try await withScratchDirectory("siwa-step-up-rules") { directory in
+            let file = directory.appendingPathComponent("siwa.json")
+            try Data(#"{"access_rules": \#(Self.rules), "allowed_emails": ["ada@example.com"]}"#.utf8).write(to: file)
+            let store = ["--config", file.path, "--db", directory.appendingPathComponent("siwa.sqlite").path]
+            let (verdict, output) = try await AccessRulesEndToEndTests.rulesTest(["https://app.example.com/billing/x", "--email", "ada@example.com"], store: store)
+            #expect(verdict.verdict == "allow" && verdict.rule == "0", "\(output)")
+            #expect(output.contains("max_auth_age: 2 s"), "\(output)")
+            let (other, otherOutput) = try await AccessRulesEndToEndTests.rulesTest(["https://app.example.com/home", "--email", "ada@example.com"], store: store)
+            #expect(other.verdict == "allow" && !otherOutput.contains("max_auth_age"), "\(otherOutput)")
+        }
+    }
+}
