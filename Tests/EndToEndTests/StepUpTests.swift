@@ -7,18 +7,23 @@ import TestSupport
 /// emulator and the echo upstream. The same verdict at every door is `VerdictDifferentialTests`' `/recent/` column.
 @Suite("A recent sign-in for a rule: max_auth_age", .serialized)
 struct StepUpTests {
-    static let rules = #"[{"paths": ["^/billing/"], "policy": "allow", "max_auth_age": 2}]"#
+    /// 8 s: long enough that a sign-in is still recent at the next request under the full suite's load (2 s was not),
+    /// short enough to wait out.
+    static let rules = #"[{"paths": ["^/billing/"], "policy": "allow", "max_auth_age": 8}]"#
 
     @Test("a session older than the rule's max_auth_age: a navigation gets the page that says why, whose button signs in with Apple again and comes back to the same URL, which then passes; a script gets 401 insufficient_user_authentication with max_age (RFC 9470), and so does a check; other paths pass meanwhile; memory never lets it through")
     func oldSessionSignsInAgain() async throws {
         try await UpstreamProxyTests.withEchoSite(["access_rules": Self.rules, "trusted_proxies": "127.0.0.1", "check_cache_seconds": "600"]) { site, visit in
             let ada = site.user("Ada")
+            let signingIn = ContinuousClock.now
             let session = try await visit.signIn(site, user: ada).session
+            let signedIn = ContinuousClock.now
             let page = site.url("/billing/invoices?year=2026")
             let navigation = [("Accept", "text/html"), ("Sec-Fetch-Mode", "navigate")]
-            // Fresh: through.
-            #expect(try await visit.send(page, headers: navigation, cookies: ["siwa_session": session]).status == 200)
-            try await Task.sleep(for: .milliseconds(2500))
+            // Fresh: through (judged only when the answer came within the 8 s, as it does unless the machine stalls).
+            let fresh = try await visit.send(page, headers: navigation, cookies: ["siwa_session": session]).status
+            if ContinuousClock.now - signingIn < .seconds(8) { #expect(fresh == 200) }
+            try await Task.sleep(until: signedIn + .milliseconds(8500))
 
             // Twice: the second time the session is in memory, and memory must not let it through either.
             for _ in 0..<2 {
@@ -26,7 +31,7 @@ struct StepUpTests {
                 #expect(again.status == 401, "\(again.status) \(again.text.prefix(300))")
                 #expect(again.text.contains("Sign in again to go on"), "\(again.text)")
                 let challenge = again.headers.first(name: "www-authenticate") ?? ""
-                #expect(challenge.contains(#"error="insufficient_user_authentication""#) && challenge.contains("max_age=2"), "\(challenge)")
+                #expect(challenge.contains(#"error="insufficient_user_authentication""#) && challenge.contains("max_age=8"), "\(challenge)")
             }
             let again = try await visit.send(page, headers: navigation, cookies: ["siwa_session": session])
             // The page's button: the sign-in with Apple, back to the very URL.
@@ -42,16 +47,26 @@ struct StepUpTests {
             let check = try await visit.send(
                 site.url("/auth/check"), headers: [("X-Forwarded-Host", "127.0.0.1:\(site.port)"), ("X-Original-URI", "/billing/invoices")], cookies: ["siwa_session": session]
             )
-            #expect(check.status == 401 && check.headers.first(name: "www-authenticate")?.contains("max_age=2") == true, "\(check.status)")
+            #expect(check.status == 401 && check.headers.first(name: "www-authenticate")?.contains("max_age=8") == true, "\(check.status)")
             // Elsewhere the session still passes as it is.
             #expect(try await visit.send(site.url("/home"), headers: navigation, cookies: ["siwa_session": session]).status == 200)
 
             // Signing in again through the button comes back to the page, which now passes.
+            let renewing = ContinuousClock.now
             let renewed = try await visit.signIn(site, user: ada, start: button)
             #expect(renewed.returnedTo == page, "\(renewed.returnedTo ?? "nowhere")")
             let through = try await visit.send(page, headers: navigation, cookies: ["siwa_session": renewed.session])
-            #expect(through.status == 200)
-            #expect(try through.echoed().values("x-auth-request-user") == [ada.sub])
+            if ContinuousClock.now - renewing < .seconds(8) {
+                #expect(through.status == 200)
+                let echoed = try through.echoed()
+                #expect(echoed.values("x-auth-request-user") == [ada.sub])
+                // The app is told when: the sign-in just made, in the header and in the assertion.
+                let said = echoed.values("x-siwa-auth-time").first.flatMap(Double.init)
+                #expect(said.map { abs($0 - Date().timeIntervalSince1970) < 60 } == true, "\(echoed.values("x-siwa-auth-time"))")
+                let assertion = try #require(echoed.values("x-siwa-assertion").first)
+                let claims = try BytePathTests.claims(ofJWT: assertion)
+                #expect((claims["auth_time"] as? NSNumber)?.doubleValue == said, "\(claims)")
+            }
         }
     }
 
@@ -63,7 +78,7 @@ struct StepUpTests {
             let store = ["--config", file.path, "--db", directory.appendingPathComponent("siwa.sqlite").path]
             let (verdict, output) = try await AccessRulesEndToEndTests.rulesTest(["https://app.example.com/billing/x", "--email", "ada@example.com"], store: store)
             #expect(verdict.verdict == "allow" && verdict.rule == "0", "\(output)")
-            #expect(output.contains("max_auth_age: 2 s"), "\(output)")
+            #expect(output.contains("max_auth_age: 8 s"), "\(output)")
             let (other, otherOutput) = try await AccessRulesEndToEndTests.rulesTest(["https://app.example.com/home", "--email", "ada@example.com"], store: store)
             #expect(other.verdict == "allow" && !otherOutput.contains("max_auth_age"), "\(otherOutput)")
         }

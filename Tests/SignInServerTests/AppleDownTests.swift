@@ -48,7 +48,9 @@ struct AppleDownTests {
             let elapsed = clock.now - begin
             #expect(response.status == .serviceUnavailable)
             #expect(response.errorTitle == Fixtures.Heading.unavailable)
-            #expect(elapsed < .milliseconds(6000), "gave up after \(elapsed)")
+            // Not waiting for Apple is ending before Apple's 9 s: under the full suite's load the 300 ms timeout's page
+            // came after 6.16 s (CI's run of 3488622), the concurrency pool being busy with other tests.
+            #expect(elapsed < .milliseconds(8500), "gave up after \(elapsed)")
             try CallbackFailureTests.expectNothingStored(h, response)
         }
     }

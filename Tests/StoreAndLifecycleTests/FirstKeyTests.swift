@@ -15,7 +15,7 @@ struct FirstKeyTests {
                 let now = Date(timeIntervalSinceReferenceDate: 786_000_000 + Double(index) * 7.000_123_457)
                 let assertions = IdentityAssertions(store: fixture.store, issuer: "https://auth.example.com", logger: Logger(label: "test.first-key"))
                 let user = UserRecord(subject: Records.subject(), email: nil, isPrivateEmail: false, firstName: nil, lastName: nil, createdAt: now, lastSignInAt: now)
-                if await assertions.assertion(for: user, groups: [], audience: "https://app.example.com", now: now) == nil { unsigned += 1 }
+                if await assertions.assertion(for: Admission.Person(user: user, groups: [], client: nil), audience: "https://app.example.com", now: now) == nil { unsigned += 1 }
             }
         }
         #expect(unsigned == 0, "\(unsigned) of 40 first keys could not sign at the moment they were made for")

@@ -23,7 +23,7 @@ enum AccessDecision {
     case pass
     /// Signed in and let in, with the person's groups now, and the client holding the bearer token when one was
     /// presented (nil for a browser's cookie).
-    case allow(UserRecord, groups: [String], client: String?)
+    case allow(UserRecord, groups: [String], client: String?, authenticatedAt: Date?)
     /// Not let in: a `deny` rule (for anyone, `nil` when no one is signed in), or a person the rule or policy does
     /// not name.
     case deny(UserRecord?, AccessJudgement)
@@ -51,7 +51,7 @@ enum AccessDecision {
             if let maxAge = judgement.maxAuthAge, let session, now.timeIntervalSince(session.authenticatedAt) > TimeInterval(maxAge) {
                 self = .stepUp(user, maxAge: maxAge)
             } else {
-                self = .allow(user, groups: judgement.groups, client: client)
+                self = .allow(user, groups: judgement.groups, client: client, authenticatedAt: session?.authenticatedAt)
             }
         case (.deny, let user): self = .deny(user, judgement)
         case (.allow, nil), (.signIn, _):

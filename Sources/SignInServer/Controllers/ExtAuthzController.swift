@@ -82,7 +82,7 @@ struct ExtAuthzController: Sendable {
         var assertion: String?
         // Signed only for a request whose URL the door knows (a trusted proxy's, its target read).
         if let person = admission.person, request.original != nil, let audience = origin(of: original) {
-            assertion = await assertions.assertion(for: person.user, groups: person.groups, audience: audience, client: person.client)
+            assertion = await assertions.assertion(for: person, audience: audience)
         }
         let set = admission.identityFields(assertion: assertion)
         return .allowed(set: set, remove: admission.removedNames(given: set, from: original.fields))

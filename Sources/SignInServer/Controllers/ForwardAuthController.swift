@@ -66,9 +66,9 @@ struct ForwardAuthController: Sendable {
         if let person = admission.person {
             var token: String?
             if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
-                token = await assertions.assertion(for: person.user, groups: person.groups, audience: audience, client: person.client)
+                token = await assertions.assertion(for: person, audience: audience)
             }
-            response = Response(status: passStatus, headers: IdentityHeaders.checkFields(person.user, groups: person.groups, assertion: token, client: person.client))
+            response = Response(status: passStatus, headers: IdentityHeaders.checkFields(person, assertion: token))
         }
         if let authorization = admission.authorization {
             response.headers[.authorization] = authorization

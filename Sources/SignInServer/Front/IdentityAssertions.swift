@@ -22,7 +22,7 @@ public final class IdentityAssertions: Sendable {
     /// The ES256 keys of the store.
     private let keyring: SigningKeyring
     /// The assertions signed lately, by subject and audience.
-    private let recent = Mutex<[CacheKey: (token: String, groups: [String], issuedAt: Date)]>([:])
+    private let recent = Mutex<[CacheKey: (token: String, groups: [String], authenticatedAt: Date?, issuedAt: Date)]>([:])
 
     public init(store: any SigningKeyStore, issuer: String, logger: Logger) {
         self.store = store
@@ -67,6 +67,9 @@ public final class IdentityAssertions: Sendable {
         /// The client that holds the bearer token the request came with (OpenID Connect's `azp`); absent for a
         /// browser's cookie.
         var azp: String?
+        /// When the person last authenticated with Apple for the session or token that let them in (OpenID
+        /// Connect's `auth_time`).
+        var auth_time: Int?
         var iat: Int
         var exp: Int
     }
@@ -74,8 +77,9 @@ public final class IdentityAssertions: Sendable {
     /// The assertion for `user`, in `groups` now, addressed to `audience` (an origin), or nil when no key can sign
     /// (logged).
     /// `client`: the client holding the bearer token the request came with (`azp`), nil for a browser.
-    func assertion(for user: UserRecord, groups: [String], audience: String, client: String? = nil, now: Date = Date()) async -> String? {
-        if let recent = recentAssertion(for: user, groups: groups, audience: audience, client: client, now: now) { return recent }
+    func assertion(for person: Admission.Person, audience: String, now: Date = Date()) async -> String? {
+        let (user, groups, client) = (person.user, person.groups, person.client)
+        if let recent = recentAssertion(for: person, audience: audience, now: now) { return recent }
         let cacheKey = CacheKey(subject: user.subject, audience: audience, client: client)
         do {
             var signing = try await keyring.signingKey("ES256", now: now)
@@ -90,13 +94,14 @@ public final class IdentityAssertions: Sendable {
             let issuedAt = Int(now.timeIntervalSince1970)
             let claims = Claims(
                 iss: issuer, aud: audience, sub: user.subject, email: user.email, email_verified: user.email == nil ? nil : true,
-                is_private_email: user.isPrivateEmail, name: user.displayName, groups: groups, azp: client, iat: issuedAt,
+                is_private_email: user.isPrivateEmail, name: user.displayName, groups: groups, azp: client,
+                auth_time: person.authenticatedAt.map { Int($0.timeIntervalSince1970) }, iat: issuedAt,
                 exp: issuedAt + Int(Self.lifetime)
             )
             let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: key)
             self.recent.withLock { recent in
                 if recent.count >= 10_000 { recent.removeAll(keepingCapacity: true) }
-                recent[cacheKey] = (token, groups, now)
+                recent[cacheKey] = (token, groups, person.authenticatedAt, now)
             }
             return token
         } catch {
@@ -108,10 +113,10 @@ public final class IdentityAssertions: Sendable {
     /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any, when it says the same
     /// `groups` (a change of groups is in force at once): no signing, no store, so it can be asked on an event loop
     /// (the front's fast path); nil sends the caller to `assertion`.
-    func recentAssertion(for user: UserRecord, groups: [String], audience: String, client: String? = nil, now: Date = Date()) -> String? {
-        let cacheKey = CacheKey(subject: user.subject, audience: audience, client: client)
+    func recentAssertion(for person: Admission.Person, audience: String, now: Date = Date()) -> String? {
+        let cacheKey = CacheKey(subject: person.user.subject, audience: audience, client: person.client)
         guard let recent = self.recent.withLock({ $0[cacheKey] }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now,
-            recent.groups == groups
+            recent.groups == person.groups, recent.authenticatedAt == person.authenticatedAt
         else {
             return nil
         }

@@ -65,20 +65,12 @@ struct UpstreamGate: Sendable {
     /// The identity headers of an admission, with the assertion addressed to the upstream's origin when a key can sign.
     func identity(of admission: Admission) async -> [HTTPField] {
         guard let person = admission.person else { return [] }
-        return await identity(of: person.user, groups: person.groups, client: person.client)
+        return await identity(of: person)
     }
 
-    /// The identity headers of `user` (in `groups`, holding the bearer token of `client` when one let them in) and,
-    /// when a key can sign, the assertion addressed to the upstream's origin.
-    func identity(of user: UserRecord, groups: [String], client: String? = nil) async -> [HTTPField] {
-        Self.identityFields(
-            user, groups: groups, client: client, assertion: await assertions.assertion(for: user, groups: groups, audience: forwarder.settings.origin, client: client)
-        )
-    }
-
-    /// The identity headers of `user`, and `assertion` when there is one (also what the fast path sends).
-    static func identityFields(_ user: UserRecord, groups: [String], client: String? = nil, assertion: String?) -> [HTTPField] {
-        IdentityHeaders.fields(for: user, groups: groups, client: client, assertion: assertion)
+    /// The identity headers of `person` and, when a key can sign, the assertion addressed to the upstream's origin.
+    func identity(of person: Admission.Person) async -> [HTTPField] {
+        IdentityHeaders.fields(for: person, assertion: await assertions.assertion(for: person, audience: forwarder.settings.origin))
     }
 
     /// The upstream's side of the WebSocket `request` asks for, opened with the same identity as a plain request

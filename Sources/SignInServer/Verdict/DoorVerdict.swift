@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 
 /// The door's verdict on one request (`DoorVerdicts.decide`), the same whatever door asked: every door only renders
@@ -81,6 +82,14 @@ struct Admission: Sendable {
         let user: UserRecord
         let groups: [String]
         let client: String?
+        /// When the person last authenticated with Apple for the session or token that let them in
+        /// (`SessionRecord.authenticatedAt`): the identity headers and the assertion say it.
+        var authenticatedAt: Date? = nil
+
+        /// The same person, groups, client and authentication time: the same identity fields.
+        func same(as other: Person) -> Bool {
+            user == other.user && groups == other.groups && client == other.client && authenticatedAt == other.authenticatedAt
+        }
     }
 
     /// Nil on a `public` rule: no identity goes on.
@@ -95,7 +104,7 @@ struct Admission: Sendable {
     /// The identity header fields of the person, with `assertion` (addressed to the door's audience) when signed.
     func identityFields(assertion: String?) -> [HTTPField] {
         guard let person else { return [] }
-        return IdentityHeaders.fields(for: person.user, groups: person.groups, client: person.client, assertion: assertion)
+        return IdentityHeaders.fields(for: person, assertion: assertion)
     }
 
     /// The field names the upstream must not get from the client, for a door that cannot strip them itself (Envoy's

@@ -37,8 +37,8 @@ struct DoorVerdicts: Sendable {
         switch decision {
         case .pass:
             return .allow(Self.admission(nil, asked: request.asked, authorization: request.fields[.authorization], front: front))
-        case .allow(let user, let groups, let client):
-            let person = Admission.Person(user: user, groups: groups, client: client)
+        case .allow(let user, let groups, let client, let authenticatedAt):
+            let person = Admission.Person(user: user, groups: groups, client: client, authenticatedAt: authenticatedAt)
             return .allow(Self.admission(person, asked: request.asked, authorization: request.fields[.authorization], front: front))
         case .signIn:
             return .signIn(navigation: request.isNavigation, returnTo: request.original)
@@ -79,8 +79,9 @@ struct DoorVerdicts: Sendable {
         switch withoutVisitor(asked, narrowing: narrowing, front: front) ?? AccessDecision(visitor(), request: asked, access: front.access, narrowing: narrowing) {
         case .pass:
             return admission(nil, asked: asked, authorization: authorization, front: front)
-        case .allow(let user, let groups, let client):
-            return admission(Admission.Person(user: user, groups: groups, client: client), asked: asked, authorization: authorization, front: front)
+        case .allow(let user, let groups, let client, let authenticatedAt):
+            let person = Admission.Person(user: user, groups: groups, client: client, authenticatedAt: authenticatedAt)
+            return admission(person, asked: asked, authorization: authorization, front: front)
         case .signIn, .badToken, .deny, .unavailable, .stepUp:
             return nil
         }

@@ -20,10 +20,13 @@ public enum IdentityHeaders {
     /// it in and its rule does not pass it (`pass_authorization`); the proxy sets the upstream's `Authorization` from
     /// it (none when absent).
     public static let authorization = HTTPField.Name("X-Auth-Request-Authorization")
+    /// When the person last authenticated with Apple for the session or token that let them in, in seconds since
+    /// 1970 (the assertion's `auth_time`): what an app that asks for a recent sign-in reads (`max_auth_age`).
+    public static let authTime = HTTPField.Name("X-Siwa-Auth-Time")
 
     /// Every field name siwa tells an upstream who asks under: what a door that cannot strip a client's own value
     /// (Envoy's) names for removal when it does not set it.
-    static let all: [HTTPField.Name] = [user, email, preferredUsername, privateEmail, groups, assertion, client, authorization].compactMap { $0 }
+    static let all: [HTTPField.Name] = [user, email, preferredUsername, privateEmail, groups, assertion, client, authorization, authTime].compactMap { $0 }
 
     /// Whether a client's field `name` (any case) claims an identity the upstream could take for siwa's or another
     /// front's: `X-Auth-Request-*`, `X-Siwa-*` (also spelled with `_`, which CGI, WSGI and PHP read as `-`), and the
@@ -38,19 +41,21 @@ public enum IdentityHeaders {
 
     /// The identity headers of `user`: the `sub`, the email when one was shared, the name when known, whether the
     /// email is a private relay address, and the person's `groups` now (none: no header).
-    static func fields(for user: UserRecord, groups: [String], client: String? = nil) -> [HTTPField] {
+    static func fields(for person: Admission.Person) -> [HTTPField] {
+        let user = person.user
         var pairs: [(HTTPField.Name?, String)] = [(Self.user, user.subject)]
         if let email = user.email, !email.isEmpty { pairs.append((Self.email, email)) }
         if let name = user.displayName, !name.isEmpty { pairs.append((preferredUsername, name)) }
         pairs.append((privateEmail, user.isPrivateEmail ? "true" : "false"))
-        if !groups.isEmpty { pairs.append((Self.groups, groups.joined(separator: ","))) }
-        if let client { pairs.append((Self.client, client)) }
+        if !person.groups.isEmpty { pairs.append((Self.groups, person.groups.joined(separator: ","))) }
+        if let client = person.client { pairs.append((Self.client, client)) }
+        if let at = person.authenticatedAt { pairs.append((authTime, String(Int(at.timeIntervalSince1970)))) }
         return pairs.compactMap { name, value in name.map { HTTPField(name: $0, value: headerSafe(value)) } }
     }
 
     /// The identity headers of `user`, and the assertion when there is one: what goes to the upstream.
-    static func fields(for user: UserRecord, groups: [String], client: String?, assertion: String?) -> [HTTPField] {
-        var fields = fields(for: user, groups: groups, client: client)
+    static func fields(for person: Admission.Person, assertion: String?) -> [HTTPField] {
+        var fields = fields(for: person)
         if let name = Self.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
         return fields
     }
@@ -73,9 +78,9 @@ public enum IdentityHeaders {
 extension IdentityHeaders {
     /// The header fields of a check's answer that lets a request through (`/auth/check`, `/auth/forward`, by the
     /// handlers and the byte path alike): `no-store`, the identity headers, and the assertion when there is one.
-    static func checkFields(_ user: UserRecord, groups: [String], assertion: String?, client: String? = nil) -> HTTPFields {
+    static func checkFields(_ person: Admission.Person, assertion: String?) -> HTTPFields {
         var fields: HTTPFields = [.cacheControl: "no-store"]
-        fields.append(contentsOf: IdentityHeaders.fields(for: user, groups: groups, client: client))
+        fields.append(contentsOf: IdentityHeaders.fields(for: person))
         if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
         return fields
     }

@@ -80,7 +80,7 @@ final class BytePathAnswers: Sendable {
         case anonymous
         /// A person let in, with their groups and the assertion addressed to the upstream; `client` holds the bearer
         /// token that let them in, and then `dropsAuthorization` unless the rule passes it (`UpstreamGate.passed`).
-        case identified(UserRecord, groups: [String], assertion: String, client: String?, dropsAuthorization: Bool)
+        case identified(Admission.Person, assertion: String, dropsAuthorization: Bool)
     }
 
     /// What a request presents, as the byte path read it: a session cookie's hash (nil for none), or a bearer
@@ -110,22 +110,17 @@ final class BytePathAnswers: Sendable {
         }
         guard let person = admission.person else { return .anonymous }
         let audience = upstream.rawPool.settings.origin
-        guard let assertion = assertions.recentAssertion(for: person.user, groups: person.groups, audience: audience, client: person.client, now: now)
-        else { return nil }
-        return .identified(
-            person.user, groups: person.groups, assertion: assertion, client: person.client, dropsAuthorization: admission.dropsAuthorization
-        )
+        guard let assertion = assertions.recentAssertion(for: person, audience: audience, now: now) else { return nil }
+        return .identified(person, assertion: assertion, dropsAuthorization: admission.dropsAuthorization)
     }
 
     /// A check (`/auth/check`, `/auth/forward`) that memory lets pass: its status, the person and their groups, and
     /// the assertion addressed to the forwarded origin when a trusted proxy names one.
     struct CheckPass {
         let status: HTTPResponse.Status
-        let user: UserRecord
-        let groups: [String]
+        /// The person, their groups, who holds the bearer token that let them in, when they authenticated.
+        let person: Admission.Person
         let assertion: String?
-        /// Who holds the bearer token that let the person in.
-        let client: String?
         /// The `Authorization` the upstream is to get, said back (`ForwardAuthController.upstreamAuthorization`).
         let authorization: String?
     }
@@ -149,14 +144,11 @@ final class BytePathAnswers: Sendable {
         ), let person = admission.person else { return nil }
         var assertion: String?
         if let audience {
-            guard let recent = assertions.recentAssertion(for: person.user, groups: person.groups, audience: audience, client: person.client, now: now)
-            else { return nil }
+            guard let recent = assertions.recentAssertion(for: person, audience: audience, now: now) else { return nil }
             assertion = recent
         }
         counter.increment()
-        return CheckPass(
-            status: status, user: person.user, groups: person.groups, assertion: assertion, client: person.client, authorization: admission.authorization
-        )
+        return CheckPass(status: status, person: person, assertion: assertion, authorization: admission.authorization)
     }
 
     /// Envoy's `ext_authz` check over HTTP (`ExtAuthzController.http`) that memory lets pass: the admission and the
@@ -167,8 +159,7 @@ final class BytePathAnswers: Sendable {
         else { return nil }
         var assertion: String?
         if let person = admission.person {
-            guard let recent = assertions.recentAssertion(for: person.user, groups: person.groups, audience: audience, client: person.client, now: now)
-            else { return nil }
+            guard let recent = assertions.recentAssertion(for: person, audience: audience, now: now) else { return nil }
             assertion = recent
         }
         metrics.fastExtAuthz.increment()
@@ -179,7 +170,7 @@ final class BytePathAnswers: Sendable {
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
     /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
     func checkFields(_ pass: CheckPass) -> HTTPFields {
-        var fields = IdentityHeaders.checkFields(pass.user, groups: pass.groups, assertion: pass.assertion, client: pass.client)
+        var fields = IdentityHeaders.checkFields(pass.person, assertion: pass.assertion)
         if let authorization = pass.authorization {
             fields[.authorization] = authorization
             if let name = IdentityHeaders.authorization { fields[name] = authorization }
@@ -195,7 +186,7 @@ final class BytePathAnswers: Sendable {
         guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date(), askedBy: client) else { return }
         guard let person = DoorVerdicts.admissionFromMemory(request, authorization: nil, front: front, visitor: { .signedIn(session, user) })?.person
         else { return }
-        _ = await upstream.gate.identity(of: person.user, groups: person.groups)
+        _ = await upstream.gate.identity(of: person)
     }
 
     /// Who the session whose cookie value hashes to `idHash` is, as far as this instance's memory knows: signed in,

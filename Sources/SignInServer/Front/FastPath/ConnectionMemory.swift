@@ -16,10 +16,10 @@ final class ConnectionMemory {
     /// The last `Cookie` header seen on this connection and the SHA-256 of its session cookie.
     private var lastCookie: (header: String, sessionHash: String?)?
     /// The last identity sent on this connection, as header fields.
-    private var lastIdentity: (user: UserRecord, groups: [String], assertion: String, fields: [HTTPField])?
+    private var lastIdentity: (person: Admission.Person, assertion: String, fields: [HTTPField])?
     /// The last check answered from memory on this connection: what it said, and its status line and header lines
     /// before `Date`.
-    private var lastCheck: (status: HTTPResponse.Status, user: UserRecord, groups: [String], assertion: String?, client: String?, authorization: String?, lines: ByteBuffer)?
+    private var lastCheck: (status: HTTPResponse.Status, person: Admission.Person, assertion: String?, authorization: String?, lines: ByteBuffer)?
     /// The last `Authorization` value seen on this connection and what it presents (a bearer token's hash).
     private var lastAuthorization: (header: String, presented: BytePathAnswers.Presented?)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
@@ -62,14 +62,14 @@ final class ConnectionMemory {
             authorization: head.authorization, now: Date()
         ) else { return nil }
         let lines: ByteBuffer
-        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.user == pass.user, last.groups == pass.groups,
-            last.client == pass.client, last.authorization == pass.authorization
+        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.person.same(as: pass.person),
+            last.authorization == pass.authorization
         {
             lines = last.lines
         } else {
             var made = allocator.buffer(capacity: 1024)
             ByteHead.writeStatusAndFields(&made, pass.status, answers.checkFields(pass))
-            lastCheck = (pass.status, pass.user, pass.groups, pass.assertion, pass.client, pass.authorization, made)
+            lastCheck = (pass.status, pass.person, pass.assertion, pass.authorization, made)
             lines = made
         }
         var out = allocator.buffer(capacity: lines.readableBytes + 80)
@@ -179,8 +179,8 @@ final class ConnectionMemory {
         )
         var identity: [HTTPField] = []
         var dropsAuthorization = false
-        if case .identified(let user, let groups, let assertion, let client, let drops) = pass {
-            identity = identityFields(user, groups: groups, client: client, assertion: assertion)
+        if case .identified(let person, let assertion, let drops) = pass {
+            identity = identityFields(person, assertion: assertion)
             dropsAuthorization = drops
         }
         // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`); the
@@ -203,12 +203,11 @@ final class ConnectionMemory {
         return out
     }
 
-    /// The identity fields of `user` in `groups` with `assertion`, made once per person, groups and assertion on a
-    /// connection.
-    private func identityFields(_ user: UserRecord, groups: [String], client: String?, assertion: String) -> [HTTPField] {
-        if let last = lastIdentity, last.assertion == assertion, last.user == user, last.groups == groups { return last.fields }
-        let fields = UpstreamGate.identityFields(user, groups: groups, client: client, assertion: assertion)
-        lastIdentity = (user, groups, assertion, fields)
+    /// The identity fields of `person` with `assertion`, made once per person and assertion on a connection.
+    private func identityFields(_ person: Admission.Person, assertion: String) -> [HTTPField] {
+        if let last = lastIdentity, last.assertion == assertion, last.person.same(as: person) { return last.fields }
+        let fields = IdentityHeaders.fields(for: person, assertion: assertion)
+        lastIdentity = (person, assertion, fields)
         return fields
     }
 
