@@ -78,18 +78,13 @@ enum DoorVerdict: Sendable {
 struct Admission: Sendable {
     /// A person let in: their groups now, and the client holding the bearer token that let them in (nil for a
     /// browser's cookie).
-    struct Person: Sendable {
+    struct Person: Sendable, Equatable {
         let user: UserRecord
         let groups: [String]
         let client: String?
         /// When the person last authenticated with Apple for the session or token that let them in
         /// (`SessionRecord.authenticatedAt`): the identity headers and the assertion say it.
         var authenticatedAt: Date? = nil
-
-        /// The same person, groups, client and authentication time: the same identity fields.
-        func same(as other: Person) -> Bool {
-            user == other.user && groups == other.groups && client == other.client && authenticatedAt == other.authenticatedAt
-        }
     }
 
     /// Nil on a `public` rule: no identity goes on.

@@ -62,7 +62,7 @@ final class ConnectionMemory {
             authorization: head.authorization, now: Date()
         ) else { return nil }
         let lines: ByteBuffer
-        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.person.same(as: pass.person),
+        if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.person == pass.person,
             last.authorization == pass.authorization
         {
             lines = last.lines
@@ -205,7 +205,7 @@ final class ConnectionMemory {
 
     /// The identity fields of `person` with `assertion`, made once per person and assertion on a connection.
     private func identityFields(_ person: Admission.Person, assertion: String) -> [HTTPField] {
-        if let last = lastIdentity, last.assertion == assertion, last.person.same(as: person) { return last.fields }
+        if let last = lastIdentity, last.assertion == assertion, last.person == person { return last.fields }
         let fields = IdentityHeaders.fields(for: person, assertion: assertion)
         lastIdentity = (person, assertion, fields)
         return fields
