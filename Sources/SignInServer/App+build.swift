@@ -117,9 +117,14 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     let lookup = SessionMiddleware(store: components.store, cookies: cookies, resolver: proxy)
     let sessions = router.group().add(middleware: lookup)
     pages.signIn.addRoutes(to: router, sessions: sessions)
+    let invitations = Invitations(store: components.store, access: settings.front.access, audit: components.audit, logger: logger)
     let completion = SignInCompletion(
-        flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, audit: components.audit, proxy: proxy
+        flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, audit: components.audit, proxy: proxy,
+        invitations: invitations
     )
+    InvitationController(
+        invitations: invitations, store: components.store, renderer: renderer, proxy: proxy, home: settings.upstream == nil ? "/session" : "/"
+    ).addRoutes(to: sessions)
     ReturnController(completion: completion).addRoutes(to: router)
     PopupController(completion: completion).addRoutes(to: router)
     pages.session.addRoutes(to: sessions)
@@ -127,7 +132,7 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
         .addRoutes(to: router, sessions: sessions)
     ConsoleController(
         store: components.store, renderer: renderer, access: settings.front.access, adminGroups: settings.adminGroups, audit: components.audit,
-        configuredClients: settings.provider.clients, logger: logger
+        configuredClients: settings.provider.clients, invitations: invitations, publicOrigin: settings.front.publicOrigin, logger: logger
     ).addRoutes(to: router, sessions: lookup)
     let forwardAuth = ForwardAuthController(
         policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), proxy: proxy, assertions: components.assertions,

@@ -69,9 +69,12 @@ extension ServePlan {
             throw ConfigurationError(field: "allowed_redirect_domains", "entries are host names without scheme, port or wildcard (app.example.com, or .example.com for its subdomains); got \(domain)")
         }
         let access = AccessControl(try Self.access(values))
+        let invitationContact = try Self.invitationContact(values)
         // siwa's own host is always a place to return to (the built-in proxy's sign-ins come back there).
         func front(_ origin: String) -> FrontSettings {
-            FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), access: access)
+            var front = FrontSettings(publicOrigin: publicURL ?? origin, redirects: redirects.allowing(hostOf: publicURL ?? origin), access: access)
+            front.invitationContact = invitationContact
+            return front
         }
         let upstream = try Self.upstream(values)
         // `skip_auth_routes`: public rules ahead of `access_rules` (also for `siwa rules test`, which builds no gate).
@@ -187,6 +190,15 @@ extension ServePlan {
     static func accessPolicy(_ values: LayeredValues) throws -> AccessPolicy {
         let groups = try groupNames(values, "allowed_groups")
         return AccessPolicy(emails: values.list("allowed_emails"), emailDomains: values.list("allowed_email_domains"), subjects: values.list("allowed_subs"), groups: groups)
+    }
+
+    /// `invitation_contact`: one line of at most 200 characters, or nothing.
+    static func invitationContact(_ values: LayeredValues) throws -> String? {
+        guard let text = values.string("invitation_contact")?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+        guard text.count <= 200, !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ConfigurationError(field: "invitation_contact", "one line of at most 200 characters (an address or a team to ask for an invitation)")
+        }
+        return text
     }
 
     /// A list of group names (`allowed_groups`, `admin_groups`), each checked.

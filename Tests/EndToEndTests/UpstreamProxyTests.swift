@@ -774,12 +774,13 @@ struct Visit {
 
     /// Signs `user` in from `start` (the sign-in URL, `/auth/apple` by default) and returns the session cookie's
     /// value and where the site sent the browser afterwards.
-    func signIn(_ site: LocalSite, user: EmulatorConfiguration.User, start: String? = nil) async throws -> (session: String, returnedTo: String?) {
+    /// `hideEmail`: the person hides their email from the site (Apple gives it a relay address).
+    func signIn(_ site: LocalSite, user: EmulatorConfiguration.User, start: String? = nil, hideEmail: Bool = false) async throws -> (session: String, returnedTo: String?) {
         let started = try await send(start ?? site.url("/auth/apple"))
         guard started.status == 302, let authorize = started.location, let binding = started.setCookie("siwa_binding") else {
             throw EndToEndError("the sign-in did not start: \(started.status) \(started.text)")
         }
-        let consent = try await send(authorize + "&emulator_user=\(user.sub)&emulator_email=share&emulator_action=continue&emulator_respond=json")
+        let consent = try await send(authorize + "&emulator_user=\(user.sub)&emulator_email=\(hideEmail ? "hide" : "share")&emulator_action=continue&emulator_respond=json")
         guard let object = try JSONSerialization.jsonObject(with: Data(consent.body.readableBytesView)) as? [String: Any],
             let fields = object["fields"] as? [String: String]
         else { throw EndToEndError("the emulator did not answer with the fields: \(consent.text)") }

@@ -5,7 +5,8 @@ import Logging
 
 /// The operator's console (issue 28, part B), for the members of `admin_groups`: people (search; for each, their
 /// groups, sessions, last sign-in, relay address or not, Apple's consent state) with "end this" and "end all"
-/// sessions; groups (add and remove members, as `siwa groups` does); OpenID clients (list, add with the secret shown
+/// sessions; groups (add and remove members, as `siwa groups` does); invitations (made with the link shown once,
+/// listed, revoked, as `siwa invite` does); OpenID clients (list, add with the secret shown
 /// once, remove); the latest audit events (filtered by person, event, time). Every change is a POST with the
 /// operator's CSRF token and an audit event naming the operator. No JavaScript; English and Chinese; `no-store`.
 /// Anyone else signed in gets the 403 page with no hint of what is here; someone signed out is sent to sign in.
@@ -17,6 +18,9 @@ struct ConsoleController: Sendable {
     let adminGroups: [String]
     let audit: AuditTrail
     let configuredClients: [ProviderClientRecord]
+    let invitations: Invitations
+    /// `public_url`'s origin: where an invitation's link points.
+    let publicOrigin: String
     let logger: Logger
 
     /// The console's routes and, before them, its `Door`, which looks the session up with `sessions`; none without
@@ -35,6 +39,9 @@ struct ConsoleController: Sendable {
         router.post("/auth/admin/clients/add", use: guarded(addClient))
         router.post("/auth/admin/clients/remove", use: guarded(removeClient))
         router.get("/auth/admin/audit", use: guarded(auditPage))
+        router.get("/auth/admin/invitations", use: guarded(invitationsPage))
+        router.post("/auth/admin/invitations/create", use: guarded(createInvitation))
+        router.post("/auth/admin/invitations/revoke", use: guarded(revokeInvitation))
     }
 
     /// The form of a POST, after the operator's CSRF token is checked.

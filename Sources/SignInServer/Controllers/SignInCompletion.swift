@@ -13,6 +13,7 @@ struct SignInCompletion: Sendable {
     let metrics: ServerMetrics
     let audit: AuditTrail
     let proxy: ClientAddressResolver
+    let invitations: Invitations
 
     /// Completes `payload` for the browser holding `request`'s binding cookie; on success, `response(returnTo)`
     /// gets the session cookie.
@@ -39,7 +40,19 @@ struct SignInCompletion: Sendable {
                 logger.warning("the session this browser held before signing in again was not ended", metadata: ["error": "\(error)"])
             }
         }
-        var answer = response(completed.returnTo)
+        var returnTo = completed.returnTo
+        if let invitation = completed.invitationHash {
+            // Started from an invitation's page: the person Apple named joins its groups, and sees what became of it.
+            let redemption: InvitationRedemption?
+            do {
+                redemption = try await invitations.redeem(tokenHash: invitation, for: completed.user, ip: proxy.clientAddress(request, context: context))
+            } catch {
+                logger.error("the invitation of a sign-in was not used: the store did not answer", metadata: ["error": "\(String(describing: type(of: error)))"])
+                redemption = nil
+            }
+            returnTo = InvitationController.resultPath(redemption)
+        }
+        var answer = response(returnTo)
         cookies.signedIn(&answer, sessionID: completed.sessionID, lifetime: settings.sessionLifetime)
         return answer
     }

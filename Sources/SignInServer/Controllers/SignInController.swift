@@ -93,11 +93,16 @@ struct SignInController: Sendable {
     }
 
     /// `GET /auth/apple?return_to=/path` (a path of this site) or `?rd=URL` (an absolute URL on an allowed
-    /// redirect domain; any other is ignored and the sign-in lands on `/`).
+    /// redirect domain; any other is ignored and the sign-in lands on `/`), or `?invite=<token>` (from an
+    /// invitation's page: the person is made a member when the sign-in completes, and lands on what became of it).
     @Sendable func start(_ request: Request, context: ServerContext) async throws -> Response {
-        let returnTo: String
-        let again: String  // the same start, as the query of a hop to another host: only what was accepted
-        if let rd = request.uri.queryParameters.get("rd") {
+        var returnTo: String
+        var again: String  // the same start, as the query of a hop to another host: only what was accepted
+        let invite = request.uri.queryParameters.get("invite").flatMap { Invitations.isToken($0) ? String($0) : nil }
+        if let invite {
+            returnTo = landing
+            again = "invite=" + invite
+        } else if let rd = request.uri.queryParameters.get("rd") {
             returnTo = settings.front.redirects.allowed(String(rd)) ?? "/"
             again = "rd=" + FormEncoding.encode(returnTo)
         } else {
@@ -124,7 +129,10 @@ struct SignInController: Sendable {
         }
         let started: SignInFlow.Started
         do {
-            started = try await flow.start(returnTo: returnTo, responseMode: request.uri.queryParameters.get("mode") == "popup" ? .webMessage : .formPost)
+            started = try await flow.start(
+                returnTo: returnTo, responseMode: request.uri.queryParameters.get("mode") == "popup" ? .webMessage : .formPost,
+                invitationHash: invite.map(SignInFlow.hash)
+            )
         } catch {
             context.logger.error("could not start a sign-in", metadata: ["error": "\(error)"])
             throw ErrorPage.storeUnavailable(retryURL: "/")

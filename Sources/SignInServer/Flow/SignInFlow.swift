@@ -32,8 +32,9 @@ public struct SignInFlow: Sendable {
         public var bindingToken: String
     }
 
-    /// Creates a pending authorization and the authorize URL.
-    public func start(returnTo: String, responseMode: ResponseMode = .formPost, now: Date = Date()) async throws -> Started {
+    /// Creates a pending authorization and the authorize URL. `invitationHash`: the invitation the sign-in was started
+    /// from (its token's hash), used for the person when it completes.
+    public func start(returnTo: String, responseMode: ResponseMode = .formPost, invitationHash: String? = nil, now: Date = Date()) async throws -> Started {
         let request = try AuthorizationRequest(
             clientID: configuration.servicesID, redirectURI: returnURL,
             // Apple refuses an id_token returned in a query string: query mode asks for the code alone.
@@ -42,7 +43,7 @@ public struct SignInFlow: Sendable {
         let binding = RandomToken.generate()
         try await store.savePending(PendingAuthorization(
             state: request.state, nonce: request.nonce, returnTo: returnTo, bindingHash: Self.hash(binding),
-            createdAt: now, expiresAt: now.addingTimeInterval(Self.pendingLifetime)
+            createdAt: now, expiresAt: now.addingTimeInterval(Self.pendingLifetime), invitationHash: invitationHash
         ))
         return Started(authorizeURL: request.url(base: configuration.authorizeBaseURL), bindingToken: binding)
     }
@@ -55,6 +56,8 @@ public struct SignInFlow: Sendable {
         public var returnTo: String
         /// The user as stored.
         public var user: UserRecord
+        /// The invitation the sign-in was started from (its token's hash), to use for `user`.
+        public var invitationHash: String? = nil
     }
 
     /// Validates Apple's return and signs the user in. `bindingToken` is the binding cookie sent back, if any.
@@ -155,7 +158,7 @@ public struct SignInFlow: Sendable {
             throw .storeUnavailable("store: \(error)")
         }
         logger.info("signed in", metadata: ["sub": "\(identity.subject)", "first_time": "\(payload.user != nil)"])
-        return Completed(sessionID: sessionID, returnTo: pending.returnTo, user: user)
+        return Completed(sessionID: sessionID, returnTo: pending.returnTo, user: user, invitationHash: pending.invitationHash)
     }
 
     /// A token that did not verify is a refusal, unless Apple's key set could not be loaded: that is an outage.

@@ -9,6 +9,9 @@ public struct FrontSettings: Sendable {
     /// The access rules, the global policy and the groups in force (`AccessControl`), shared by every copy of these
     /// settings: SIGHUP and a change of the configuration file replace what it holds for all of them.
     public var access: AccessControl
+    /// `invitation_contact`: whom a person refused by a rule may ask for an invitation (an address, a team), named on
+    /// the 403 page; nil: the page says only that access comes by invitation.
+    public var invitationContact: String? = nil
 
     /// The global policy (`allowed_emails`, `allowed_email_domains`, `allowed_subs`, `allowed_groups`) in force.
     /// Assigning gives these settings access control of their own, with no rules.

@@ -14,6 +14,9 @@ public struct PendingAuthorization: Sendable, Hashable {
     public var createdAt: Date
     /// When it stops being usable (10 minutes after creation).
     public var expiresAt: Date
+    /// SHA-256 (hex) of the invitation's token when the sign-in was started from an invitation's page: used for the
+    /// person once Apple says who they are.
+    public var invitationHash: String? = nil
 }
 
 /// A person known by their Apple `sub`.

@@ -65,7 +65,7 @@ public final class PostgresStore: SignInStore {
     public func savePending(_ pending: PendingAuthorization) async throws {
         try await bounded { [self] () async throws -> Void in
             try await client.query(
-                "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at) VALUES (\(pending.state), \(pending.nonce), \(pending.returnTo), \(pending.bindingHash), \(pending.createdAt.timeIntervalSince1970), \(pending.expiresAt.timeIntervalSince1970))",
+                "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at, invitation_hash) VALUES (\(pending.state), \(pending.nonce), \(pending.returnTo), \(pending.bindingHash), \(pending.createdAt.timeIntervalSince1970), \(pending.expiresAt.timeIntervalSince1970), \(pending.invitationHash))",
                 logger: logger
             )
         }
@@ -74,12 +74,15 @@ public final class PostgresStore: SignInStore {
     public func consumePending(state: String, now: Date) async throws -> PendingAuthorization? {
         try await bounded { [self] in
             let rows = try await client.query(
-                "DELETE FROM pending_authorizations WHERE state = \(state) RETURNING nonce, return_to, binding_hash, created_at, expires_at",
+                "DELETE FROM pending_authorizations WHERE state = \(state) RETURNING nonce, return_to, binding_hash, created_at, expires_at, invitation_hash",
                 logger: logger
             )
-            for try await (nonce, returnTo, binding, created, expires) in rows.decode((String, String, String, Double, Double).self) {
+            for try await (nonce, returnTo, binding, created, expires, invitation) in rows.decode((String, String, String, Double, Double, String?).self) {
                 guard expires > now.timeIntervalSince1970 else { return nil }
-                return PendingAuthorization(state: state, nonce: nonce, returnTo: returnTo, bindingHash: binding, createdAt: Date(timeIntervalSince1970: created), expiresAt: Date(timeIntervalSince1970: expires))
+                return PendingAuthorization(
+                    state: state, nonce: nonce, returnTo: returnTo, bindingHash: binding, createdAt: Date(timeIntervalSince1970: created),
+                    expiresAt: Date(timeIntervalSince1970: expires), invitationHash: invitation
+                )
             }
             return nil
         }
@@ -409,11 +412,13 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11)]
     static let v7 = ProviderSQL.v7
     static let v8 = DeviceSQL.v8
     static let v9 = ProviderSQL.v9
     static let v10 = EdgeSQL.v10
+    /// Issue 47: invitations.
+    static let v11 = InvitationSQL.v11
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
     /// Issue 28: the sessions' details and last use.

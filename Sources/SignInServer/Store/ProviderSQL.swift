@@ -195,13 +195,13 @@ enum ProviderSQL {
     }
 
     /// A list column: JSON text, the same in both databases.
-    private static func list(_ values: [String]) throws -> String {
+    static func list(_ values: [String]) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .withoutEscapingSlashes
         return String(decoding: try encoder.encode(values), as: UTF8.self)
     }
 
-    fileprivate static func list(from text: String) throws -> [String] {
+    static func list(from text: String) throws -> [String] {
         try JSONDecoder().decode([String].self, from: Data(text.utf8))
     }
 }

@@ -97,8 +97,8 @@ public final class SQLiteStore: SignInStore {
     public func savePending(_ pending: PendingAuthorization) async throws {
         try await pool.write { db in
             try db.cachedExecute(
-                sql: "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [pending.state, pending.nonce, pending.returnTo, pending.bindingHash, pending.createdAt.timeIntervalSince1970, pending.expiresAt.timeIntervalSince1970]
+                sql: "INSERT INTO pending_authorizations (state, nonce, return_to, binding_hash, created_at, expires_at, invitation_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                arguments: [pending.state, pending.nonce, pending.returnTo, pending.bindingHash, pending.createdAt.timeIntervalSince1970, pending.expiresAt.timeIntervalSince1970, pending.invitationHash]
             )
         }
     }
@@ -106,13 +106,14 @@ public final class SQLiteStore: SignInStore {
     public func consumePending(state: String, now: Date) async throws -> PendingAuthorization? {
         try await pool.write { db in
             let row = try db.cachedRow(
-                sql: "DELETE FROM pending_authorizations WHERE state = ? RETURNING nonce, return_to, binding_hash, created_at, expires_at",
+                sql: "DELETE FROM pending_authorizations WHERE state = ? RETURNING nonce, return_to, binding_hash, created_at, expires_at, invitation_hash",
                 arguments: [state]
             )
             guard let row else { return nil }
             let pending = PendingAuthorization(
                 state: state, nonce: row["nonce"], returnTo: row["return_to"], bindingHash: row["binding_hash"],
-                createdAt: Date(timeIntervalSince1970: row["created_at"]), expiresAt: Date(timeIntervalSince1970: row["expires_at"])
+                createdAt: Date(timeIntervalSince1970: row["created_at"]), expiresAt: Date(timeIntervalSince1970: row["expires_at"]),
+                invitationHash: row["invitation_hash"]
             )
             return pending.expiresAt > now ? pending : nil
         }
@@ -371,11 +372,13 @@ public final class SQLiteStore: SignInStore {
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11)]
     static let v7 = ProviderSQL.v7.joined(separator: ";\n")
     static let v8 = DeviceSQL.v8.joined(separator: ";\n")
     static let v9 = ProviderSQL.v9.joined(separator: ";\n")
     static let v10 = EdgeSQL.v10.joined(separator: ";\n")
+    /// Issue 47: invitations.
+    static let v11 = InvitationSQL.v11.joined(separator: ";\n")
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
     /// Issue 28: the sessions' details and last use.

@@ -142,6 +142,36 @@ extension StoreLayer {
         try await backend.listenForGroupChanges(changed)
     }
 
+    // MARK: InvitationStore
+
+    func saveInvitation(_ invitation: InvitationRecord) async throws {
+        try await backend.saveInvitation(invitation)
+    }
+
+    func invitations() async throws -> [InvitationRecord] {
+        try await backend.invitations()
+    }
+
+    func invitation(tokenHash: String) async throws -> InvitationRecord? {
+        try await backend.invitation(tokenHash: tokenHash)
+    }
+
+    func invitation(id: String) async throws -> InvitationRecord? {
+        try await backend.invitation(id: id)
+    }
+
+    func invitationUsed(id: String, by subject: String) async throws -> Bool {
+        try await backend.invitationUsed(id: id, by: subject)
+    }
+
+    func revokeInvitation(id: String, at: Date) async throws -> Bool {
+        try await backend.revokeInvitation(id: id, at: at)
+    }
+
+    func redeemInvitation(tokenHash: String, subject: String, at: Date) async throws -> InvitationRedemption {
+        try await backend.redeemInvitation(tokenHash: tokenHash, subject: subject, at: at)
+    }
+
     // MARK: LogoutQueue
 
     func claimLogoutDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [LogoutDelivery] {

@@ -72,11 +72,14 @@ struct DoorPolicy: Sendable {
                 Response.problem(.forbidden, "denied", "Not allowed", "This site's access rules do not let this request through."), challenge
             ))
         case (.deny(let user, _, _), .upstream):
-            return own(renderer.denied(user, signOutURL: front.publicOrigin + "/auth/sign-out", language: PageLanguage.negotiate(fields[.acceptLanguage])))
+            return own(renderer.denied(
+                user, signOutURL: front.publicOrigin + "/auth/sign-out", language: PageLanguage.negotiate(fields[.acceptLanguage]), contact: front.invitationContact
+            ))
         case (.deny(let user, _, _), .forward):
             // Shown on the app's host: siwa's stylesheets are linked at public_url.
             return own(renderer.denied(
-                user, signOutURL: front.publicOrigin + "/auth/sign-out", language: PageLanguage.negotiate(fields[.acceptLanguage]), assetOrigin: front.publicOrigin
+                user, signOutURL: front.publicOrigin + "/auth/sign-out", language: PageLanguage.negotiate(fields[.acceptLanguage]), assetOrigin: front.publicOrigin,
+                contact: front.invitationContact
             ))
         }
     }

@@ -21,11 +21,15 @@ extension PageRenderer {
     /// The 403 page of a person the policy does not let in: whom they are signed in as, and how to sign out; with
     /// no one signed in (a `deny` rule), the page that says the address is closed. `assetOrigin`: where its
     /// stylesheets are linked, when it is shown on another host than siwa's.
-    func denied(_ user: UserRecord?, signOutURL: String, language: PageLanguage, assetOrigin: String = "") -> Response {
+    /// The page says that access comes by invitation, and whom to ask (`contact`, `invitation_contact`) when given.
+    func denied(_ user: UserRecord?, signOutURL: String, language: PageLanguage, assetOrigin: String = "", contact: String? = nil) -> Response {
         guard let user else { return render(.closed, language: language) }
         return page(
             "denied", title: string("deniedHeading", language), language: language, fixedText: assetOrigin.isEmpty ? [:] : ["assetOrigin": assetOrigin],
-            slots: ["who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": signOutURL],
+            slots: [
+                "who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": signOutURL,
+                "contact": contact ?? "",
+            ],
             status: .forbidden
         )
     }

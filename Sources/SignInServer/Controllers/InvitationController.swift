@@ -1,0 +1,169 @@
+import AppleSignIn
+import Foundation
+import Hummingbird
+import JOSE
+import Logging
+
+/// An invitation's pages (issue 47, part A). The link `/auth/invite/<token>` shows who invites to what (the note,
+/// the groups, until when) with the Sign in with Apple button, whose sign-in carries the invitation: once Apple says
+/// who the person is, they join its groups (`SignInCompletion`), whether or not Apple shows siwa their email. A
+/// person already signed in accepts with one press (a POST with their session's CSRF token). After either, the
+/// page `/auth/invite?id=…` says what happened. A used, expired, revoked or unknown link shows a page that says
+/// so and changes nothing.
+struct InvitationController: Sendable {
+    let invitations: Invitations
+    let store: any SignInStore
+    let renderer: PageRenderer
+    let proxy: ClientAddressResolver
+    /// Where a person goes on from an invitation used: the site's home page in front of an upstream, else siwa's
+    /// session page.
+    let home: String
+
+    func addRoutes(to sessions: RouterGroup<ServerContext>) {
+        sessions.get("/auth/invite/:token", use: show)
+        sessions.post("/auth/invite/:token", use: accept)
+        sessions.get("/auth/invite", use: result)
+    }
+
+    /// What a page shows of the person signed in, if anyone.
+    private func signedIn(_ context: ServerContext) -> (session: SessionRecord, user: UserRecord)? {
+        if case .signedIn(let session, let user) = context.visitor { return (session, user) }
+        return nil
+    }
+
+    /// `GET /auth/invite/<token>`.
+    @Sendable func show(_ request: Request, context: ServerContext) async throws -> Response {
+        let token = context.parameters.get("token") ?? ""
+        let found = try await invitation(token: token)
+        guard let invitation = found else { return page(request, state: .refused(.unknown, nil)) }
+        let person = signedIn(context)
+        if let person, try await used(invitation, by: person.user) { return page(request, state: .joined(invitation)) }
+        if let closed = invitation.closed(at: Date()) { return page(request, state: .refused(closed, invitation)) }
+        return page(request, state: .offer(invitation, token: token, person: person))
+    }
+
+    /// `POST /auth/invite/<token>`: the person signed in accepts; the page of what happened.
+    @Sendable func accept(_ request: Request, context: ServerContext) async throws -> Response {
+        let token = context.parameters.get("token") ?? ""
+        guard let person = signedIn(context) else {
+            // Signed out meanwhile (another tab): the invitation's page again, with its sign-in button.
+            return Response.redirect(to: Invitations.linkPath + token, type: .normal)
+        }
+        var request = request
+        let body = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
+        let fields = (try? CallbackPayload.parseFields(body.readableBytesView)) ?? [:]
+        guard let csrf = fields["csrf_token"], ConstantTime.equals(csrf, person.session.csrfToken) else {
+            throw ErrorPage.csrf(retryURL: Invitations.linkPath + token)
+        }
+        guard Invitations.isToken(token) else { return page(request, state: .refused(.unknown, nil)) }
+        let redemption: InvitationRedemption
+        do {
+            redemption = try await invitations.redeem(tokenHash: SignInFlow.hash(token), for: person.user, ip: proxy.clientAddress(request, context: context))
+        } catch {
+            throw unavailable(error, retry: Invitations.linkPath + token)
+        }
+        return Response.redirect(to: Self.resultPath(redemption), type: .normal)
+    }
+
+    /// `GET /auth/invite?id=…`: what became of the invitation `id` for the person signed in (`failed`: the store did
+    /// not answer when the sign-in tried to use it).
+    @Sendable func result(_ request: Request, context: ServerContext) async throws -> Response {
+        if request.uri.queryParameters.get("failed") != nil { return page(request, state: .failed) }
+        guard let person = signedIn(context), let id = request.uri.queryParameters.get("id").map({ String($0) }), !id.isEmpty else {
+            return page(request, state: .refused(.unknown, nil))
+        }
+        let found: InvitationRecord?
+        do {
+            found = try await store.invitation(id: id)
+        } catch {
+            throw unavailable(error, retry: "/auth/invite?id=" + FormEncoding.encode(id))
+        }
+        guard let invitation = found else { return page(request, state: .refused(.unknown, nil)) }
+        if try await used(invitation, by: person.user) { return page(request, state: .joined(invitation)) }
+        return page(request, state: .refused(invitation.closed(at: Date()) ?? .unknown, invitation))
+    }
+
+    /// Where the browser goes after `redemption`: the page of the invitation's outcome.
+    static func resultPath(_ redemption: InvitationRedemption?) -> String {
+        switch redemption {
+        case .joined(let invitation), .alreadyJoined(let invitation), .refused(_, .some(let invitation)): "/auth/invite?id=" + FormEncoding.encode(invitation.id)
+        case .refused(_, .none): "/auth/invite?id="
+        case nil: "/auth/invite?failed=1"
+        }
+    }
+
+    /// The invitation of `token`, without asking the store about what cannot be a token.
+    private func invitation(token: String) async throws -> InvitationRecord? {
+        guard Invitations.isToken(token) else { return nil }
+        do {
+            return try await store.invitation(tokenHash: SignInFlow.hash(token))
+        } catch {
+            throw unavailable(error, retry: Invitations.linkPath + token)
+        }
+    }
+
+    private func used(_ invitation: InvitationRecord, by user: UserRecord) async throws -> Bool {
+        do {
+            return try await store.invitationUsed(id: invitation.id, by: user.subject)
+        } catch {
+            throw unavailable(error, retry: "/")
+        }
+    }
+
+    private func unavailable(_ error: any Error, retry: String) -> ErrorPage {
+        invitations.logger.error("store unavailable", metadata: ["error": "\(String(describing: type(of: error)))"])
+        return ErrorPage.storeUnavailable(retryURL: retry)
+    }
+
+    /// What an invitation's page shows.
+    enum State {
+        case offer(InvitationRecord, token: String, person: (session: SessionRecord, user: UserRecord)?)
+        case joined(InvitationRecord)
+        case refused(InvitationRefusal, InvitationRecord?)
+        /// The store did not answer when the sign-in tried to use it.
+        case failed
+    }
+
+    private func page(_ request: Request, state: State) -> Response {
+        let language = request.pageLanguage
+        let dates = DateFormatters.shared
+        func described(_ invitation: InvitationRecord) -> [String: Any] {
+            var values: [String: Any] = [
+                "groups": invitation.groups.joined(separator: ", "), "expires": dates.display(invitation.expiresAt, language) + " UTC",
+                "expiresISO": dates.isoString(invitation.expiresAt),
+            ]
+            if let note = invitation.note { values["note"] = note }
+            return values
+        }
+        var values: [String: Any]
+        let heading: String
+        var status = HTTPResponse.Status.ok
+        switch state {
+        case .offer(let invitation, let token, let person):
+            heading = "inviteHeading"
+            var offer = described(invitation)
+            if let person {
+                offer["signedIn"] = ["who": ConsoleController.label(person.user), "csrfToken": person.session.csrfToken, "acceptURL": Invitations.linkPath + token]
+            } else {
+                offer["startURL"] = "/auth/apple?invite=" + token
+            }
+            values = ["offer": offer]
+        case .joined(let invitation):
+            heading = "inviteJoinedHeading"
+            var joined = described(invitation)
+            joined["home"] = home
+            values = ["joined": joined]
+        case .refused(let why, let invitation):
+            heading = "inviteRefused.\(why.rawValue)"
+            status = why == .unknown ? .notFound : .gone
+            values = ["refused": ["message": renderer.string("inviteRefused.\(why.rawValue).message", language), "groups": invitation?.groups.joined(separator: ", ") ?? ""]]
+        case .failed:
+            heading = "inviteFailedHeading"
+            status = .serviceUnavailable
+            values = ["refused": ["message": renderer.string("inviteFailedMessage", language)]]
+        }
+        let title = renderer.string(heading, language)
+        values["heading"] = title
+        return renderer.listPage("invite", title: title, language: language, values: values, status: status)
+    }
+}
