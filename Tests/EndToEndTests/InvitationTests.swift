@@ -110,6 +110,46 @@ struct InvitationTests {
         }
     }
 
+    @Test("the console: Ada, an operator, makes an invitation for finance (the link shown once, not on the next view), Li Lei signs in from it with her email hidden and the list says one of one used; a second one Ada revokes shows withdrawn; a form without her CSRF token changes nothing; someone not in admin_groups gets 403")
+    func consoleInvitations() async throws {
+        let settings: [String: String?] = ["access_rules": Self.rules, "admin_groups": "ops", "groups": #"{"ops": ["ada@example.com"]}"#]
+        try await UpstreamProxyTests.withEchoSite(settings) { site, visit in
+            let (ada, lilei) = (site.user("Ada"), site.user("李"))
+            let operatorSession = try await visit.signIn(site, user: ada).session
+            let cookies = ["siwa_session": operatorSession]
+            let page = try await visit.send(site.url("/auth/admin/invitations"), cookies: cookies)
+            #expect(page.status == 200)
+            let csrf = try #require(page.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/).map { String($0.1) })
+            let create = site.url("/auth/admin/invitations/create")
+            #expect(try await visit.send(create, method: .POST, headers: Self.form, cookies: cookies, body: "csrf_token=x&groups=finance&uses=1").status == 403)
+            let refused = try await visit.send(create, method: .POST, headers: Self.form, cookies: cookies, body: "csrf_token=\(csrf)&groups=Finance&uses=1")
+            #expect(refused.text.contains("a group name is lower-case"), "\(refused.text)")
+
+            let made = try await visit.send(create, method: .POST, headers: Self.form, cookies: cookies, body: "csrf_token=\(csrf)&groups=finance&uses=1&expires=2d&note=Welcome+to+the+books")
+            let link = try #require(made.text.firstMatch(of: /id="invitation-link">[^<]*<code>([^<]+)<\/code>/).map { String($0.1) }, "\(made.text)")
+            #expect(link.hasPrefix(site.url("/auth/invite/")))
+            #expect(try await !visit.send(site.url("/auth/admin/invitations"), cookies: cookies).text.contains(link), "the link is shown once")
+
+            let anonymous = try await visit.send(link)
+            #expect(anonymous.text.contains("Welcome to the books"))
+            let lileiIn = try await visit.signIn(site, user: lilei, start: try Self.button(anonymous, on: site), hideEmail: true)
+            #expect(try await visit.send(site.url("/books/"), headers: Self.navigation, cookies: ["siwa_session": lileiIn.session]).status == 200)
+            let listed = try await visit.send(site.url("/auth/admin/invitations"), cookies: cookies).text
+            #expect(listed.contains("<td>1/1</td>") && listed.contains(">used<"), "\(listed)")
+
+            let second = try await visit.send(create, method: .POST, headers: Self.form, cookies: cookies, body: "csrf_token=\(csrf)&groups=finance&uses=3")
+            let secondLink = try #require(second.text.firstMatch(of: /id="invitation-link">[^<]*<code>([^<]+)<\/code>/).map { String($0.1) })
+            let id = try #require(second.text.firstMatch(of: /name="id" value="(inv_[0-9a-f]+)"/).map { String($0.1) })
+            let revoked = try await visit.send(site.url("/auth/admin/invitations/revoke"), method: .POST, headers: Self.form, cookies: cookies, body: "csrf_token=\(csrf)&id=\(id)")
+            #expect(revoked.status == 303)
+            #expect(try await visit.send(secondLink).text.contains("This invitation was withdrawn"))
+            #expect(try await visit.send(site.url("/auth/admin/invitations"), cookies: cookies).text.contains(">revoked<"))
+
+            // Li Lei is no operator: the console is closed to her.
+            #expect(try await visit.send(site.url("/auth/admin/invitations"), cookies: ["siwa_session": lileiIn.session]).status == 403)
+        }
+    }
+
     /// The audit log's lines as JSON objects, read until `done` holds of them (the trail writes off the request's path).
     static func auditLines(_ path: String, until done: ([[String: Any]]) -> Bool) async throws -> [[String: Any]] {
         let deadline = ContinuousClock.now + .seconds(10)
