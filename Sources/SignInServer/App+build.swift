@@ -38,11 +38,15 @@ public struct ServerComponents: Sendable {
 public func makeStore(settings: ServerSettings, logger: Logger, operationTimeout: Duration = .seconds(5)) throws -> any SignInStore {
     let cipher = try TokenCipher(base64Keys: settings.dataKeys)
     // Either backend gets the same session cache in front (`SessionCachedStore`).
+    // Either writes, with each change it reports, a delivery to every app of `event_webhooks` that wants it.
     if settings.database.hasPrefix("postgres://") || settings.database.hasPrefix("postgresql://") {
         let store = try PostgresStore(url: settings.database, cipher: cipher, logger: logger, operationTimeout: operationTimeout)
+        store.events.set(settings.eventWebhooks)
         return SessionCachedStore(store, cacheSeconds: settings.checkCacheSeconds)
     }
-    return SessionCachedStore(try SQLiteStore(path: settings.database, cipher: cipher), cacheSeconds: settings.checkCacheSeconds, logger: logger)
+    let store = try SQLiteStore(path: settings.database, cipher: cipher)
+    store.events.set(settings.eventWebhooks)
+    return SessionCachedStore(store, cacheSeconds: settings.checkCacheSeconds, logger: logger)
 }
 
 /// Builds the store, the Apple clients and the flow from settings. A SQLite store is migrated here; a
@@ -226,8 +230,11 @@ public func buildApplication(
         queue: components.store, clients: ProviderClients(configured: settings.provider.clients, store: components.store), keys: components.providerKeys,
         issuer: settings.provider.issuer, httpClient: httpClient, audit: components.audit, metrics: components.metrics, logger: logger.module("siwa.provider")
     )
+    let events = AccountEvents(
+        outbox: components.store, webhooks: settings.eventWebhooks, httpClient: httpClient, metrics: components.metrics, logger: logger.module("siwa.events")
+    )
     let touches = SessionTouchWriter(store: components.store, logger: logger)
-    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit, logouts, touches]
+    let allServices = components.store.services + services + (upstreamClient.map { [$0] } ?? []) + [groups, components.audit, logouts, events, touches]
     // The hot paths (`/auth/check`, and requests passed to the upstream) for sessions in memory are answered on the
     // event loop, below NIO's codecs (`RawFrontPath`), everything else by the router and the gate. In front of an
     // upstream, WebSocket upgrades are passed through too; otherwise Hummingbird's plain HTTP/1 (`FrontHTTP1Channel`).

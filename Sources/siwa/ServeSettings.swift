@@ -93,6 +93,12 @@ extension ServePlan {
             throw ConfigurationError(field: "check_cache_seconds", "must be between 0 (no cache) and 3600 seconds; got \(checkCacheSeconds)")
         }
         let adminGroups = try Self.groupNames(values, "admin_groups")
+        let eventWebhooks: [EventWebhook]
+        do {
+            eventWebhooks = try values.string("event_webhooks").map { try EventWebhook.list(fromJSON: $0) } ?? []
+        } catch {
+            throw ConfigurationError(field: "event_webhooks", "\(error)")
+        }
         let auditLog = values.string("audit_log").flatMap { $0.isEmpty ? nil : $0 }
         if let auditLog {
             let directory = (auditLog as NSString).deletingLastPathComponent
@@ -135,6 +141,7 @@ extension ServePlan {
             settings.checkCacheSeconds = checkCacheSeconds
             settings.auditLogPath = auditLog
             settings.adminGroups = adminGroups
+            settings.eventWebhooks = eventWebhooks
             settings.clientLimits = clientLimits
             settings.edge = edge
             settings.hstsMaxAge = hstsMaxAge
@@ -176,6 +183,7 @@ extension ServePlan {
         settings.checkCacheSeconds = checkCacheSeconds
         settings.auditLogPath = auditLog
         settings.adminGroups = adminGroups
+        settings.eventWebhooks = eventWebhooks
         settings.clientLimits = clientLimits
         settings.edge = edge
         settings.hstsMaxAge = hstsMaxAge

@@ -157,7 +157,8 @@ struct AccessRulesEndToEndTests {
     /// Runs `body` with the URL of a database of its own on the PostgreSQL server `scripts/test` starts
     /// (`SIWA_TEST_POSTGRES_URL`), dropped after. The server is held shared meanwhile (`PostgresGate`): the store
     /// tests' restart of it waits for the end.
-    static func withFreshPostgresDatabase(_ body: (String) async throws -> Void) async throws {
+    /// `exclusive`: the test restarts the server, so no other test may use it meanwhile.
+    static func withFreshPostgresDatabase(exclusive: Bool = false, _ body: (String) async throws -> Void) async throws {
         guard let text = ProcessInfo.processInfo.environment["SIWA_TEST_POSTGRES_URL"], !text.isEmpty,
             var server = URLComponents(string: text), let host = server.host, let user = server.user
         else {
@@ -174,7 +175,7 @@ struct AccessRulesEndToEndTests {
         let name = "siwa_rules_" + UUID().uuidString.prefix(8).lowercased()
         server.path = "/" + name
         guard let url = server.string else { throw EndToEndError("no URL for database \(name) on \(text)") }
-        try await PostgresGate.shared.with(exclusive: false) {
+        try await PostgresGate.shared.with(exclusive: exclusive) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await admin.run() }
                 defer { group.cancelAll() }

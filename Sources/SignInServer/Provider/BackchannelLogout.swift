@@ -39,11 +39,6 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
         min(3600, 5 * pow(2, Double(max(0, attempts - 1))))
     }
 
-    /// How many deliveries are in flight (shared by the loop and the deliveries' tasks).
-    final class InFlight: Sendable {
-        let count = Atomic<Int>(0)
-    }
-
     /// The claims of a Logout Token (§2.4): no `nonce`, the back-channel logout event.
     struct LogoutClaims: Encodable {
         var iss: String
@@ -60,32 +55,16 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
     /// its own: a client that cannot be reached holds up only its own deliveries, for their request timeout, never
     /// another client's; a mass sign-out is claimed again at once while room and deliveries remain.
     public func run() async throws {
-        let inFlight = InFlight()
         await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
-                while !Task.isCancelled {
-                    let room = Self.inFlightLimit - inFlight.count.load(ordering: .relaxed)
-                    var claimed = 0
-                    if room > 0 {
-                        let now = Date()
-                        do {
-                            let due = try await queue.claimLogoutDeliveries(now: now, limit: room, leaseUntil: now.addingTimeInterval(Self.lease))
-                            claimed = due.count
-                            for delivery in due {
-                                inFlight.count.add(1, ordering: .relaxed)
-                                group.addTask {
-                                    await deliver(delivery)
-                                    inFlight.count.subtract(1, ordering: .relaxed)
-                                }
-                            }
-                        } catch {
-                            if !Task.isCancelled { logger.warning("logout deliveries not read from the store", metadata: ["error": "\(String(describing: type(of: error)))"]) }
-                        }
-                    }
-                    // More may be due at once when the room filled; otherwise look again after the interval.
-                    if claimed == 0 || claimed < room { try? await Task.sleep(for: interval) } else { try? await Task.sleep(for: .milliseconds(20)) }
-                }
-            }
+            await pumpOutbox(
+                inFlightLimit: Self.inFlightLimit, interval: interval,
+                claim: { room in
+                    let now = Date()
+                    return try await queue.claimLogoutDeliveries(now: now, limit: room, leaseUntil: now.addingTimeInterval(Self.lease))
+                },
+                deliver: { await deliver($0) },
+                failed: { logger.warning("logout deliveries not read from the store", metadata: ["error": "\(String(describing: type(of: $0)))"]) }
+            )
         }
     }
 

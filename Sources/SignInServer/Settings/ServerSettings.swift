@@ -80,6 +80,8 @@ public struct ServerSettings: Sendable {
     public static let defaultCheckCacheSeconds = 5
     /// `admin_groups`: the groups whose members may use the operator's console (`/auth/admin`); empty: no console.
     public var adminGroups: [String] = []
+    /// `event_webhooks`: the apps told of account events (issue 47, part B).
+    public var eventWebhooks: [EventWebhook] = []
     /// `audit_log`: the file that gets one JSON object per audit event (`AuditTrail`); nil: the log only.
     public var auditLogPath: String?
     /// `client_header_timeout_ms`, `client_idle_timeout_ms`, `client_body_timeout_ms`, `client_send_timeout_ms`: how

@@ -58,6 +58,16 @@ enum GroupSQL {
         ProviderStatement("DELETE FROM group_members WHERE group_name = $1 RETURNING member", .text(group))
     }
 
+    /// The account events of a change to `group`: each member by subject among `members` whose row changed (`counts`,
+    /// as `run` returned them) has their groups changed.
+    static func events(_ members: [String], counts: [Int], group: String, adding: Bool, at: Date, routing: EventRouting) -> [ProviderStatement] {
+        zip(members, counts).filter { $0.1 > 0 && $0.0.hasPrefix("sub:") }.flatMap { member, _ in
+            EventSQL.groupsChanged(
+                subject: String(member.dropFirst(4)), added: adding ? [group] : [], removed: adding ? [] : [group], via: "operator", at: at, routing: routing
+            )
+        }
+    }
+
     static let notify = ProviderStatement("SELECT pg_notify('\(channel)', 'changed')")
 
     static func record(_ row: some ProviderRow) throws -> GroupMembershipRecord {
@@ -71,15 +81,28 @@ extension SQLiteStore {
     }
 
     public func addGroupMembers(_ members: [String], to group: String, at: Date) async throws -> Int {
-        try await pool.write { db in try db.run(members.map { GroupSQL.add($0, to: group, at: at) }).reduce(0, +) }
+        try await changeGroup(group, members, statements: members.map { GroupSQL.add($0, to: group, at: at) }, adding: true, at: at)
     }
 
     public func removeGroupMembers(_ members: [String], from group: String) async throws -> Int {
-        try await pool.write { db in try db.run(members.map { GroupSQL.remove($0, from: group) }).reduce(0, +) }
+        try await changeGroup(group, members, statements: members.map { GroupSQL.remove($0, from: group) }, adding: false, at: Date())
     }
 
     public func deleteGroup(_ group: String) async throws -> Int {
-        try await pool.write { db in try db.rows(GroupSQL.delete(group)).count }
+        try await pool.write { db in
+            let removed = try db.rows(GroupSQL.delete(group)).map { try $0.text(0) }
+            _ = try db.run(GroupSQL.events(removed, counts: removed.map { _ in 1 }, group: group, adding: false, at: Date(), routing: self.events))
+            return removed.count
+        }
+    }
+
+    /// Runs one statement per member and, in the same transaction, the account events of the members changed.
+    private func changeGroup(_ group: String, _ members: [String], statements: [ProviderStatement], adding: Bool, at: Date) async throws -> Int {
+        try await pool.write { db in
+            let counts = try db.run(statements)
+            _ = try db.run(GroupSQL.events(members, counts: counts, group: group, adding: adding, at: at, routing: self.events))
+            return counts.reduce(0, +)
+        }
     }
 }
 
@@ -89,21 +112,31 @@ extension PostgresStore {
     }
 
     public func addGroupMembers(_ members: [String], to group: String, at: Date) async throws -> Int {
-        try await changeGroups(members.map { GroupSQL.add($0, to: group, at: at) })
+        try await changeGroups(group, members, statements: members.map { GroupSQL.add($0, to: group, at: at) }, adding: true, at: at)
     }
 
     public func removeGroupMembers(_ members: [String], from group: String) async throws -> Int {
-        try await changeGroups(members.map { GroupSQL.remove($0, from: group) })
+        try await changeGroups(group, members, statements: members.map { GroupSQL.remove($0, from: group) }, adding: false, at: Date())
     }
 
     public func deleteGroup(_ group: String) async throws -> Int {
-        try await changeGroups([GroupSQL.delete(group)])
+        let events = events
+        return try await transaction { connection, logger in
+            let removed = try await connection.rows(GroupSQL.delete(group), logger: logger).map { try $0.text(0) }
+            _ = try await connection.run(GroupSQL.events(removed, counts: removed.map { _ in 1 }, group: group, adding: false, at: Date(), routing: events), logger: logger)
+            if !removed.isEmpty { _ = try await connection.rows(GroupSQL.notify, logger: logger) }
+            return removed.count
+        }
     }
 
-    /// Runs `statements` and tells every instance, when they commit; how many rows they returned together.
-    private func changeGroups(_ statements: [ProviderStatement]) async throws -> Int {
-        try await transaction { connection, logger in
-            let changed = try await connection.run(statements, logger: logger).reduce(0, +)
+    /// Runs `statements` (one per member) with the account events of the members changed, and tells every instance
+    /// when they commit; how many rows they returned together.
+    private func changeGroups(_ group: String, _ members: [String], statements: [ProviderStatement], adding: Bool, at: Date) async throws -> Int {
+        let events = events
+        return try await transaction { connection, logger in
+            let counts = try await connection.run(statements, logger: logger)
+            _ = try await connection.run(GroupSQL.events(members, counts: counts, group: group, adding: adding, at: at, routing: events), logger: logger)
+            let changed = counts.reduce(0, +)
             if changed > 0 { _ = try await connection.rows(GroupSQL.notify, logger: logger) }
             return changed
         }

@@ -152,8 +152,11 @@ enum InvitationSQL {
 
     /// What a redemption does once it has taken a use (`take` returned `left`): the use noted, the person a member
     /// of each group (as `sub:<sub>`, how a member by subject is written). Both stores run these in the transaction of the take.
-    static func joins(_ invitation: InvitationRecord, subject: String, at: Date) -> [ProviderStatement] {
+    /// The apps that want them are told that the person joined and what groups they are in now (the outbox).
+    static func joins(_ invitation: InvitationRecord, subject: String, at: Date, routing: EventRouting) -> [ProviderStatement] {
         [noteUse(invitation.id, by: subject, at: at)] + invitation.groups.map { GroupSQL.add("sub:" + subject, to: $0, at: at) }
+            + EventSQL.enqueue(.joined, subject: subject, data: ["via": "invitation", "invitation": invitation.id, "groups": invitation.groups], at: at, routing: routing)
+            + EventSQL.groupsChanged(subject: subject, added: invitation.groups, removed: [], via: "invitation", at: at, routing: routing)
     }
 
     /// The invitation after its use was taken, `left` being the row `take` returned.
@@ -202,7 +205,7 @@ extension SQLiteStore {
             guard let found = try db.rows(InvitationSQL.byToken(tokenHash)).first.map(InvitationSQL.record) else { return .refused(.unknown, nil) }
             if try !db.rows(InvitationSQL.used(found.id, by: subject)).isEmpty { return .alreadyJoined(found) }
             guard let left = try db.rows(InvitationSQL.take(found.id, at: at)).first else { return InvitationSQL.refusal(found, at: at) }
-            _ = try db.run(InvitationSQL.joins(found, subject: subject, at: at))
+            _ = try db.run(InvitationSQL.joins(found, subject: subject, at: at, routing: self.events))
             return try InvitationSQL.joined(found, left: left)
         }
     }
@@ -242,7 +245,7 @@ extension PostgresStore {
             guard let left = try await rows(InvitationSQL.take(found.id, at: at)).first else {
                 return InvitationSQL.refusal(try await rows(InvitationSQL.byID(found.id)).first.map(InvitationSQL.record) ?? found, at: at)
             }
-            _ = try await connection.run(InvitationSQL.joins(found, subject: subject, at: at), logger: logger)
+            _ = try await connection.run(InvitationSQL.joins(found, subject: subject, at: at, routing: self.events), logger: logger)
             _ = try await rows(GroupSQL.notify)
             return try InvitationSQL.joined(found, left: left)
         }

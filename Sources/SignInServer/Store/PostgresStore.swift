@@ -8,6 +8,8 @@ import ServiceLifecycle
 /// The shared store for several instances: PostgreSQL through postgres-nio. The `PostgresClient` is a
 /// service and must run (it is added to the application's services by `buildApplication`).
 public final class PostgresStore: SignInStore {
+    /// Which apps want which account events (`event_webhooks`): the outbox rows a change writes.
+    public let events = EventRouting()
     /// The connection pool; run it as a service.
     public let client: PostgresClient
 
@@ -92,11 +94,12 @@ public final class PostgresStore: SignInStore {
         try await bounded { [self] in
             let sealed = try completed.refreshToken.map { try cipher.seal($0) }
             let logger = self.logger
+            let events = events
             return try await client.withTransaction(logger: logger) { connection in
                 let at = completed.at.timeIntervalSince1970
+                let known = try await !connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect().isEmpty
                 if let transfer = completed.transferSubject {
-                    let exists = try await connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect()
-                    if exists.isEmpty {
+                    if !known {
                         try await connection.query("UPDATE users SET sub = \(completed.subject) WHERE transfer_sub = \(transfer)", logger: logger)
                     }
                 }
@@ -123,6 +126,7 @@ public final class PostgresStore: SignInStore {
                     logger: logger
                 )
                 if let describe = SessionSQL.describe(session) { _ = try await connection.rows(describe, logger: logger) }
+                if !known { _ = try await connection.run(EventSQL.joined(completed, routing: events), logger: logger) }
                 let rows = try await connection.query("SELECT \(unescaped: UserRecord.columns) FROM users WHERE sub = \(completed.subject)", logger: logger)
                 for try await row in rows { return try UserRow(row: row, offset: 0).user }
                 throw PostgresStoreError(description: "user vanished inside its own transaction")
@@ -256,6 +260,7 @@ public final class PostgresStore: SignInStore {
                 case .unknown:
                     return NotificationOutcome.recorded
                 }
+                _ = try await connection.run(EventSQL.told(notification, receivedAt: receivedAt, routing: self.events), logger: logger)
                 return NotificationOutcome.applied
             }
         }
@@ -264,8 +269,11 @@ public final class PostgresStore: SignInStore {
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
         try await bounded { [self] in
             let logger = self.logger
+            let events = self.events
             let row = try await client.withTransaction(logger: logger) { connection in
-                try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+                let row = try await Self.deleteUser(connection, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970, logger: logger)
+                _ = try await connection.run(EventSQL.enqueue(.deleted, subject: subject, data: ["reason": "deleted-at-siwa"], at: at, routing: events), logger: logger)
+                return row
             }
             // The user is gone either way; a token no configured key opens cannot be revoked.
             guard let row, let token = cipher.openIfReadable(row.1) else { return nil }
@@ -412,13 +420,15 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11), ("v12", v12)]
     static let v7 = ProviderSQL.v7
     static let v8 = DeviceSQL.v8
     static let v9 = ProviderSQL.v9
     static let v10 = EdgeSQL.v10
     /// Issue 47: invitations.
     static let v11 = InvitationSQL.v11
+    /// Issue 47: the outbox of account events.
+    static let v12 = EventSQL.v12(serialKey: "BIGSERIAL PRIMARY KEY")
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema
     /// Issue 28: the sessions' details and last use.

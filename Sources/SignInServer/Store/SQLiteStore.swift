@@ -5,6 +5,8 @@ import ServiceLifecycle
 
 /// The embedded store: SQLite through GRDB, in WAL mode (a `DatabasePool`).
 public final class SQLiteStore: SignInStore {
+    /// Which apps want which account events (`event_webhooks`): the outbox rows a change writes.
+    public let events = EventRouting()
     let pool: DatabasePool
     let cipher: TokenCipher
 
@@ -121,11 +123,11 @@ public final class SQLiteStore: SignInStore {
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
         let sealed = try completed.refreshToken.map { try cipher.seal($0) }
+        let events = events
         return try await pool.write { db in
             let at = completed.at.timeIntervalSince1970
-            if let transfer = completed.transferSubject,
-                try db.cachedInt(sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) == nil
-            {
+            let known = try db.cachedInt(sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) != nil
+            if let transfer = completed.transferSubject, !known {
                 // Team transfer: the user known under the old team's sub (mapped by `siwa migrate-users`) becomes this sub.
                 try db.cachedExecute(sql: "UPDATE users SET sub = ? WHERE transfer_sub = ?", arguments: [completed.subject, transfer])
             }
@@ -159,6 +161,7 @@ public final class SQLiteStore: SignInStore {
                 arguments: [session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970]
             )
             if let describe = SessionSQL.describe(session) { _ = try db.rows(describe) }
+            if !known { _ = try db.run(EventSQL.joined(completed, routing: events)) }
             guard let row = try db.cachedRow(sql: Self.userQuery, arguments: [completed.subject]) else {
                 throw DatabaseError(message: "user vanished inside its own transaction")
             }
@@ -239,13 +242,17 @@ public final class SQLiteStore: SignInStore {
             case .unknown:
                 return .recorded
             }
+            _ = try db.run(EventSQL.told(notification, receivedAt: receivedAt, routing: events))
             return .applied
         }
     }
 
     public func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {
+        let events = events
         let row = try await pool.write { db in
-            try Self.deleteUser(db, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970)
+            let row = try Self.deleteUser(db, subject: subject, tombstone: tombstone, at: at.timeIntervalSince1970)
+            _ = try db.run(EventSQL.enqueue(.deleted, subject: subject, data: ["reason": "deleted-at-siwa"], at: at, routing: events))
+            return row
         }
         // The user is gone either way; a token no configured key opens cannot be revoked.
         guard let row, let token = cipher.openIfReadable(row.token) else { return nil }
@@ -372,13 +379,15 @@ public final class SQLiteStore: SignInStore {
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11), ("v12", v12)]
     static let v7 = ProviderSQL.v7.joined(separator: ";\n")
     static let v8 = DeviceSQL.v8.joined(separator: ";\n")
     static let v9 = ProviderSQL.v9.joined(separator: ";\n")
     static let v10 = EdgeSQL.v10.joined(separator: ";\n")
     /// Issue 47: invitations.
     static let v11 = InvitationSQL.v11.joined(separator: ";\n")
+    /// Issue 47: the outbox of account events.
+    static let v12 = EventSQL.v12(serialKey: "INTEGER PRIMARY KEY AUTOINCREMENT").joined(separator: ";\n")
     /// Issue 27: the groups siwa keeps.
     static let v4 = GroupSQL.schema.joined(separator: ";\n")
     /// Issue 28: the sessions' details and last use.

@@ -158,4 +158,4 @@ public protocol ProviderStore: Sendable {
 
 /// Everything the server keeps between requests. One implementation per database; chosen once at start.
 /// Each part of the server is given only the parts of it that it uses.
-public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore, DeviceGrants, GroupStore, LogoutQueue, SessionList, PeopleDirectory, EdgeStore, InvitationStore {}
+public protocol SignInStore: PendingSignIns, UsersAndSessions, LifecycleQueue, NotificationLedger, StoreMaintenance, SigningKeyStore, ProviderStore, DeviceGrants, GroupStore, LogoutQueue, SessionList, PeopleDirectory, EdgeStore, InvitationStore, EventOutbox {}

@@ -172,6 +172,28 @@ extension StoreLayer {
         try await backend.redeemInvitation(tokenHash: tokenHash, subject: subject, at: at)
     }
 
+    // MARK: EventOutbox
+
+    func claimEventDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [EventDelivery] {
+        try await backend.claimEventDeliveries(now: now, limit: limit, leaseUntil: leaseUntil)
+    }
+
+    func finishEventDelivery(id: Int64) async throws {
+        try await backend.finishEventDelivery(id: id)
+    }
+
+    func retryEventDelivery(id: Int64, at: Date, error: String, failed: Bool) async throws {
+        try await backend.retryEventDelivery(id: id, at: at, error: error, failed: failed)
+    }
+
+    func eventDeliveries(limit: Int) async throws -> [EventDelivery] {
+        try await backend.eventDeliveries(limit: limit)
+    }
+
+    func resendEventDelivery(id: Int64, at: Date) async throws -> Bool {
+        try await backend.resendEventDelivery(id: id, at: at)
+    }
+
     // MARK: LogoutQueue
 
     func claimLogoutDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [LogoutDelivery] {
