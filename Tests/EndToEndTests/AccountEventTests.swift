@@ -117,4 +117,55 @@ struct AccountEventTests {
             }
         }
     }
+
+    @Test("the console shows a delivery given up (its app not configured on this instance) with the reason; once the app is configured, Send again (with the operator's CSRF token) delivers it, verified by standardwebhooks, and the list is empty")
+    func consoleSendsAgain() async throws {
+        try await withScratchDirectory("siwa-events-console") { directory in
+            let port = try await FreePorts.reserve(1)[0]
+            let secret = "whsec_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+            let record = directory.appendingPathComponent("received.jsonl")
+            func hook(_ name: String) -> String {
+                #"{"name": "\#(name)", "url": "http://127.0.0.1:\#(port)/hooks", "secret": "\#(secret)", "events": ["person.groups_changed"]}"#
+            }
+            let database = directory.appendingPathComponent("siwa.sqlite").path
+            let base: [String: String?] = ["db": database, "admin_groups": "ops", "groups": #"{"ops": ["ada@example.com"]}"#]
+            try await Self.withReceiver(port: port, secret: secret, record: record, log: directory.appendingPathComponent("receiver.log")) {
+                // This instance knows the app `books` only; the CLI (configured elsewhere) writes for `ledger`.
+                try await LocalSite.runProcess(settings: base.merging(["event_webhooks": "[\(hook("books"))]"]) { $1 }) { site, _ in
+                    let added = try await ChildProcess.run(
+                        ChildProcess.siwaExecutable, arguments: ["groups", "add", "finance", "sub:000999.feedface.0001", "--db", database],
+                        environment: ["SIWA_EVENT_WEBHOOKS": "[\(hook("ledger"))]"], timeLimit: .seconds(120)
+                    )
+                    #expect(added.status == 0, "\(added.stderr)")
+                    try await Visit.withClient { visit in
+                        let cookies = ["siwa_session": try await visit.signIn(site, user: site.user("Ada")).session]
+                        let shown = try await AccessRulesEndToEndTests.firstAnswer(within: .seconds(10), status: 200) {
+                            let page = try await visit.send(site.url("/auth/admin/events"), cookies: cookies)
+                            return page.text.contains("given up") ? page : Visit.Answer(status: 0, headers: page.headers, body: page.body)
+                        }
+                        #expect(shown.status == 200 && shown.text.contains("no webhook named ledger is configured") && shown.text.contains("person.groups_changed"), "\(shown.text)")
+                    }
+                }
+                try await LocalSite.runProcess(settings: base.merging(["event_webhooks": "[\(hook("books")), \(hook("ledger"))]"]) { $1 }) { site, _ in
+                    try await Visit.withClient { visit in
+                        let cookies = ["siwa_session": try await visit.signIn(site, user: site.user("Ada")).session]
+                        let page = try await visit.send(site.url("/auth/admin/events"), cookies: cookies)
+                        let csrf = try #require(page.text.firstMatch(of: /name="csrf_token" value="([^"]+)"/).map { String($0.1) })
+                        let id = try #require(page.text.firstMatch(of: /name="id" value="([0-9]+)"/).map { String($0.1) }, "\(page.text)")
+                        let form = [("Content-Type", "application/x-www-form-urlencoded")]
+                        #expect(try await visit.send(site.url("/auth/admin/events/resend"), method: .POST, headers: form, cookies: cookies, body: "csrf_token=forged&id=\(id)").status == 403)
+                        let resent = try await visit.send(site.url("/auth/admin/events/resend"), method: .POST, headers: form, cookies: cookies, body: "csrf_token=\(csrf)&id=\(id)")
+                        #expect(resent.status == 303)
+                        let got = try await Self.received(record, within: .seconds(15)) { $0.contains { $0.sub == "000999.feedface.0001" } }
+                        #expect(got.contains { $0.sub == "000999.feedface.0001" && $0.type == "person.groups_changed" && $0.invalid == nil }, "\(got)")
+                        let after = try await AccessRulesEndToEndTests.firstAnswer(within: .seconds(5), status: 200) {
+                            let page = try await visit.send(site.url("/auth/admin/events"), cookies: cookies)
+                            return page.text.contains("Every account event has been delivered") ? page : Visit.Answer(status: 0, headers: page.headers, body: page.body)
+                        }
+                        #expect(after.status == 200, "\(after.text)")
+                    }
+                }
+            }
+        }
+    }
 }

@@ -101,6 +101,29 @@ struct ConfigurationLayersTests {
         }
     }
 
+    @Test("every key that holds a JSON array is read as JSON: its text with commas and spaces comes back whole from the flag (both spellings) and the environment, and the file's array as JSON text")
+    func jsonKeys() async throws {
+        let helpSaysJSON = SettingKey.all.filter { $0.help.contains("JSON array") && !$0.isList }
+        #expect(!helpSaysJSON.isEmpty)
+        for key in helpSaysJSON {
+            #expect(key.isJSON, "\(key.name) holds a JSON array but is not marked json: a value with commas was misread")
+        }
+        let text = #"[{"name": "a, b", "events": ["x", "y"]}]"#
+        for key in SettingKey.all where key.isJSON {
+            for arguments in [[key.flag + "=" + text], [key.flag, text]] {
+                let read = try await LayeredValues(arguments: arguments, environment: [:], dotEnvPath: nil)
+                #expect(read.string(key.name) == text, "\(arguments.joined(separator: " "))")
+            }
+            let environment = try await LayeredValues(arguments: [], environment: [key.environmentName: text], dotEnvPath: nil)
+            #expect(environment.string(key.name) == text, "\(key.environmentName)")
+            let directory = try Self.directory(["c.json": #"{"\#(key.name)": \#(text)}"#])
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let file = try await LayeredValues(arguments: [], configFile: directory.appendingPathComponent("c.json").path, environment: [:], dotEnvPath: nil)
+            let parsed = try #require(file.string(key.name).flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [[String: Any]], "file key \(key.name)")
+            #expect(parsed.first?["name"] as? String == "a, b")
+        }
+    }
+
     @Test("lists: comma-separated in the environment and on the command line, JSON arrays in the file")
     func lists() async throws {
         let cli = try await LayeredValues(arguments: ["--trusted-proxies", "10.0.0.1, 10.0.0.2"], environment: [:], dotEnvPath: nil)

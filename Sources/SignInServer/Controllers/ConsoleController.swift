@@ -42,6 +42,8 @@ struct ConsoleController: Sendable {
         router.get("/auth/admin/invitations", use: guarded(invitationsPage))
         router.post("/auth/admin/invitations/create", use: guarded(createInvitation))
         router.post("/auth/admin/invitations/revoke", use: guarded(revokeInvitation))
+        router.get("/auth/admin/events", use: guarded(eventsPage))
+        router.post("/auth/admin/events/resend", use: guarded(resendEvent))
     }
 
     /// The form of a POST, after the operator's CSRF token is checked.
