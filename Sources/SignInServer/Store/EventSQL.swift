@@ -120,8 +120,8 @@ public protocol EventOutbox: Sendable {
     /// Up to `limit` deliveries due at `now`, each the oldest open one of its person and webhook, claimed until
     /// `leaseUntil`.
     func claimEventDeliveries(now: Date, limit: Int, leaseUntil: Date) async throws -> [EventDelivery]
-    /// Delivered: removed.
-    func finishEventDelivery(id: Int64) async throws
+    /// Delivered: removed, in one statement.
+    func finishEventDeliveries(ids: [Int64]) async throws
     /// Not taken: tried again at `at`, or (`failed`) given up, kept for the console.
     func retryEventDelivery(id: Int64, at: Date, error: String, failed: Bool) async throws
     /// Open and failed deliveries, oldest first (the console).
@@ -206,8 +206,10 @@ enum EventSQL {
         )
     }
 
-    static func finish(id: Int64) -> ProviderStatement {
-        ProviderStatement("DELETE FROM event_deliveries WHERE id = $1", .integer(Int(id)))
+    static func finish(ids: [Int64]) -> ProviderStatement {
+        var statement = ProviderStatement("DELETE FROM event_deliveries WHERE id IN (" + ids.indices.map { "$\($0 + 1)" }.joined(separator: ", ") + ")")
+        statement.values = ids.map { .integer(Int($0)) }
+        return statement
     }
 
     static func retry(id: Int64, at: Date, error: String, failed: Bool) -> ProviderStatement {
@@ -251,8 +253,9 @@ extension SQLiteStore {
         try await pool.write { db in try db.rows(EventSQL.claim(now: now, limit: limit, leaseUntil: leaseUntil, lockRows: false)).map(EventSQL.delivery) }
     }
 
-    public func finishEventDelivery(id: Int64) async throws {
-        try await pool.write { db in _ = try db.rows(EventSQL.finish(id: id)) }
+    public func finishEventDeliveries(ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        try await pool.write { db in _ = try db.rows(EventSQL.finish(ids: ids)) }
     }
 
     public func retryEventDelivery(id: Int64, at: Date, error: String, failed: Bool) async throws {
@@ -273,8 +276,9 @@ extension PostgresStore {
         try await single(EventSQL.claim(now: now, limit: limit, leaseUntil: leaseUntil, lockRows: true)).map(EventSQL.delivery)
     }
 
-    public func finishEventDelivery(id: Int64) async throws {
-        _ = try await single(EventSQL.finish(id: id))
+    public func finishEventDeliveries(ids: [Int64]) async throws {
+        guard !ids.isEmpty else { return }
+        _ = try await single(EventSQL.finish(ids: ids))
     }
 
     public func retryEventDelivery(id: Int64, at: Date, error: String, failed: Bool) async throws {

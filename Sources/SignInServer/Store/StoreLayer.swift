@@ -178,8 +178,8 @@ extension StoreLayer {
         try await backend.claimEventDeliveries(now: now, limit: limit, leaseUntil: leaseUntil)
     }
 
-    func finishEventDelivery(id: Int64) async throws {
-        try await backend.finishEventDelivery(id: id)
+    func finishEventDeliveries(ids: [Int64]) async throws {
+        try await backend.finishEventDeliveries(ids: ids)
     }
 
     func retryEventDelivery(id: Int64, at: Date, error: String, failed: Bool) async throws {
