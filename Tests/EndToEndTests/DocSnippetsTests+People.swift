@@ -9,7 +9,7 @@ extension DocSnippetsTests {
     @Test("docs/people.md: siwa invite create as written prints a link at public_url; the event_webhooks example is read with all six events; the Python receiver as written accepts a body siwa signed with the example's secret and refuses a forged one")
     func peoplePage() async throws {
         try await Self.withDirectory("people-page") { directory in
-            let command = try Self.siwaArguments(try #require(DocSnippets.commands(in: try DocSnippets.block("sh", in: "docs/people.md", after: "## Invitations")).first))
+            let command = try Self.siwaArguments(try #require(DocSnippets.commands(in: try Self.peopleInvite.fenced().text).first))
             #expect(command.prefix(2) == ["invite", "create"], "\(command)")
             let made = try await ChildProcess.run(
                 ChildProcess.siwaExecutable, arguments: command,
@@ -18,14 +18,14 @@ extension DocSnippetsTests {
             #expect(made.status == 0, "\(made.stderr)")
             #expect(made.stdout.hasPrefix("https://auth.example.com/auth/invite/") && made.stderr.contains("finance"), "\(made.stdout)\(made.stderr)")
 
-            let configuration = try DocSnippets.block("json", in: "docs/people.md", after: "## Account events")
+            let configuration = try Self.peopleWebhooks.fenced().text
             let object = try #require(try JSONSerialization.jsonObject(with: Data(configuration.utf8)) as? [String: Any])
             let list = String(decoding: try JSONSerialization.data(withJSONObject: try #require(object["event_webhooks"])), as: UTF8.self)
             let webhooks = try EventWebhook.list(fromJSON: list)
             #expect(webhooks.count == 1 && webhooks[0].events.count == AccountEventType.allCases.count)
 
             // The receiver as written, given what siwa sends.
-            let receiver = try DocSnippets.block("python", in: "docs/people.md", after: "Standard Webhooks library")
+            let receiver = try Self.peopleReceiver.fenced().text
             let body = #"{"data":{"sub":"000123.a1b2.1234"},"timestamp":"2026-11-28T20:00:00.000Z","type":"person.deleted"}"#
             let timestamp = Int(Date().timeIntervalSince1970)
             let signature = AccountEvents.signature(id: "msg_doc", timestamp: timestamp, body: body, secret: webhooks[0].secret)

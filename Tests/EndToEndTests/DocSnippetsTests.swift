@@ -65,7 +65,7 @@ struct DocSnippetsTests {
     static let envoyHTTP = Shown(page: "docs/front.md", language: "yaml", after: "Over HTTP (the listener on 10000")
     static let envoyGRPCFilter = Shown(page: "docs/front.md", language: "yaml", after: "Over gRPC, the same listener")
     static let envoyGRPCCluster = Shown(page: "docs/front.md", language: "yaml", after: "Over gRPC, the same listener", nth: 2)
-    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, envoyHTTP, envoyGRPCFilter, envoyGRPCCluster, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit, apisConfiguration, apisSwift]
+    static let shown = [readmeNginx, frontNginx, socketNginx, traefik, caddy, envoyHTTP, envoyGRPCFilter, envoyGRPCCluster, bearerRules, apache, apacheGroups, authlib, grafana, accessRules, pyJWT, jwtKit, apisConfiguration, apisSwift, peopleWebhooks, peopleReceiver]
 
     /// The README's opening commands; checked by `readmeLocalMode`, which runs the first (the second, `./scripts/test`,
     /// is what runs these tests).
@@ -88,6 +88,10 @@ struct DocSnippetsTests {
     /// Run by `frontUpstream`.
     static let frontUpstream = Shown(page: "docs/front.md", language: "sh", after: "### The built-in proxy (`--upstream`)")
     /// Run by `accessGroupsCommands`.
+    /// docs/people.md's `event_webhooks` and Python receiver, and its `siwa invite create`; run by `peoplePage`.
+    static let peopleWebhooks = Shown(page: "docs/people.md", language: "json", after: "## Account events")
+    static let peopleReceiver = Shown(page: "docs/people.md", language: "python", after: "Standard Webhooks library")
+    static let peopleInvite = Shown(page: "docs/people.md", language: "sh", after: "## Invitations")
     static let groupsCommands = Shown(page: "docs/access.md", language: "sh", after: "Groups come from two places, joined:")
     /// Run by `gettingStartedLocalMode`, which compares the lines it shows.
     static let localModeSession = Shown(page: "docs/getting-started.md", language: "console", after: "## Local mode, step by step")
@@ -99,7 +103,7 @@ struct DocSnippetsTests {
     /// the clients' pages, and docs/apis.md's (`apisCommands`).
     static let commands = [
         readmeOpening, readmeUpstream, readmeOIDC, providerRegistration, authlibRegistration, apacheRegistration, rulesTest, frontSocket, frontUpstream,
-        groupsCommands, localModeSession, appleMode, edgeOneCommand, edgeOwnCertificate,
+        groupsCommands, localModeSession, appleMode, edgeOneCommand, edgeOwnCertificate, peopleInvite,
     ] + apisCommands
 
     /// The pages every block of which, commands too, a test runs: the README, getting started, the page of siwa in front

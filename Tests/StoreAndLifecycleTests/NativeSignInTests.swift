@@ -42,6 +42,47 @@ struct NativeSignInTests {
         }
     }
 
+    @Test("the app renews its session: a fresh identity token and code with its session token keep the same session, its auth_time now Apple's new one; another person's token, or an unknown session token, opens a session of its own")
+    func renewal() async throws {
+        try await SQLiteSite.with { site in
+            func credential(_ sub: String) async throws -> String {
+                let request = try JSONSerialization.data(withJSONObject: ["client_id": EmulatorConfiguration.testBundleID, "sub": sub])
+                let device = try await site.world.admin(.POST, "native-authorization", json: String(decoding: request, as: UTF8.self)).json
+                let body = try JSONSerialization.data(withJSONObject: ["identityToken": try #require(device["identityToken"] as? String), "authorizationCode": try #require(device["authorizationCode"] as? String)])
+                return String(decoding: body, as: UTF8.self)
+            }
+            func post(_ body: String, bearer: String? = nil) async throws -> [String: Any] {
+                let answer = try await site.world.send(
+                    .POST, site.instance.baseURL + "/auth/api/apple/native", headers: bearer.map { [("Authorization", "Bearer " + $0)] } ?? [], body: body, contentType: "application/json"
+                )
+                #expect(answer.status == 200, "\(answer.json)")
+                return answer.json
+            }
+            func authTime(_ token: String) async throws -> Date {
+                let me = try await site.instance.get("/api/session", headers: [("Authorization", "Bearer " + token)])
+                return try #require((me.json["auth_time"] as? String).flatMap { ISO8601DateFormatter().date(from: $0) }, "\(me.json)")
+            }
+            let first = try await post(try await credential(Site.grace))
+            let token = try #require(first["session_token"] as? String)
+            let before = try await authTime(token)
+            try await Task.sleep(for: .milliseconds(1100))
+
+            let renewed = try await post(try await credential(Site.grace), bearer: token)
+            #expect(renewed["session_token"] as? String == token, "the same session")
+            let after = try await authTime(token)
+            #expect(after > before, "auth_time \(before) → \(after)")
+            #expect(try await site.sql.count("sessions", sub: Site.grace) == 1)
+
+            // Another person on the same device, and a session token the store does not know: sessions of their own.
+            let ada = try await post(try await credential(Site.ada), bearer: token)
+            #expect(ada["session_token"] as? String != token && ada["sub"] as? String == Site.ada)
+            #expect(try await authTime(token) == after, "Grace's session is untouched")
+            let unknown = try await post(try await credential(Site.grace), bearer: "not-a-session")
+            #expect(unknown["session_token"] as? String != token)
+            #expect(try await site.sql.count("sessions", sub: Site.grace) == 2)
+        }
+    }
+
     @Test("an identity token issued to the web Services ID is refused by the native endpoint")
     func webTokenRefusedByNativeEndpoint() async throws {
         try await SQLiteSite.with { site in

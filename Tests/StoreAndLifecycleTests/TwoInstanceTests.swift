@@ -82,11 +82,13 @@ struct TwoInstanceTests {
                 try await group.waitForAll()
             }
             // Each schema version (v1; v2, keys; v3, the provider; v4, groups; v5, back-channel logout; v6, session details;
-            // v7 to v9, issue 35's clients and device grants; v10, the edge's certificates) applied once.
+            // v7 to v9, issue 35's clients and device grants; v10, the edge's certificates; v11 to v13, issue 47's invitations,
+            // account events and Apple's authentication time) applied once.
             // As a set: text orders v10 before v2.
             #expect(Set(try await PostgresSQL(client: client).texts("SELECT version FROM schema_migrations")) == Set(PostgresSchema.migrations.map { Optional($0.0) }))
             #expect(try await PostgresSQL(client: client).integer("SELECT count(*) FROM schema_migrations") == PostgresSchema.migrations.count)
-            #expect(PostgresSchema.migrations.map(\.0) == (1...10).map { "v\($0)" })
+            #expect(PostgresSchema.migrations.map(\.0) == (1...13).map { "v\($0)" })
+            #expect(SQLiteSchema.migrations.map(\.0) == PostgresSchema.migrations.map(\.0), "the two stores' schemas have the same versions")
             try await stores[0].ping()
         }
     }

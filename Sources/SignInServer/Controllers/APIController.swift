@@ -29,9 +29,17 @@ struct APIController: Sendable {
         } catch {
             return Response.problem(.badRequest, "malformed", "Malformed request", "Send JSON with identityToken and authorizationCode.")
         }
+        // The app's current session, when it sends one: renewed in place if the new token is the same person's.
+        var current: NativeSignIn.Current?
+        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
+            switch await Self.bearerSession(request, context: context, store: store, proxy: proxy) {
+            case .found(let session, _): current = NativeSignIn.Current(token: String(header.dropFirst(7)), session: session)
+            case .refused: current = nil  // unknown or expired: a sign-in as without one
+            }
+        }
         do {
             let details = SessionDetails(userAgent: request.headers[.userAgent], address: context.remoteAddress?.ipAddress, via: "native")
-            return Response.json(try await native.signIn(input, details: details, logger: context.logger))
+            return Response.json(try await native.signIn(input, details: details, current: current, logger: context.logger))
         } catch {
             context.logger.notice("native sign-in failed", metadata: ["reason": "\(error.reason)", "detail": "\(error.detail)"])
             return switch error {
@@ -80,7 +88,12 @@ struct APIController: Sendable {
             var name: String?
             var signed_in_at: Date
             var expires_at: Date
+            /// When the person last authenticated with Apple for this session (renewed by a native app's renewal).
+            var auth_time: Date
         }
-        return Response.json(Answer(sub: user.subject, email: user.email, is_private_email: user.isPrivateEmail, name: user.displayName, signed_in_at: session.createdAt, expires_at: session.expiresAt))
+        return Response.json(Answer(
+            sub: user.subject, email: user.email, is_private_email: user.isPrivateEmail, name: user.displayName, signed_in_at: session.createdAt,
+            expires_at: session.expiresAt, auth_time: session.authenticatedAt
+        ))
     }
 }

@@ -42,15 +42,26 @@ public struct NativeSignIn: Sendable {
         public var expiresAt: Date
         /// Apple's user id.
         public var sub: String
+        /// When the person last authenticated with Apple for this session (what `max_auth_age` measures).
+        public var authTime: Date
 
         enum CodingKeys: String, CodingKey {
-            case sessionToken = "session_token", expiresAt = "expires_at", sub
+            case sessionToken = "session_token", expiresAt = "expires_at", sub, authTime = "auth_time"
         }
+    }
+
+    /// The app's current session, sent as `Authorization: Bearer` with a fresh identity token and code: renewed in
+    /// place when the token names the same person and app (`renew`).
+    public struct Current: Sendable {
+        public var token: String
+        public var session: SessionRecord
     }
 
     /// Verifies the identity token, exchanges the code with the bundle ID as `client_id`, and opens a session.
     /// `details`: the app's `User-Agent` and address, for the person's sessions page (`via` is set here).
-    public func signIn(_ request: Request, details: SessionDetails? = nil, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Session {
+    /// With `current` (the app's session of the same person and app), that session is renewed instead: the same token,
+    /// its authentication time now Apple's (`renewAuthentication`), so a rule's `max_auth_age` lets it in again.
+    public func signIn(_ request: Request, details: SessionDetails? = nil, current: Current? = nil, logger: Logger, now: Date = Date()) async throws(SignInFailure) -> Session {
         let front: AppleIdentity
         do {
             front = try await verifier.verify(request.identityToken, nonce: request.nonce, now: now)
@@ -74,6 +85,19 @@ public struct NativeSignIn: Sendable {
                 throw .notVerified("token-endpoint id_token: \(error)")
             }
         }
+        let authTime = front.authTime.map { min($0, now) } ?? now
+        if let current, current.session.subject == front.subject, current.session.bearerClient == bundleID.rawValue {
+            let renewed: Bool
+            do {
+                renewed = try await store.renewAuthentication(idHash: current.session.idHash, subject: front.subject, at: authTime)
+            } catch {
+                throw .storeUnavailable("store: \(error)")
+            }
+            if renewed {
+                logger.info("native session renewed", metadata: ["sub": "\(front.subject)", "bundle_id": "\(bundleID)"])
+                return Session(sessionToken: current.token, expiresAt: current.session.expiresAt, sub: front.subject, authTime: authTime)
+            }
+        }
         let sessionID = RandomToken.generate()
         let email = front.email ?? request.email
         let expiresAt = now.addingTimeInterval(sessionLifetime)
@@ -85,7 +109,8 @@ public struct NativeSignIn: Sendable {
                 refreshToken: tokens.refreshToken, clientID: bundleID.rawValue, transferSubject: front.transferSubject,
                 session: SessionRecord(
                     idHash: SignInFlow.hash(sessionID), subject: front.subject, csrfToken: RandomToken.generate(), createdAt: now, expiresAt: expiresAt,
-                    details: details.map { SessionDetails(device: $0.device, network: $0.network, via: "native:" + bundleID.rawValue) }
+                    details: details.map { SessionDetails(device: $0.device, network: $0.network, via: "native:" + bundleID.rawValue) },
+                    authTime: authTime
                 ),
                 at: now
             ))
@@ -93,7 +118,7 @@ public struct NativeSignIn: Sendable {
             throw .storeUnavailable("store: \(error)")
         }
         logger.info("native sign-in", metadata: ["sub": "\(front.subject)", "bundle_id": "\(bundleID)"])
-        return Session(sessionToken: sessionID, expiresAt: expiresAt, sub: front.subject)
+        return Session(sessionToken: sessionID, expiresAt: expiresAt, sub: front.subject, authTime: authTime)
     }
 
     private static func nonEmpty(_ text: String?) -> String? {

@@ -143,6 +143,8 @@ public struct SignInFlow: Sendable {
             details.via = Self.via(returningTo: pending.returnTo)
             session.details = details
         }
+        // Apple's own authentication time when its token says (never later than now: a clock ahead of ours).
+        session.authTime = identity.authTime.map { min($0, now) }
         let completed = CompletedSignIn(
             subject: identity.subject, email: email,
             isPrivateEmail: CompletedSignIn.isPrivate(email: email, asserted: identity.isPrivateEmail),

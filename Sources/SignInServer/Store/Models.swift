@@ -79,9 +79,13 @@ public struct SessionRecord: Sendable, Hashable {
     /// For an access token read as a session: the public id of the session its grant began in (it ends with it).
     public var parentSID: String? = nil
 
-    /// When the person last authenticated with Apple for this session: when siwa verified Apple's token and began
-    /// it (a sign-in again begins a new session in its place, `SignInCompletion`). What `max_auth_age` measures.
-    public var authenticatedAt: Date { createdAt }
+    /// Apple's `auth_time` for this session (from the token that began it, or a native app's renewal), when known.
+    public var authTime: Date? = nil
+
+    /// When the person last authenticated with Apple for this session: Apple's `auth_time` where its token carried one,
+    /// else when siwa verified Apple's token and began it (a sign-in again begins a new session in its place,
+    /// `SignInCompletion`; a native app renews its own, `NativeSignIn.renew`). What `max_auth_age` measures.
+    public var authenticatedAt: Date { authTime ?? createdAt }
 
     /// The client that holds this session as a bearer token: a native app's bundle ID, or the OpenID client an
     /// access token was issued to; nil for a browser's session, which is no bearer token.

@@ -126,6 +126,7 @@ public final class PostgresStore: SignInStore {
                     logger: logger
                 )
                 if let describe = SessionSQL.describe(session) { _ = try await connection.rows(describe, logger: logger) }
+                if let authenticated = SessionSQL.authenticated(session) { _ = try await connection.rows(authenticated, logger: logger) }
                 if !known { _ = try await connection.run(EventSQL.joined(completed, routing: events), logger: logger) }
                 let rows = try await connection.query("SELECT \(unescaped: UserRecord.columns) FROM users WHERE sub = \(completed.subject)", logger: logger)
                 for try await row in rows { return try UserRow(row: row, offset: 0).user }
@@ -137,21 +138,25 @@ public final class PostgresStore: SignInStore {
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await bounded { [self] () async throws -> (SessionRecord, UserRecord)? in
             let rows = try await client.query(
-                "SELECT s.csrf_token, s.created_at, s.expires_at, s.via, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
+                "SELECT s.csrf_token, s.created_at, s.expires_at, s.via, s.auth_time, \(unescaped: UserRecord.joinedColumns) FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = \(idHash) AND s.expires_at > \(now.timeIntervalSince1970)",
                 logger: logger
             )
             for try await row in rows {
-                let (csrf, created, expires, via) = try row.decode((String, Double, Double, String?).self)
-                let user = try UserRow(row: row, offset: 4).user
-                return (
-                    SessionRecord(
-                        idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created),
-                        expiresAt: Date(timeIntervalSince1970: expires), via: via
-                    ), user
+                let (csrf, created, expires, via, authTime) = try row.decode((String, Double, Double, String?, Double?).self)
+                let user = try UserRow(row: row, offset: 5).user
+                var session = SessionRecord(
+                    idHash: idHash, subject: user.subject, csrfToken: csrf, createdAt: Date(timeIntervalSince1970: created),
+                    expiresAt: Date(timeIntervalSince1970: expires), via: via
                 )
+                session.authTime = authTime.map { Date(timeIntervalSince1970: $0) }
+                return (session, user)
             }
             return nil
         }
+    }
+
+    public func renewAuthentication(idHash: String, subject: String, at: Date) async throws -> Bool {
+        try await !single(SessionSQL.renew(idHash: idHash, subject: subject, at: at)).isEmpty
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
@@ -420,13 +425,15 @@ struct PostgresStoreError: Error, CustomStringConvertible {
 /// The PostgreSQL schema, statement by statement.
 enum PostgresSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11), ("v12", v12)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13)]
     static let v7 = ProviderSQL.v7
     static let v8 = DeviceSQL.v8
     static let v9 = ProviderSQL.v9
     static let v10 = EdgeSQL.v10
     /// Issue 47: invitations.
     static let v11 = InvitationSQL.v11
+    /// Issue 47: Apple's authentication time of a session.
+    static let v13 = SessionSQL.v13
     /// Issue 47: the outbox of account events.
     static let v12 = EventSQL.v12(serialKey: "BIGSERIAL PRIMARY KEY")
     /// Issue 27: the groups siwa keeps.

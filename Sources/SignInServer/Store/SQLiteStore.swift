@@ -161,6 +161,7 @@ public final class SQLiteStore: SignInStore {
                 arguments: [session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970]
             )
             if let describe = SessionSQL.describe(session) { _ = try db.rows(describe) }
+            if let authenticated = SessionSQL.authenticated(session) { _ = try db.rows(authenticated) }
             if !known { _ = try db.run(EventSQL.joined(completed, routing: events)) }
             guard let row = try db.cachedRow(sql: Self.userQuery, arguments: [completed.subject]) else {
                 throw DatabaseError(message: "user vanished inside its own transaction")
@@ -172,13 +173,18 @@ public final class SQLiteStore: SignInStore {
     public func session(idHash: String, now: Date) async throws -> (SessionRecord, UserRecord)? {
         try await pool.read { db -> (SessionRecord, UserRecord)? in
             guard let row = try db.cachedRow(sql: Self.sessionQuery, arguments: [idHash, now.timeIntervalSince1970]) else { return nil }
-            let user = Self.user(row, from: 5)
-            let session = SessionRecord(
+            let user = Self.user(row, from: 6)
+            var session = SessionRecord(
                 idHash: row[0], subject: user.subject, csrfToken: row[1],
                 createdAt: Date(timeIntervalSince1970: row[2]), expiresAt: Date(timeIntervalSince1970: row[3]), via: row[4]
             )
+            session.authTime = (row[5] as Double?).map { Date(timeIntervalSince1970: $0) }
             return (session, user)
         }
+    }
+
+    public func renewAuthentication(idHash: String, subject: String, at: Date) async throws -> Bool {
+        try await pool.write { db in try !db.rows(SessionSQL.renew(idHash: idHash, subject: subject, at: at)).isEmpty }
     }
 
     public func deleteSession(idHash: String) async throws -> Bool {
@@ -360,7 +366,7 @@ public final class SQLiteStore: SignInStore {
     }
 
     private static let sessionQuery = """
-        SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at, s.via, \(UserRecord.joinedColumns)
+        SELECT s.id_hash, s.csrf_token, s.created_at, s.expires_at, s.via, s.auth_time, \(UserRecord.joinedColumns)
         FROM sessions s JOIN users u ON u.sub = s.sub WHERE s.id_hash = ? AND s.expires_at > ?
         """
     private static let userQuery = "SELECT \(UserRecord.columns) FROM users WHERE sub = ?"
@@ -379,13 +385,15 @@ public final class SQLiteStore: SignInStore {
 /// The SQLite schema, one string per migration.
 enum SQLiteSchema {
     /// Every migration, in the order they apply.
-    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11), ("v12", v12)]
+    static let migrations = [("v1", v1), ("v2", v2), ("v3", v3), ("v4", v4), ("v5", v5), ("v6", v6), ("v7", v7), ("v8", v8), ("v9", v9), ("v10", v10), ("v11", v11), ("v12", v12), ("v13", v13)]
     static let v7 = ProviderSQL.v7.joined(separator: ";\n")
     static let v8 = DeviceSQL.v8.joined(separator: ";\n")
     static let v9 = ProviderSQL.v9.joined(separator: ";\n")
     static let v10 = EdgeSQL.v10.joined(separator: ";\n")
     /// Issue 47: invitations.
     static let v11 = InvitationSQL.v11.joined(separator: ";\n")
+    /// Issue 47: Apple's authentication time of a session.
+    static let v13 = SessionSQL.v13.joined(separator: ";\n")
     /// Issue 47: the outbox of account events.
     static let v12 = EventSQL.v12(serialKey: "INTEGER PRIMARY KEY AUTOINCREMENT").joined(separator: ";\n")
     /// Issue 27: the groups siwa keeps.

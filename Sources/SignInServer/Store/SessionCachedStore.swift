@@ -164,6 +164,11 @@ final class SessionCachedStore: StoreLayer {
         try await write(.session(idHash: idHash)) { try await backend.deleteSession(idHash: idHash) }
     }
 
+    /// Forgotten here and, with PostgreSQL, on every instance: the next request reads the renewed time.
+    func renewAuthentication(idHash: String, subject: String, at: Date) async throws -> Bool {
+        try await write(.session(idHash: idHash)) { try await backend.renewAuthentication(idHash: idHash, subject: subject, at: at) }
+    }
+
     // MARK: LifecycleQueue
 
     func deleteUser(subject: String, tombstone: Bool, at: Date) async throws -> RefreshCheck? {

@@ -36,6 +36,9 @@ public protocol UsersAndSessions: Sendable {
     /// was issued to (`SessionRecord.via` `token:<client_id>`, `parentSID` its grant's session) with its person; nil
     /// when unknown, expired or revoked (its session ended). For a request from the address `client`.
     func accessToken(hash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)?
+    /// A native app's session authenticated again with Apple at `at` (`NativeSignIn.renew`): the same session, its
+    /// authentication time renewed; false when it is not a live session of `subject`.
+    func renewAuthentication(idHash: String, subject: String, at: Date) async throws -> Bool
 }
 
 extension UsersAndSessions {

@@ -240,6 +240,10 @@ extension StoreLayer {
         try await backend.deleteSession(idHash: idHash)
     }
 
+    func renewAuthentication(idHash: String, subject: String, at: Date) async throws -> Bool {
+        try await backend.renewAuthentication(idHash: idHash, subject: subject, at: at)
+    }
+
     func user(subject: String) async throws -> UserRecord? {
         try await backend.user(subject: subject)
     }
