@@ -114,7 +114,11 @@ SESSION_COOKIE="$(python3 Benchmarks/web/gen_callbacks.py "$port" --session)"
 export SESSION_COOKIE
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $SESSION_COOKIE" "$base/session")" = 200 ] || { echo "session cookie does not open /session" >&2; exit 1; }
 
-# (a), (d), (e): PAGE_ROUNDS alternating rounds of PAGE_SECONDS each; each line keeps its best round.
+# (g) an invitation's page (issue 47), as a person who is not signed in opens its link: made by siwa invite create.
+invite_path="$("$bin/siwa" invite create --group bench --uses 10 --note "An invitation for the benchmark" --db "$db" 2>/dev/null | sed -E 's|^https?://[^/]+||')"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$base$invite_path")" = 200 ] || { echo "the invitation's page $invite_path does not answer 200" >&2; exit 1; }
+
+# (a), (d), (e), (g): PAGE_ROUNDS alternating rounds of PAGE_SECONDS each; each line keeps its best round.
 best_round() {
     local name="$1" best="" best_rate=0 f r
     for f in "$work/$name".r*.txt; do
@@ -125,16 +129,18 @@ best_round() {
 }
 SECS_SAVED="$SECS"; SECS="$PAGE_SECS"
 for round in $(seq 1 "$PAGE_ROUNDS"); do
-    echo "(a) GET /, (d) GET /session, (e) hello-world: round $round of $PAGE_ROUNDS" >&2
+    echo "(a) GET /, (d) GET /session, (g) an invitation's page, (e) hello-world: round $round of $PAGE_ROUNDS" >&2
     wrk_run "hello.r$round" "http://127.0.0.1:$hport/"
     wrk_run "signin.r$round" "$base/"
     wrk_run "session.r$round" "$base/session" -s Benchmarks/lua/session.lua
+    wrk_run "invite.r$round" "$base$invite_path"
 done
 SECS="$SECS_SAVED"
-for name in hello signin session; do best_round "$name"; done
+for name in hello signin session invite; do best_round "$name"; done
 kill "$hello_pid" 2>/dev/null || true
 row "(a) \`GET /\` sign-in page (best of $PAGE_ROUNDS rounds)" signin
 row "(d) \`GET /session\` signed in (best of $PAGE_ROUNDS rounds)" session
+row "(g) \`GET /auth/invite/…\` an invitation's page, not signed in (best of $PAGE_ROUNDS rounds)" invite
 
 # (c) the full callback: fresh tuples through the emulator's headless consent, each POSTed once.
 # RSS is sampled every 0.2 s during the run; the maximum and the value at the end are reported.
@@ -289,6 +295,7 @@ $verify
 |---|---:|
 | sign-in page / hello-world | $(ratio "$(wrk_rate signin)" "$(wrk_rate hello)") |
 | session page / hello-world | $(ratio "$(wrk_rate session)" "$(wrk_rate hello)") |
+| invitation's page / hello-world (target, as the sign-in page's: 85 %) | $(ratio "$(wrk_rate invite)" "$(wrk_rate hello)") |
 | GET /auth/apple / hello-world | $(ratio "$(wrk_rate start)" "$(wrk_rate hello)") |
 | callback / hello-world | $(ratio "$(wrk_rate callback)" "$(wrk_rate hello)") |
 | CPU of the siwa process (in-process emulator included) per callback, 32 / 8 connections | $(cat "$work/callback.cpu") / $(cat "$work/callback8.cpu") ms |

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Hummingbird
 import Logging
 
@@ -31,20 +32,26 @@ public func withLiveApplication<App: ApplicationProtocol, T: Sendable>(
         continuation.yield(port)
         continuation.finish()
     }
+    // Why the server stopped before announcing its port, for the failure's message (its logger may be quiet).
+    let stopped = StopReason()
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask {
             // If the server cannot start, the wait for its port below ends instead of hanging.
             defer { continuation.finish() }
             do {
                 try await app.runService()
+                stopped.reason.withLock { $0 = $0 ?? "it returned" }
             } catch is CancellationError {
                 // The test is over.
+            } catch {
+                stopped.reason.withLock { $0 = String(reflecting: error) }
+                throw error
             }
         }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next(), port != 0 else {
             group.cancelAll()
-            throw LiveServerError.didNotStart("no port was announced")
+            throw LiveServerError.didNotStart("no port was announced; the server stopped: \(stopped.reason.withLock { $0 } ?? "no reason given")")
         }
         defer { group.cancelAll() }
         return try await body(port)
@@ -93,4 +100,9 @@ public func withClosedLoopbackPort<Value>(_ body: (Int) async throws -> Value) a
     }
     guard bound else { throw LiveServerError.didNotStart("could not bind a loopback port") }
     return try await body(Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// Why a server stopped, written by its task and read by the one waiting for its port.
+private final class StopReason: Sendable {
+    let reason = Mutex<String?>(nil)
 }
