@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import JOSE
 import Logging
+import Synchronization
 
 /// An invitation's pages (issue 47, part A). The link `/auth/invite/<token>` shows who invites to what (the note,
 /// the groups, until when) with the Sign in with Apple button, whose sign-in carries the invitation: once Apple says
@@ -18,6 +19,9 @@ struct InvitationController: Sendable {
     /// Where a person goes on from an invitation used: the site's home page in front of an upstream, else siwa's
     /// session page.
     let home: String
+    /// The invitations of links opened lately (`Invitations.pages`): a link passed round a team is read from the store
+    /// once every `InvitationPages.ttl`.
+    var recent: InvitationPages { invitations.pages }
 
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
         sessions.get("/auth/invite/:token", use: show)
@@ -92,11 +96,16 @@ struct InvitationController: Sendable {
         }
     }
 
-    /// The invitation of `token`, without asking the store about what cannot be a token.
+    /// The invitation of `token`, without asking the store about what cannot be a token, nor again within `ttl`.
     private func invitation(token: String) async throws -> InvitationRecord? {
         guard Invitations.isToken(token) else { return nil }
+        let hash = SignInFlow.hash(token)
+        let now = Date()
+        if let known = recent.lookup(hash, now: now) { return known }
         do {
-            return try await store.invitation(tokenHash: SignInFlow.hash(token))
+            let found = try await store.invitation(tokenHash: hash)
+            recent.remember(found, for: hash, now: now)
+            return found
         } catch {
             throw unavailable(error, retry: Invitations.linkPath + token)
         }
@@ -124,46 +133,50 @@ struct InvitationController: Sendable {
         case failed
     }
 
+    /// The page of `state`: a shape per state, language and which values are present, rendered once and cached
+    /// (`PageRenderer.page`); only the invitation's and the person's values are filled in per request.
     private func page(_ request: Request, state: State) -> Response {
         let language = request.pageLanguage
         let dates = DateFormatters.shared
-        func described(_ invitation: InvitationRecord) -> [String: Any] {
-            var values: [String: Any] = [
+        func described(_ invitation: InvitationRecord) -> [String: String] {
+            [
                 "groups": invitation.groups.joined(separator: ", "), "expires": dates.display(invitation.expiresAt, language) + " UTC",
-                "expiresISO": dates.isoString(invitation.expiresAt),
+                "expiresISO": dates.isoString(invitation.expiresAt), "note": invitation.note ?? "",
             ]
-            if let note = invitation.note { values["note"] = note }
-            return values
         }
-        var values: [String: Any]
+        var fixed: [String: Bool] = [:]
+        var fixedText: [String: String] = [:]
+        var slots: [String: String] = [:]
         let heading: String
         var status = HTTPResponse.Status.ok
         switch state {
         case .offer(let invitation, let token, let person):
             heading = "inviteHeading"
-            var offer = described(invitation)
+            fixed["offer"] = true
+            slots = described(invitation)
             if let person {
-                offer["signedIn"] = ["who": ConsoleController.label(person.user), "csrfToken": person.session.csrfToken, "acceptURL": Invitations.linkPath + token]
+                slots["who"] = ConsoleController.label(person.user)
+                slots["csrfToken"] = person.session.csrfToken
+                slots["acceptURL"] = Invitations.linkPath + token
             } else {
-                offer["startURL"] = "/auth/apple?invite=" + token
+                slots["startURL"] = "/auth/apple?invite=" + token
             }
-            values = ["offer": offer]
         case .joined(let invitation):
             heading = "inviteJoinedHeading"
-            var joined = described(invitation)
-            joined["home"] = home
-            values = ["joined": joined]
-        case .refused(let why, let invitation):
+            fixed["joined"] = true
+            slots["groups"] = described(invitation)["groups"]
+            fixedText["home"] = home
+        case .refused(let why, _):
             heading = "inviteRefused.\(why.rawValue)"
             status = why == .unknown ? .notFound : .gone
-            values = ["refused": ["message": renderer.string("inviteRefused.\(why.rawValue).message", language), "groups": invitation?.groups.joined(separator: ", ") ?? ""]]
+            fixedText["message"] = renderer.string("inviteRefused.\(why.rawValue).message", language)
         case .failed:
             heading = "inviteFailedHeading"
             status = .serviceUnavailable
-            values = ["refused": ["message": renderer.string("inviteFailedMessage", language)]]
+            fixedText["message"] = renderer.string("inviteFailedMessage", language)
         }
         let title = renderer.string(heading, language)
-        values["heading"] = title
-        return renderer.listPage("invite", title: title, language: language, values: values, status: status)
+        fixedText["heading"] = title
+        return renderer.page("invite", title: title, language: language, fixed: fixed, fixedText: fixedText, slots: slots, status: status)
     }
 }

@@ -2,6 +2,7 @@ import AppleSignIn
 import Foundation
 import JOSE
 import Logging
+import Synchronization
 
 /// Invitations (issue 47, part A): what `siwa invite`, the console and the invitation's page share. An invitation is
 /// drafted here (its groups, uses, lifetime and note checked, its token and id drawn), its link made from
@@ -20,6 +21,8 @@ public struct Invitations: Sendable {
     let access: AccessControl
     let audit: AuditTrail
     let logger: Logger
+    /// What the link's page shows of invitations opened lately; forgotten here when a use is taken or one is revoked.
+    let pages = InvitationPages()
 
     public init(store: any SignInStore, access: AccessControl, audit: AuditTrail, logger: Logger) {
         self.store = store
@@ -99,6 +102,7 @@ public struct Invitations: Sendable {
     /// Closes the invitation `id`, audited; false when there was none open.
     public func revoke(id: String, actor: String) async throws -> Bool {
         guard try await store.revokeInvitation(id: id, at: Date()) else { return false }
+        pages.forgetAll()
         audit.record(Self.revokedEvent(id: id, actor: actor))
         return true
     }
@@ -108,6 +112,7 @@ public struct Invitations: Sendable {
     /// PostgreSQL, `check_cache_seconds` with SQLite). Throws only when the store did not answer.
     public func redeem(tokenHash: String, for user: UserRecord, ip: String?) async throws -> InvitationRedemption {
         let redemption = try await store.redeemInvitation(tokenHash: tokenHash, subject: user.subject, at: Date())
+        pages.forget(tokenHash)
         switch redemption {
         case .joined(let invitation):
             await GroupsRefresher(store: store, access: access, interval: .seconds(1), logger: logger).refresh()
@@ -120,5 +125,37 @@ public struct Invitations: Sendable {
             audit.record(AuditEvent("invite.refused", sub: user.subject, email: user.email, ip: ip, reason: (invitation.map { $0.id + " " } ?? "") + why.rawValue))
         }
         return redemption
+    }
+}
+
+/// The invitations of links opened in the last `ttl` (found or not), at most `capacity` of them: what the link's page
+/// shows, never what decides a use. A use taken here is forgotten at once; one taken elsewhere (another instance, the
+/// sign-in's return, a revocation) shows within `ttl`.
+final class InvitationPages: Sendable {
+    static let ttl: TimeInterval = 2
+    static let capacity = 10_000
+    private let entries = Mutex<[String: (invitation: InvitationRecord?, readAt: Date)]>([:])
+
+    /// `.some(record or nil)` when read within `ttl`; nil when it must be read.
+    func lookup(_ hash: String, now: Date) -> InvitationRecord?? {
+        entries.withLock { entries in
+            guard let entry = entries[hash], now.timeIntervalSince(entry.readAt) < Self.ttl else { return nil }
+            return .some(entry.invitation)
+        }
+    }
+
+    func remember(_ invitation: InvitationRecord?, for hash: String, now: Date) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[hash] = (invitation, now)
+        }
+    }
+
+    func forget(_ hash: String) {
+        _ = entries.withLock { $0.removeValue(forKey: hash) }
+    }
+
+    func forgetAll() {
+        entries.withLock { $0.removeAll() }
     }
 }
