@@ -151,7 +151,7 @@ enum EventSQL {
         guard !webhooks.isEmpty else { return [] }
         var data = data
         data["sub"] = subject
-        let body: [String: Any] = ["type": type.rawValue, "timestamp": ISO8601DateFormatter.fractional.string(from: at), "data": data]
+        let body: [String: Any] = ["type": type.rawValue, "timestamp": EventSQL.timestamp(at), "data": data]
         let payload = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         let eventID = "msg_" + RandomToken.generate(byteCount: 18)
         return webhooks.map { webhook in
@@ -178,7 +178,7 @@ enum EventSQL {
         case .emailEnabled: type = .emailEnabled
         case .unknown: return []
         }
-        let apple: [String: Any] = ["type": event.type.rawValue, "event_time": ISO8601DateFormatter.fractional.string(from: event.eventTime), "jti": notification.id]
+        let apple: [String: Any] = ["type": event.type.rawValue, "event_time": EventSQL.timestamp(event.eventTime), "jti": notification.id]
         var data: [String: Any] = ["apple": apple]
         if type == .deleted { data["reason"] = "account-delete" }
         return enqueue(type, subject: event.subject, data: data, at: receivedAt, routing: routing)
@@ -239,13 +239,12 @@ enum EventSQL {
     }
 }
 
-extension ISO8601DateFormatter {
-    /// `2026-11-28T20:15:00.123Z`: Standard Webhooks' `timestamp` in a payload.
-    nonisolated(unsafe) static let fractional: ISO8601DateFormatter = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
-    }()
+extension EventSQL {
+    /// `2026-11-28T20:15:00.123Z`: Standard Webhooks' `timestamp` in a payload. A format style is a value, safe to use
+    /// from every store task at once (a shared `ISO8601DateFormatter` is not promised to be).
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
 }
 
 extension SQLiteStore {
