@@ -31,11 +31,8 @@ struct APIController: Sendable {
         }
         // The app's current session, when it sends one: renewed in place if the new token is the same person's.
         var current: NativeSignIn.Current?
-        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
-            switch await Self.bearerSession(request, context: context, store: store, proxy: proxy) {
-            case .found(let session, _): current = NativeSignIn.Current(token: String(header.dropFirst(7)), session: session)
-            case .refused: current = nil  // unknown or expired: a sign-in as without one
-            }
+        if request.headers[.authorization] != nil, case .found(let session, _, let token) = await Self.bearerSession(request, context: context, store: store, proxy: proxy) {
+            current = NativeSignIn.Current(token: token, session: session)  // unknown or expired: a sign-in as without one
         }
         do {
             let details = SessionDetails(userAgent: request.headers[.userAgent], address: context.remoteAddress?.ipAddress, via: "native")
@@ -57,7 +54,8 @@ struct APIController: Sendable {
     /// a bearer or for an unknown or expired one, 503 when the store did not answer). `/api/session` and
     /// `/auth/api/sessions` ask it alike.
     enum BearerSession {
-        case found(SessionRecord, UserRecord)
+        /// The session, its person, and the session token as the app sent it.
+        case found(SessionRecord, UserRecord, token: String)
         case refused(Response)
     }
 
@@ -65,11 +63,12 @@ struct APIController: Sendable {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), header.count > 7 else {
             return .refused(Response.problem(.unauthorized, "no-session", "Not signed in", "Send Authorization: Bearer <session_token>."))
         }
+        let token = String(header.dropFirst(7))
         do {
-            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(String(header.dropFirst(7))), now: Date(), askedBy: proxy.clientAddress(request, context: context)) else {
+            guard let (session, user) = try await store.session(idHash: SignInFlow.hash(token), now: Date(), askedBy: proxy.clientAddress(request, context: context)) else {
                 return .refused(Response.problem(.unauthorized, "no-session", "Not signed in", "The session token is unknown or expired."))
             }
-            return .found(session, user)
+            return .found(session, user, token: token)
         } catch {
             return .refused(Response.problem(.serviceUnavailable, "store-unavailable", "Try again", "The database did not answer."))
         }
@@ -78,7 +77,7 @@ struct APIController: Sendable {
     @Sendable func session(_ request: Request, context: ServerContext) async throws -> Response {
         let (session, user): (SessionRecord, UserRecord)
         switch await Self.bearerSession(request, context: context, store: store, proxy: proxy) {
-        case .found(let found, let foundUser): (session, user) = (found, foundUser)
+        case .found(let found, let foundUser, _): (session, user) = (found, foundUser)
         case .refused(let answer): return answer
         }
         struct Answer: Encodable {

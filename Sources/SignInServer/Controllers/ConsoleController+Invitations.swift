@@ -19,11 +19,12 @@ extension ConsoleController {
         let dates = DateFormatters.shared
         let now = Date()
         let rows: [[String: Any]] = all.map { invitation in
-            let state = invitation.closed(at: now).map { renderer.string("adminInvitation.\($0.rawValue)", language) } ?? renderer.string("adminInvitation.open", language)
+            let closed = invitation.closed(at: now)
+            let state = renderer.string("adminInvitation.\(closed?.rawValue ?? "open")", language)
             return [
                 "id": invitation.id, "groups": invitation.groups.joined(separator: ", "), "note": invitation.note ?? "",
                 "uses": "\(invitation.uses - invitation.usesLeft)/\(invitation.uses)", "expires": dates.display(invitation.expiresAt, language) + " UTC",
-                "state": state, "open": invitation.closed(at: now) == nil, "createdBy": invitation.createdBy, "csrfToken": op.session.csrfToken,
+                "state": state, "open": closed == nil, "createdBy": invitation.createdBy, "csrfToken": op.session.csrfToken,
             ]
         }
         var values: [String: Any] = ["invitationsPage": ["invitations": rows, "csrfToken": op.session.csrfToken, "link": link ?? ""]]

@@ -106,7 +106,7 @@ struct SessionsController: Sendable {
     @Sendable func api(_ request: Request, context: ServerContext) async throws -> Response {
         let (current, user): (SessionRecord, UserRecord)
         switch await APIController.bearerSession(request, context: context, store: store, proxy: proxy) {
-        case .found(let found, let foundUser): (current, user) = (found, foundUser)
+        case .found(let found, let foundUser, _): (current, user) = (found, foundUser)
         case .refused(let answer): return answer
         }
         do {

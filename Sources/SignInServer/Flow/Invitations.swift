@@ -74,10 +74,7 @@ public struct Invitations: Sendable {
     /// Whether `text` could be an invitation's token (what `RandomToken` draws: 43 characters of base64url); anything
     /// else is answered as an unknown invitation without asking the store.
     static func isToken(_ text: some StringProtocol) -> Bool {
-        text.utf8.count == 43 && text.utf8.allSatisfy { byte in
-            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-        }
+        text.utf8.count == 43 && Base64URL.decode(text) != nil
     }
 
     /// The audit event of a made invitation.

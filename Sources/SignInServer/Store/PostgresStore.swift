@@ -94,10 +94,12 @@ public final class PostgresStore: SignInStore {
         try await bounded { [self] in
             let sealed = try completed.refreshToken.map { try cipher.seal($0) }
             let logger = self.logger
-            let events = events
+            // The person's first sign-in is an account event only for an app that wants it: asked of the table only then.
+            let joined = EventSQL.joined(completed, routing: events)
             return try await client.withTransaction(logger: logger) { connection in
                 let at = completed.at.timeIntervalSince1970
-                let known = try await !connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect().isEmpty
+                let known = completed.transferSubject == nil && joined.isEmpty
+                    ? true : try await !connection.query("SELECT 1 FROM users WHERE sub = \(completed.subject)", logger: logger).collect().isEmpty
                 if let transfer = completed.transferSubject {
                     if !known {
                         try await connection.query("UPDATE users SET sub = \(completed.subject) WHERE transfer_sub = \(transfer)", logger: logger)
@@ -122,12 +124,11 @@ public final class PostgresStore: SignInStore {
                 }
                 let session = completed.session
                 try await connection.query(
-                    "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970))",
+                    "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at, auth_time) VALUES (\(session.idHash), \(session.subject), \(session.csrfToken), \(session.createdAt.timeIntervalSince1970), \(session.expiresAt.timeIntervalSince1970), \(session.authTime?.timeIntervalSince1970))",
                     logger: logger
                 )
                 if let describe = SessionSQL.describe(session) { _ = try await connection.rows(describe, logger: logger) }
-                if let authenticated = SessionSQL.authenticated(session) { _ = try await connection.rows(authenticated, logger: logger) }
-                if !known { _ = try await connection.run(EventSQL.joined(completed, routing: events), logger: logger) }
+                if !known { _ = try await connection.run(joined, logger: logger) }
                 let rows = try await connection.query("SELECT \(unescaped: UserRecord.columns) FROM users WHERE sub = \(completed.subject)", logger: logger)
                 for try await row in rows { return try UserRow(row: row, offset: 0).user }
                 throw PostgresStoreError(description: "user vanished inside its own transaction")

@@ -123,10 +123,12 @@ public final class SQLiteStore: SignInStore {
 
     public func completeSignIn(_ completed: CompletedSignIn) async throws -> UserRecord {
         let sealed = try completed.refreshToken.map { try cipher.seal($0) }
-        let events = events
+        // The person's first sign-in is an account event only for an app that wants it: asked of the table only then.
+        let joined = EventSQL.joined(completed, routing: events)
         return try await pool.write { db in
             let at = completed.at.timeIntervalSince1970
-            let known = try db.cachedInt(sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) != nil
+            let known = completed.transferSubject == nil && joined.isEmpty
+                ? true : try db.cachedInt(sql: "SELECT 1 FROM users WHERE sub = ?", arguments: [completed.subject]) != nil
             if let transfer = completed.transferSubject, !known {
                 // Team transfer: the user known under the old team's sub (mapped by `siwa migrate-users`) becomes this sub.
                 try db.cachedExecute(sql: "UPDATE users SET sub = ? WHERE transfer_sub = ?", arguments: [completed.subject, transfer])
@@ -157,12 +159,14 @@ public final class SQLiteStore: SignInStore {
             }
             let session = completed.session
             try db.cachedExecute(
-                sql: "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970]
+                sql: "INSERT INTO sessions (id_hash, sub, csrf_token, created_at, expires_at, auth_time) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    session.idHash, session.subject, session.csrfToken, session.createdAt.timeIntervalSince1970, session.expiresAt.timeIntervalSince1970,
+                    session.authTime?.timeIntervalSince1970,
+                ]
             )
             if let describe = SessionSQL.describe(session) { _ = try db.rows(describe) }
-            if let authenticated = SessionSQL.authenticated(session) { _ = try db.rows(authenticated) }
-            if !known { _ = try db.run(EventSQL.joined(completed, routing: events)) }
+            if !known { _ = try db.run(joined) }
             guard let row = try db.cachedRow(sql: Self.userQuery, arguments: [completed.subject]) else {
                 throw DatabaseError(message: "user vanished inside its own transaction")
             }

@@ -93,12 +93,6 @@ enum SessionSQL {
     /// Migration v13 (issue 47): when the person last authenticated with Apple for the session, as Apple's token says.
     static let v13 = ["ALTER TABLE sessions ADD COLUMN auth_time DOUBLE PRECISION"]
 
-    /// Notes Apple's authentication time of a session just begun, when it is not the session's own start.
-    static func authenticated(_ session: SessionRecord) -> ProviderStatement? {
-        guard let at = session.authTime else { return nil }
-        return ProviderStatement("UPDATE sessions SET auth_time = $2 WHERE id_hash = $1", .text(session.idHash), .real(at.timeIntervalSince1970))
-    }
-
     /// A live session of `subject` authenticated again with Apple at `at` (a native app's renewal); a row when it was.
     static func renew(idHash: String, subject: String, at: Date) -> ProviderStatement {
         ProviderStatement(
