@@ -85,19 +85,26 @@ public func buildComponents(settings: ServerSettings, httpClient: HTTPClient, st
 
 /// Builds the router of the web front.
 public func buildRouter(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer, logger: Logger = Logger(label: "siwa")) -> Router<ServerContext> {
-    buildRouter(settings: settings, components: components, renderer: renderer, pages: buildSitePages(settings: settings, components: components, renderer: renderer), logger: logger)
+    buildRouter(
+        settings: settings, components: components, renderer: renderer, pages: buildSitePages(settings: settings, components: components, renderer: renderer, logger: logger),
+        logger: logger
+    )
 }
 
-/// The sign-in and session pages, for the router and the byte path alike.
-func buildSitePages(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer) -> SitePages {
+/// The sign-in, session and invitation pages, for the router and the byte path alike.
+func buildSitePages(settings: ServerSettings, components: ServerComponents, renderer: PageRenderer, logger: Logger) -> SitePages {
     let cookies = CookiePolicy(secure: settings.secureCookies, domain: settings.cookieDomain)
+    let invitations = Invitations(store: components.store, access: settings.front.access, audit: components.audit, logger: logger)
     return SitePages(
         signIn: SignInController(
             flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics,
             proxy: settings.addressResolver
         ),
         session: SessionController(store: components.store, renderer: renderer, cookies: cookies, redirects: settings.front.redirects, audit: components.audit),
-        store: components.store, cookies: cookies
+        invitation: InvitationController(
+            invitations: invitations, store: components.store, renderer: renderer, proxy: settings.addressResolver, home: settings.upstream == nil ? "/session" : "/"
+        ),
+        store: components.store, cookies: cookies, siteAtRoot: settings.upstream == nil
     )
 }
 
@@ -121,14 +128,12 @@ func buildRouter(settings: ServerSettings, components: ServerComponents, rendere
     let lookup = SessionMiddleware(store: components.store, cookies: cookies, resolver: proxy)
     let sessions = router.group().add(middleware: lookup)
     pages.signIn.addRoutes(to: router, sessions: sessions)
-    let invitations = Invitations(store: components.store, access: settings.front.access, audit: components.audit, logger: logger)
+    let invitations = pages.invitation.invitations
     let completion = SignInCompletion(
         flow: components.flow, renderer: renderer, cookies: cookies, settings: settings, metrics: components.metrics, audit: components.audit, proxy: proxy,
         invitations: invitations
     )
-    InvitationController(
-        invitations: invitations, store: components.store, renderer: renderer, proxy: proxy, home: settings.upstream == nil ? "/session" : "/"
-    ).addRoutes(to: sessions)
+    pages.invitation.addRoutes(to: sessions)
     ReturnController(completion: completion).addRoutes(to: router)
     PopupController(completion: completion).addRoutes(to: router)
     pages.session.addRoutes(to: sessions)
@@ -216,7 +221,7 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let components = try await buildComponents(settings: settings, httpClient: httpClient, store: store, logger: logger)
     let renderer = try await PageRenderer(directory: settings.templatesDirectory, localMode: settings.mode == .local)
-    let pages = buildSitePages(settings: settings, components: components, renderer: renderer)
+    let pages = buildSitePages(settings: settings, components: components, renderer: renderer, logger: logger)
     let router = buildRouter(settings: settings, components: components, renderer: renderer, pages: pages, logger: logger)
     let upstreamClient = settings.upstream.map(UpstreamClient.init)
     let gate = upstreamClient.map { buildUpstreamGate(client: $0, settings: settings, components: components, renderer: renderer) }
@@ -245,8 +250,8 @@ public func buildApplication(
         // Over HTTP/2 to the upstream (`upstream_http2`) every request goes through the handlers: the byte path
         // speaks HTTP/1.1 to it.
         upstream: zip(gate, upstreamClient).flatMap { $1.http2 == nil ? BytePathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) : nil },
-        // In front of an upstream, `/` and `/session` are the upstream's.
-        pages: gate == nil ? pages : nil, logger: logger
+        // In front of an upstream, `/` and `/session` are the upstream's (`SitePages.siteAtRoot`).
+        pages: pages, logger: logger
     )
     // siwa alone at the edge (issue 36): HTTPS on `https_port`, HTTP/1.1 or HTTP/2 by ALPN, the same door beneath;
     // `port` then serves only the redirect to HTTPS, ACME's HTTP-01 and the health checks.

@@ -24,8 +24,8 @@ struct InvitationController: Sendable {
     var recent: InvitationPages { invitations.pages }
 
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
-        sessions.get("/auth/invite/:token", use: show)
-        sessions.post("/auth/invite/:token", use: accept)
+        sessions.get(RouterPath(DoorRoutes.Page.invitationRoute), use: show)
+        sessions.post(RouterPath(DoorRoutes.Page.invitationRoute), use: accept)
         sessions.get("/auth/invite", use: result)
     }
 
@@ -39,11 +39,26 @@ struct InvitationController: Sendable {
     @Sendable func show(_ request: Request, context: ServerContext) async throws -> Response {
         let token = context.parameters.get("token") ?? ""
         let found = try await invitation(token: token)
-        guard let invitation = found else { return page(request, state: .refused(.unknown, nil)) }
         let person = signedIn(context)
-        if let person, try await used(invitation, by: person.user) { return page(request, state: .joined(invitation)) }
-        if let closed = invitation.closed(at: Date()) { return page(request, state: .refused(closed, invitation)) }
-        return page(request, state: .offer(invitation, token: token, person: person))
+        if let invitation = found, let person, try await used(invitation, by: person.user) { return page(request, state: .joined(invitation)) }
+        return page(request, state: Self.shown(found, token: token, person: person, now: Date()))
+    }
+
+    /// The page of `GET /auth/invite/<token>` for a person not signed in, when memory holds what the store said of the
+    /// token lately (`recent`); nil when the store is to be asked (the handlers do, and remember it). One function
+    /// with `show` (`shown`, `rendered`) for the byte path (`SitePages`).
+    func pageFromMemory(token: Substring, language: PageLanguage, now: Date) -> RenderedPage? {
+        guard Invitations.isToken(token) else { return rendered(language: language, state: .refused(.unknown, nil)) }
+        guard let known = recent.lookup(SignInFlow.hash(String(token)), now: now) else { return nil }
+        return rendered(language: language, state: Self.shown(known, token: String(token), person: nil, now: now))
+    }
+
+    /// What the link's page shows of `invitation` (nil: none has that token) to `person` (nil: not signed in), who
+    /// has not used it: the offer, or why it is closed.
+    private static func shown(_ invitation: InvitationRecord?, token: String, person: (session: SessionRecord, user: UserRecord)?, now: Date) -> State {
+        guard let invitation else { return .refused(.unknown, nil) }
+        if let closed = invitation.closed(at: now) { return .refused(closed, invitation) }
+        return .offer(invitation, token: token, person: person)
     }
 
     /// `POST /auth/invite/<token>`: the person signed in accepts; the page of what happened.
@@ -136,7 +151,11 @@ struct InvitationController: Sendable {
     /// The page of `state`: a shape per state, language and which values are present, rendered once and cached
     /// (`PageRenderer.page`); only the invitation's and the person's values are filled in per request.
     private func page(_ request: Request, state: State) -> Response {
-        let language = request.pageLanguage
+        rendered(language: request.pageLanguage, state: state).response
+    }
+
+    /// The page of `state` in `language`, as its head and body.
+    private func rendered(language: PageLanguage, state: State) -> RenderedPage {
         let dates = DateFormatters.shared
         func described(_ invitation: InvitationRecord) -> [String: String] {
             [
@@ -177,6 +196,6 @@ struct InvitationController: Sendable {
         }
         let title = renderer.string(heading, language)
         fixedText["heading"] = title
-        return renderer.page("invite", title: title, language: language, fixed: fixed, fixedText: fixedText, slots: slots, status: status)
+        return renderer.rendered("invite", title: title, language: language, fixed: fixed, fixedText: fixedText, slots: slots, status: status)
     }
 }

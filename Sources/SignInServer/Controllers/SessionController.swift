@@ -19,7 +19,7 @@ struct SessionController: Sendable {
     func addRoutes(to sessions: RouterGroup<ServerContext>) {
         // Also under /auth/, which stays siwa's in front of an upstream (`SiwaPaths`); the pages link there.
         let signedIn = sessions.group(context: SignedInContext.self)
-        for path in DoorRoutes.Page.session.paths { signedIn.get(RouterPath(path), use: sessionPage) }
+        for path in DoorRoutes.Page.sessionPaths { signedIn.get(RouterPath(path), use: sessionPage) }
         sessions.post("/auth/signout", use: signOut)
         sessions.get("/auth/sign-out", use: confirmSignOut)
         sessions.post("/auth/sign-out", use: signOut)

@@ -61,7 +61,7 @@ struct SignInController: Sendable {
 
     /// `sessions` guards the sign-in page, which says when the person is already signed in.
     func addRoutes(to router: Router<ServerContext>, sessions: RouterGroup<ServerContext>) {
-        for path in DoorRoutes.Page.signIn.paths { sessions.get(RouterPath(path), use: signInPage) }
+        for path in DoorRoutes.Page.signInPaths { sessions.get(RouterPath(path), use: signInPage) }
         router.get("/button.css") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=300"], body: .init(byteBuffer: ByteBuffer(string: settings.button.css)))
         }

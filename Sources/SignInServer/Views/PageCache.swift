@@ -31,6 +31,9 @@ final class PageCache: Sendable {
         markerPrefix = "siwaslot" + String(UInt64.random(in: 0...UInt64.max), radix: 36) + "x"
     }
 
+    /// How many shapes are cached.
+    var count: Int { entries.withLock { $0.count } }
+
     /// The marker rendered in place of slot `index`.
     func marker(_ index: Int) -> String { markerPrefix + String(index) + "x" }
 

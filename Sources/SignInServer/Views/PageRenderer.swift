@@ -82,6 +82,14 @@ public struct PageRenderer: Sendable {
         _ template: String, title: String, language: PageLanguage, fixed: [String: Bool] = [:], fixedText: [String: String] = [:],
         slots: [String: String] = [:], status: HTTPResponse.Status = .ok
     ) -> Response {
+        rendered(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slots: slots, status: status).response
+    }
+
+    /// The same page as its head and body, for the byte path to write (`RenderedPage`).
+    func rendered(
+        _ template: String, title: String, language: PageLanguage, fixed: [String: Bool] = [:], fixedText: [String: String] = [:],
+        slots: [String: String] = [:], status: HTTPResponse.Status = .ok
+    ) -> RenderedPage {
         let slotNames = slots.keys.sorted()
         var key = template + "\u{1}" + language.rawValue + "\u{1}" + title
         for (name, value) in fixed.sorted(by: { $0.key < $1.key }) { key += "\u{1}\(name)=\(value)" }
@@ -91,7 +99,7 @@ public struct PageRenderer: Sendable {
             render(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slotNames: slotNames,
                    present: { !(slots[$0] ?? "").isEmpty }, markers: markers, status: status)
         }
-        return PreparedPage(segments: segments, status: status).response(slotNames.map { slots[$0] ?? "" })
+        return PreparedPage(segments: segments, status: status).rendered(slotNames.map { slots[$0] ?? "" })
     }
 
     /// One shape of a page rendered now, to be filled per request by `PreparedPage.response`, for a page whose
@@ -144,22 +152,31 @@ public struct PageRenderer: Sendable {
     /// An error page: what happened, what to do, and a link to do it; with `page.retry`, a form that posts
     /// the callback's fields back.
     func render(_ page: ErrorPage, language: PageLanguage) -> Response {
+        rendered(page, language: language).response
+    }
+
+    /// The same page as its head and body.
+    func rendered(_ page: ErrorPage, language: PageLanguage) -> RenderedPage {
         let strings = Strings.table(language)
         let heading = strings["error.\(page.key).heading"] ?? strings["error.internal.heading"] ?? "Error"
-        var slots: [String: String] = [:]
+        // The action's URL is a slot: it may carry the request's own path (a retry, a sign-in that comes back), and
+        // a cache entry per URL would fill the page cache with the first 512 of them.
+        var slots: [String: String] = ["actionURL": page.actionURL]
         if let retry = page.retry {
-            slots = [
-                "retryState": retry.state ?? "", "retryCode": retry.code ?? "", "retryIDToken": retry.idToken ?? "",
-                "retryUser": retry.user?.wireJSON ?? "",
-            ]
+            slots["retryState"] = retry.state ?? ""
+            slots["retryCode"] = retry.code ?? ""
+            slots["retryIDToken"] = retry.idToken ?? ""
+            slots["retryUser"] = retry.user?.wireJSON ?? ""
         }
-        return self.page("error", title: heading, language: language, fixedText: [
+        return rendered("error", title: heading, language: language, fixedText: [
             "heading": heading,
             "message": strings["error.\(page.key).message"] ?? "",
-            "actionURL": page.actionURL,
             "actionLabel": strings[page.actionKey] ?? page.actionKey,
         ], slots: slots, status: page.status)
     }
+
+    /// How many page shapes are cached: a bounded number whatever the requests (templates × languages × shapes).
+    var cachedShapes: Int { cache.count }
 
     /// The string for `key` in `language`.
     func string(_ key: String, _ language: PageLanguage) -> String {

@@ -25,7 +25,8 @@ final class BytePathAnswers: Sendable {
     let metrics: ServerMetrics
     /// With `--upstream`: the door to it.
     let upstream: Upstream?
-    /// siwa's sign-in and session pages for a visitor memory decides (not in front of an upstream).
+    /// siwa's sign-in, session and invitation pages for a visitor memory decides (in front of an upstream, those below
+    /// `/auth`).
     let pages: (any PagesFromMemory)?
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.

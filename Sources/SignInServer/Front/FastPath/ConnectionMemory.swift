@@ -110,7 +110,7 @@ final class ConnectionMemory {
         return out
     }
 
-    /// The sign-in or session page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes, body included: the
+    /// The sign-in, session or an invitation's page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes, body included: the
     /// page's fields, its length, the security headers, `Date` and `Server`, as the middleware and Hummingbird add
     /// them to the handlers' answer. `buffer` starts with `head`. HTTP/1.0 and two `Accept-Language` fields (which
     /// the handlers read joined) are the handlers'.

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 
-/// The table of what siwa answers from memory as well as through its router: the checks and the two most-viewed
+/// The table of what siwa answers from memory as well as through its router: the checks and the most-viewed
 /// pages. The router registers these paths from here (`ForwardAuthController`, `SignInController`,
 /// `SessionController`) and the byte path (`RawFrontPath`) reads the same table, so a new endpoint is one change.
 enum DoorRoutes {
@@ -34,25 +34,42 @@ enum DoorRoutes {
     }
 
     /// siwa's pages the byte path may answer from memory.
-    enum Page {
+    enum Page: Equatable {
         case signIn, session
+        /// An invitation's link (`/auth/invite/<token>`), with the token as the target carries it.
+        case invitation(token: Substring)
 
-        /// The paths of each page, as the router registers them.
-        var paths: [String] {
-            switch self {
-            case .signIn: ["/"]
-            case .session: ["/session", "/auth/session"]
+        /// The paths of the sign-in and session pages, as the router registers them.
+        static let signInPaths = ["/"]
+        static let sessionPaths = ["/session", "/auth/session"]
+        /// The path before an invitation's token, and the route the router registers for it.
+        static let invitationPrefix = Invitations.linkPath
+        static let invitationRoute = "/auth/invite/:token"
+
+        /// The page a target names exactly, as the router routes it; nil for any other target (a query too). An
+        /// invitation's token is one path segment of base64url's characters (what `RandomToken` draws); any other
+        /// (a percent sign, a second segment, a query) is the router's to read.
+        init?(target: String) {
+            if Page.signInPaths.contains(target) {
+                self = .signIn
+            } else if Page.sessionPaths.contains(target) {
+                self = .session
+            } else if target.utf8.starts(with: Page.invitationPrefix.utf8) {
+                let token = target.dropFirst(Page.invitationPrefix.count)
+                guard !token.isEmpty, token.utf8.allSatisfy(Page.isTokenByte) else { return nil }
+                self = .invitation(token: token)
+            } else {
+                return nil
             }
         }
 
-        /// The page a target names exactly, as the router routes it; nil for any other target (a query too).
-        init?(target: String) {
-            if Page.signIn.paths.contains(target) {
-                self = .signIn
-            } else if Page.session.paths.contains(target) {
-                self = .session
-            } else {
-                return nil
+        /// Whether a path segment's byte is one of base64url's: letters, digits, `-` and `_`.
+        static func isTokenByte(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                true
+            default:
+                false
             }
         }
     }
