@@ -7,7 +7,7 @@
 # Environment: PEER (1; 0 skips the django-allauth peer) PEER_CALLBACKS (1500) PEER_VENV (/tmp/siwa-peer-venv)
 #              WRK_SECONDS (10) WRK_CONNECTIONS (32) WRK_THREADS (2) CALLBACKS (tuples per callback run, 9000)
 #              CALLBACK_SECONDS (5: callback lines must end before their tuples run out)
-#              PAGE_ROUNDS (3) PAGE_SECONDS (5): (a), (d) and the hello-world alternate, each keeps its best round
+#              PAGE_ROUNDS (3) PAGE_SECONDS (5): (a), (d), (g), (h) and the hello-world alternate, each keeps its best round
 #              LOG_DIR (/tmp/siwa-web-bench-logs)
 #              GROWTH ("1000 10000 100000": users+sessions stored before each extra callback run; "" to skip)
 set -euo pipefail
@@ -80,6 +80,9 @@ db="$work/siwa.sqlite"
 start_siwa() {
     local start_ns
     start_ns="$(now_ns)"
+    # The rule of line (h): /billing/ asks for a sign-in with Apple within the last second; wrk, on loopback, stands for
+    # Traefik, whose X-Forwarded-* are believed from a trusted proxy only.
+    SIWA_TRUSTED_PROXIES=127.0.0.1 SIWA_ACCESS_RULES='[{"paths": ["^/billing/"], "policy": "allow", "max_auth_age": 1}]' \
     SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$port" --emulator-port "$emport" --db "$db" \
         >> "$work/siwa.log" 2>&1 &
     siwa_pid=$!; pids+=("$siwa_pid")
@@ -118,7 +121,15 @@ export SESSION_COOKIE
 invite_path="$("$bin/siwa" invite create --group bench --uses 10 --note "An invitation for the benchmark" --db "$db" 2>/dev/null | sed -E 's|^https?://[^/]+||')"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$base$invite_path")" = 200 ] || { echo "the invitation's page $invite_path does not answer 200" >&2; exit 1; }
 
-# (a), (d), (e), (g): PAGE_ROUNDS alternating rounds of PAGE_SECONDS each; each line keeps its best round.
+# (h) the step-up page (issue 47): a navigation to /billing/, whose rule asks for a sign-in within the last second,
+# as Traefik's forwardAuth asks /auth/forward, with a session older than that.
+export FORWARDED_HOST="127.0.0.1:$port"
+sleep 1.1
+stepup_status="$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $SESSION_COOKIE" -H 'Accept: text/html' -H 'Sec-Fetch-Mode: navigate' \
+    -H 'X-Forwarded-Method: GET' -H 'X-Forwarded-Proto: http' -H "X-Forwarded-Host: $FORWARDED_HOST" -H 'X-Forwarded-Uri: /billing/invoices?year=2026' "$base/auth/forward")"
+[ "$stepup_status" = 401 ] || { echo "the step-up page answers $stepup_status, not 401" >&2; exit 1; }
+
+# (a), (d), (e), (g), (h): PAGE_ROUNDS alternating rounds of PAGE_SECONDS each; each line keeps its best round.
 best_round() {
     local name="$1" best="" best_rate=0 f r
     for f in "$work/$name".r*.txt; do
@@ -129,18 +140,20 @@ best_round() {
 }
 SECS_SAVED="$SECS"; SECS="$PAGE_SECS"
 for round in $(seq 1 "$PAGE_ROUNDS"); do
-    echo "(a) GET /, (d) GET /session, (g) an invitation's page, (e) hello-world: round $round of $PAGE_ROUNDS" >&2
+    echo "(a) GET /, (d) GET /session, (g) an invitation's page, (h) the step-up page, (e) hello-world: round $round of $PAGE_ROUNDS" >&2
     wrk_run "hello.r$round" "http://127.0.0.1:$hport/"
     wrk_run "signin.r$round" "$base/"
     wrk_run "session.r$round" "$base/session" -s Benchmarks/lua/session.lua
     wrk_run "invite.r$round" "$base$invite_path"
+    wrk_run "stepup.r$round" "$base/auth/forward" -s Benchmarks/lua/stepup.lua
 done
 SECS="$SECS_SAVED"
-for name in hello signin session invite; do best_round "$name"; done
+for name in hello signin session invite stepup; do best_round "$name"; done
 kill "$hello_pid" 2>/dev/null || true
 row "(a) \`GET /\` sign-in page (best of $PAGE_ROUNDS rounds)" signin
 row "(d) \`GET /session\` signed in (best of $PAGE_ROUNDS rounds)" session
 row "(g) \`GET /auth/invite/…\` an invitation's page, not signed in (best of $PAGE_ROUNDS rounds)" invite
+row "(h) \`GET /auth/forward\` a navigation to a \`max_auth_age\` path, session too old: the step-up page, 401 (best of $PAGE_ROUNDS rounds)" stepup
 
 # (c) the full callback: fresh tuples through the emulator's headless consent, each POSTed once.
 # RSS is sampled every 0.2 s during the run; the maximum and the value at the end are reported.
@@ -296,6 +309,7 @@ $verify
 | sign-in page / hello-world | $(ratio "$(wrk_rate signin)" "$(wrk_rate hello)") |
 | session page / hello-world | $(ratio "$(wrk_rate session)" "$(wrk_rate hello)") |
 | invitation's page / hello-world (target, as the sign-in page's: 85 %) | $(ratio "$(wrk_rate invite)" "$(wrk_rate hello)") |
+| step-up page / hello-world (target, as the sign-in page's: 85 %) | $(ratio "$(wrk_rate stepup)" "$(wrk_rate hello)") |
 | GET /auth/apple / hello-world | $(ratio "$(wrk_rate start)" "$(wrk_rate hello)") |
 | callback / hello-world | $(ratio "$(wrk_rate callback)" "$(wrk_rate hello)") |
 | CPU of the siwa process (in-process emulator included) per callback, 32 / 8 connections | $(cat "$work/callback.cpu") / $(cat "$work/callback8.cpu") ms |

@@ -175,7 +175,7 @@ package enum RawHTTP {
 
     /// Whether `target`'s query may name `access_token` (in any case or percent-encoding): a look for the letters,
     /// the exact reading is `BearerCredential`'s.
-    static func queryMayHoldToken(_ target: String) -> Bool {
+    package static func queryMayHoldToken(_ target: String) -> Bool {
         guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
         let query = target[target.index(after: mark)...].lowercased()
         return (query.contains("%") ? query.removingPercentEncoding ?? query : query).contains("access_token")

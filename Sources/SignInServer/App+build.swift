@@ -251,7 +251,7 @@ public func buildApplication(
         // speaks HTTP/1.1 to it.
         upstream: zip(gate, upstreamClient).flatMap { $1.http2 == nil ? BytePathAnswers.Upstream(gate: $0, owned: owned, rawPool: $1.rawPool) : nil },
         // In front of an upstream, `/` and `/session` are the upstream's (`SitePages.siteAtRoot`).
-        pages: pages, logger: logger
+        pages: pages, policy: buildDoorPolicy(settings: settings, components: components, renderer: renderer), logger: logger
     )
     // siwa alone at the edge (issue 36): HTTPS on `https_port`, HTTP/1.1 or HTTP/2 by ALPN, the same door beneath;
     // `port` then serves only the redirect to HTTPS, ACME's HTTP-01 and the health checks.

@@ -31,6 +31,41 @@ struct BytePathTests {
         return Int(try #require(line).dropFirst(prefix.count)) ?? -1
     }
 
+    @Test("a check whose original URI (X-Original-URI, X-Forwarded-Uri from a trusted proxy) carries a token in its query, spelt every way a framework reads access_token, with a session in memory: refused by both paths alike, never passed as the cookie's person; near-misses pass alike")
+    func tokenInOriginalQuery() async throws {
+        try await LocalSite.run(settings: Self.memoryKept.merging(["trusted_proxies": "127.0.0.1"]) { $1 }) { site in
+            try await Visit.withClient { visit in
+                let session = try await visit.signIn(site, user: site.user("Ada")).session
+                let names = ["access_token", "ACCESS_TOKEN", "Access_Token", "access%5Ftoken", "%61ccess_token", "access%5ftoken"]
+                let nearMisses = ["access_tokens", "xaccess_token", "access-token", "accesstoken"]
+                var generator = SplitMix64(seed: 6750)
+                for round in 0..<36 {
+                    let refused = round % 3 != 2
+                    let name = (refused ? names : nearMisses).randomElement(using: &generator) ?? names[0]
+                    let parameter = name + (Bool.random(using: &generator) ? "=eyJ\(round)" : "")
+                    let query = [["year=2026", parameter], [parameter], [parameter, "q=a"], ["a=1", parameter, "b=2"]].randomElement(using: &generator) ?? [parameter]
+                    let uri = "/books/?" + query.joined(separator: "&")
+                    let forward = Bool.random(using: &generator)
+                    let path = forward ? "/auth/forward" : "/auth/check"
+                    var lines = ["Cookie: siwa_session=\(session)", "X-Forwarded-Host: app.example", "Accept: application/json"]
+                    lines.append(forward ? "X-Forwarded-Uri: \(uri)" : "X-Original-URI: \(uri)")
+                    if forward { lines += ["X-Forwarded-Method: GET", "X-Forwarded-Proto: https"] }
+                    let what = "\(path) \(uri)"
+                    let handlers = try await RawSocket.send(port: site.port, path: path, lines: lines + [DoorTests.toTheHandlers])
+                    let bytes = try await RawSocket.send(port: site.port, path: path, lines: lines)
+                    #expect(bytes.status == handlers.status && bytes.fields == handlers.fields && bytes.body == handlers.body, "\(what)\n\(bytes.head)\n\(handlers.head)")
+                    if refused {
+                        #expect(bytes.status == (forward ? 400 : 401), "\(what): a token in the URL's query is refused, not passed as the cookie's person")
+                        #expect(bytes.value("x-auth-request-user") == nil, "\(what)")
+                        #expect(bytes.value("www-authenticate")?.contains("invalid_request") == true, "\(what)")
+                    } else {
+                        #expect(bytes.status == (forward ? 200 : 202), "\(what): not a token parameter")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("the same request reaches the upstream, and the same answer the client, whether the handlers or the byte path passes it; a sign-out is seen at once")
     func bothPathsAgree() async throws {
         try await UpstreamProxyTests.withEchoSite(Self.memoryKept) { site, visit in

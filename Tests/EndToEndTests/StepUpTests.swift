@@ -70,6 +70,69 @@ struct StepUpTests {
         }
     }
 
+    @Test("generated checks (nginx's /auth/check, Traefik's /auth/forward; navigations, scripts, fetches, languages, forwarded methods and URIs) for a person memory holds whose sign-in is too old: the byte path answers exactly as the handlers do (the page with its button back to the original URL, or 401 with RFC 9470's challenge), and a path without the rule still passes")
+    func checksFromMemoryAgree() async throws {
+        let rules = #"[{"paths": ["^/billing/"], "policy": "allow", "max_auth_age": 1}]"#
+        try await LocalSite.run(settings: ["access_rules": rules, "trusted_proxies": "127.0.0.1", "check_cache_seconds": "600"]) { site in try await Visit.withClient { visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            try await Task.sleep(for: .milliseconds(1_100))
+            let kinds: [(name: String, lines: [String])] = [
+                ("navigation", ["Accept: text/html,application/xhtml+xml", "Sec-Fetch-Mode: navigate"]),
+                ("html, no fetch metadata", ["Accept: text/html"]),
+                ("fetch", ["Accept: text/html", "Sec-Fetch-Mode: cors"]),
+                ("json", ["Accept: application/json"]),
+                ("xhr", ["Accept: text/html", "X-Requested-With: XMLHttpRequest"]),
+                ("nothing", []),
+            ]
+            let languages: [String?] = [nil, "zh-CN,zh;q=0.9", "en-GB"]
+            let uris = ["/billing/invoices", "/billing/invoices?year=2026&q=a%20b", "/billing/", "/home"]
+            var generator = SplitMix64(seed: 9470)
+            var fromMemory = 0
+            for round in 0..<40 {
+                let forward = Bool.random(using: &generator)
+                let kind = kinds.randomElement(using: &generator) ?? kinds[0]
+                let language = languages.randomElement(using: &generator) ?? nil
+                let uri = uris.randomElement(using: &generator) ?? uris[0]
+                let method = ["GET", "GET", "HEAD", "POST"].randomElement(using: &generator) ?? "GET"
+                var lines = kind.lines + ["Cookie: siwa_session=\(session)"]
+                if let language { lines.append("Accept-Language: \(language)") }
+                lines += forward
+                    ? ["X-Forwarded-Method: \(method)", "X-Forwarded-Proto: https", "X-Forwarded-Host: app.example", "X-Forwarded-Uri: \(uri)"]
+                    : ["X-Forwarded-Host: app.example", "X-Original-URI: \(uri)", "X-Original-Method: \(method)"]
+                let path = forward ? "/auth/forward" : "/auth/check"
+                let what = "round \(round): \(path) \(method) \(uri) \(kind.name) \(language ?? "no language")"
+                let counter = forward ? "forward" : "check"
+                let before = try await BytePathTests.counted(counter, site, visit)
+                let handlers = try await RawSocket.send(port: site.port, path: path, lines: lines + [DoorTests.toTheHandlers])
+                let bytes = try await RawSocket.send(port: site.port, path: path, lines: lines)
+                let answered = try await BytePathTests.counted(counter, site, visit) - before
+                #expect(answered <= 1, "\(what): the handlers' request was counted as the byte path's")
+                fromMemory += answered
+                #expect(bytes.status == handlers.status, "\(what)")
+                #expect(bytes.fields == handlers.fields, "\(what): other headers from the byte path\n\(bytes.head)\n\(handlers.head)")
+                #expect(bytes.body == handlers.body, "\(what): another body from the byte path")
+                // What the proxy passes on.
+                if uri == "/home" {
+                    #expect(bytes.status == (forward ? 200 : 202), "\(what)")
+                    continue
+                }
+                #expect(bytes.status == 401, "\(what)")
+                #expect(bytes.value("www-authenticate")?.contains(#"error="insufficient_user_authentication""#) == true && bytes.value("www-authenticate")?.contains("max_age=1") == true, "\(what)")
+                let navigation = forward && (method == "GET" || method == "HEAD") && (kind.name == "navigation" || kind.name == "html, no fetch metadata")
+                if navigation {
+                    #expect(bytes.body.contains("Sign in again to go on") || bytes.body.contains("请重新登录后继续"), "\(what)")
+                    let rd = bytes.body.firstMatch(of: /href="[^"]*\/auth\/apple\?rd=([^"]*)"/).map { String($0.1).removingPercentEncoding ?? "" }
+                    #expect(rd == "https://app.example" + uri, "\(what): the button comes back to \(rd ?? "nowhere")")
+                } else if forward {
+                    #expect(bytes.body.contains("insufficient_user_authentication"), "\(what): \(bytes.body)")
+                } else {
+                    #expect(bytes.body.isEmpty, "\(what): nginx's check has no body")
+                }
+            }
+            #expect(fromMemory >= 20, "only \(fromMemory) of 40 checks were answered from memory")
+        } }
+    }
+
     @Test("siwa rules test says the rule's max_auth_age for a person it lets in")
     func rulesTestSaysIt() async throws {
         try await withScratchDirectory("siwa-step-up-rules") { directory in

@@ -66,7 +66,7 @@ extension ExtAuthzController {
             answer.okResponse = ok
             response = answer
         case .denied(let refusal):
-            response = await Self.denied(refusal)
+            response = Self.denied(refusal)
         }
         return Self.grpcAnswer(response, status: .ok, message: nil)
     }
@@ -97,14 +97,12 @@ extension ExtAuthzController {
 
     /// `refusal` (rendered as `/auth/forward` renders it) as a `DeniedHttpResponse`: its status, its fields (the
     /// `Location`, the `WWW-Authenticate`, its type) and its body.
-    static func denied(_ refusal: Response) async -> Envoy_Service_Auth_V3_CheckResponse {
+    static func denied(_ refusal: RenderedPage) -> Envoy_Service_Auth_V3_CheckResponse {
         var denied = Envoy_Service_Auth_V3_DeniedHttpResponse()
         let code = Int(refusal.status.code)
         denied.status.code = Envoy_Type_V3_StatusCode(rawValue: code) ?? .forbidden
         denied.headers = refusal.headers.map { option($0.name.canonicalName, $0.value) }
-        let collector = BodyCollector()
-        try? await refusal.body.write(collector)
-        denied.body = String(decoding: collector.buffer.readableBytesView, as: UTF8.self)
+        denied.body = String(decoding: refusal.body.readableBytesView, as: UTF8.self)
         var answer = Envoy_Service_Auth_V3_CheckResponse()
         answer.status.code = (code == 401 ? GRPCStatus.unauthenticated : GRPCStatus.permissionDenied).rawValue
         answer.deniedResponse = denied

@@ -63,7 +63,7 @@ struct ExtAuthzController: Sendable {
         /// Let through: `set` on the upstream's request (overwriting), `remove` from it.
         case allowed(set: [HTTPField], remove: [String])
         /// Answer the client with this (rendered as `/auth/forward`'s refusal).
-        case denied(Response)
+        case denied(RenderedPage)
     }
 
     /// The verdict on `original`, rendered for Envoy (`mode`: `http` or `grpc`, for the metrics).
@@ -123,12 +123,12 @@ struct ExtAuthzController: Sendable {
         )
         switch await check(original, mode: "http", logger: context.logger) {
         case .allowed(let set, let remove):
-            var response = DoorPolicy.empty(.ok)
+            var response = DoorPolicy.empty(.ok).response
             response.headers.append(contentsOf: set)
             if !remove.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { response.headers[name] = remove.joined(separator: ",") }
             return response
-        case .denied(let response):
-            return response
+        case .denied(let refusal):
+            return refusal.response
         }
     }
 }

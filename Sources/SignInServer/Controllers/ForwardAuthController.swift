@@ -43,8 +43,9 @@ struct ForwardAuthController: Sendable {
     }
 
     @Sendable func forward(_ request: Request, context: ServerContext) async throws -> Response {
-        let method = proxy.forwarded(.xForwardedMethod, request, context: context)?.uppercased() ?? request.method.rawValue
-        return await answer(request, at: .forward, method: method, original: original(request, context: context), passStatus: .ok, context: context)
+        let fromTrusted = proxy.trusted(context.remoteAddress?.ipAddress)
+        let method = proxy.forwardedMethod(request.headers, fromTrusted: fromTrusted, own: request.method.rawValue)
+        return await answer(request, at: .forward, method: method, original: proxy.forwardedURL(request.headers, fromTrusted: fromTrusted), passStatus: .ok, context: context)
     }
 
     /// A check's answer at `door`: the verdict's refusal, or `passStatus` with the identity when a person is let in,
@@ -60,9 +61,9 @@ struct ForwardAuthController: Sendable {
             asked.credential == .none ? context.visitor : await sessions.doorVisitor(request, credential: asked.credential, context: context)
         }
         guard case .allow(let admission) = verdict else {
-            return policy.refusal(verdict, at: door, fields: request.headers, original: original)
+            return policy.refusal(verdict, at: door, fields: request.headers, original: original).response
         }
-        var response = DoorPolicy.empty(passStatus)
+        var response = DoorPolicy.empty(passStatus).response
         if let person = admission.person {
             var token: String?
             if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
@@ -89,14 +90,5 @@ struct ForwardAuthController: Sendable {
             clientAddress: proxy.clientAddress(request, context: context), original: original,
             narrowing: request.uri.query.map { CheckNarrowing.parse(query: Substring($0)) } ?? []
         )
-    }
-
-    /// The URL the browser asked the proxy for, from trusted `X-Forwarded-Proto`, `-Host` and `-Uri`.
-    private func original(_ request: Request, context: ServerContext) -> String? {
-        guard let host = proxy.forwarded(.xForwardedHost, request, context: context),
-            let uri = proxy.forwarded(.xForwardedUri, request, context: context), uri.hasPrefix("/")
-        else { return nil }
-        let scheme = proxy.forwarded(.xForwardedProto, request, context: context)?.lowercased() == "https" ? "https" : "http"
-        return scheme + "://" + host + uri
     }
 }

@@ -29,7 +29,7 @@ struct UpstreamGate: Sendable {
         let asked = doorRequest(request, target: target, context: context)
         let verdict = await decide(asked, request, context: context)
         guard case .allow(let admission) = verdict else {
-            return policy.refusal(verdict, at: .upstream, fields: request.headers, original: asked.original)
+            return policy.refusal(verdict, at: .upstream, fields: request.headers, original: asked.original).response
         }
         return await forward(passed(request, admission), target: target, context: context, identity: await identity(of: admission))
     }
@@ -107,16 +107,16 @@ struct UpstreamGate: Sendable {
     /// siwa's 400 page for a request the front does not pass on (`reason`, logged): nothing reaches the upstream.
     func refuse(_ request: Request, because reason: String, logger: Logger) -> Response {
         logger.notice("request refused at the door", metadata: ["reason": "\(reason)", "method": "\(request.method)"])
-        return policy.page(.badTarget, request.headers)
+        return policy.page(.badTarget, request.headers).response
     }
 
     /// siwa's page when the upstream gave no answer to `request` (`DoorFailures`: logged and counted).
     func failed(_ failure: UpstreamForwarder.Failure, _ request: Request, logger: Logger) -> Response {
-        failed(failure, fields: request.headers, retryURL: request.head.path ?? "/", logger: logger)
+        failed(failure, fields: request.headers, retryURL: request.head.path ?? "/", logger: logger).response
     }
 
     /// The same, for a request known by its fields and target (the byte path's, which has no `Request`).
-    func failed(_ failure: UpstreamForwarder.Failure, fields: HTTPFields, retryURL: String, logger: Logger) -> Response {
+    func failed(_ failure: UpstreamForwarder.Failure, fields: HTTPFields, retryURL: String, logger: Logger) -> RenderedPage {
         policy.page(failures.page(for: failure, retryURL: retryURL, logger: logger), fields)
     }
 }

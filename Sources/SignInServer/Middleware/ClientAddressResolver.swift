@@ -111,6 +111,21 @@ struct ClientAddressResolver: Sendable {
         let scheme = forwarded(.xForwardedProto, fields, fromTrusted: fromTrusted)?.lowercased() == "https" ? "https" : "http"
         return scheme + "://" + host
     }
+
+    /// The URL the browser asked a forward-auth proxy for (Traefik, Caddy), from a trusted proxy's
+    /// `X-Forwarded-Proto`, `-Host` and `-Uri` (an origin-form path); nil without them. Where a sign-in comes back to.
+    func forwardedURL(_ fields: HTTPFields, fromTrusted: Bool) -> String? {
+        guard let origin = forwardedOrigin(fields, fromTrusted: fromTrusted), let uri = forwarded(.xForwardedUri, fields, fromTrusted: fromTrusted),
+            uri.hasPrefix("/")
+        else { return nil }
+        return origin + uri
+    }
+
+    /// The method of the request a forward-auth proxy checks: its trusted `X-Forwarded-Method`, else `own` (the
+    /// check's).
+    func forwardedMethod(_ fields: HTTPFields, fromTrusted: Bool, own: String) -> String {
+        forwarded(.xForwardedMethod, fields, fromTrusted: fromTrusted)?.uppercased() ?? own
+    }
 }
 
 extension ServerSettings {

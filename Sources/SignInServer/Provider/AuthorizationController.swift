@@ -142,7 +142,7 @@ struct AuthorizationController: Sendable {
             again.removeValue(forKey: "prompt")
             if prompts.contains("login"), maxAge == nil { again["max_age"] = "600" }
             let back = front.publicOrigin + "/oauth2/authorize?" + FormEncoding.encode(again.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-            return front.signInRedirect(returningTo: back)
+            return front.signInRedirect(returningTo: back).response
         }
         // A client limited to some groups signs in only their members; the person's groups as they are now.
         if !client.allowedGroups.isEmpty {

@@ -69,22 +69,41 @@ struct DoorVerdicts: Sendable {
         return Admission(person: person, authorization: keeps ? authorization : nil, dropsAuthorization: !keeps && authorization != nil)
     }
 
-    /// The verdict memory alone gives, for the byte path (`BytePathAnswers`), which answers on the event loop without
-    /// a task: `decide`'s rules and admission, with who asks as memory holds them (`visitor`, asked only when the
-    /// rule needs a person). Nil when the handlers answer: a refusal (rendered and audited there), a sign-in, or a
-    /// session not in memory (looked up there).
+    /// What memory alone decides, for the byte path (`BytePathAnswers`), which answers on the event loop without a task.
+    enum FromMemory {
+        /// Let in (a person memory holds, or a `public` rule).
+        case admit(Admission)
+        /// A person memory holds, whose sign-in is older than the rule allows (`max_auth_age`): the decision, for the
+        /// door to render as the handlers would (`verdict`, `DoorPolicy.refusal`); nothing is audited for it.
+        case stepUp(AccessDecision)
+    }
+
+    /// `decide`'s rules and admission with who asks as memory holds them (`visitor`, asked only when the rule needs a
+    /// person). Nil when the handlers answer: another refusal (rendered and audited there), a sign-in, or a session
+    /// not in memory (looked up there).
+    static func fromMemory(
+        _ asked: AccessRequest, narrowing: [AccessPolicy] = [], authorization: String?, front: FrontSettings, visitor: () -> Visitor
+    ) -> FromMemory? {
+        let decision = withoutVisitor(asked, narrowing: narrowing, front: front) ?? AccessDecision(visitor(), request: asked, access: front.access, narrowing: narrowing)
+        switch decision {
+        case .pass:
+            return .admit(admission(nil, asked: asked, authorization: authorization, front: front))
+        case .allow(let user, let groups, let client, let authenticatedAt):
+            let person = Admission.Person(user: user, groups: groups, client: client, authenticatedAt: authenticatedAt)
+            return .admit(admission(person, asked: asked, authorization: authorization, front: front))
+        case .stepUp:
+            return .stepUp(decision)
+        case .signIn, .badToken, .deny, .unavailable:
+            return nil
+        }
+    }
+
+    /// The admission memory alone gives (`fromMemory`), nil for anything else.
     static func admissionFromMemory(
         _ asked: AccessRequest, narrowing: [AccessPolicy] = [], authorization: String?, front: FrontSettings, visitor: () -> Visitor
     ) -> Admission? {
-        switch withoutVisitor(asked, narrowing: narrowing, front: front) ?? AccessDecision(visitor(), request: asked, access: front.access, narrowing: narrowing) {
-        case .pass:
-            return admission(nil, asked: asked, authorization: authorization, front: front)
-        case .allow(let user, let groups, let client, let authenticatedAt):
-            let person = Admission.Person(user: user, groups: groups, client: client, authenticatedAt: authenticatedAt)
-            return admission(person, asked: asked, authorization: authorization, front: front)
-        case .signIn, .badToken, .deny, .unavailable, .stepUp:
-            return nil
-        }
+        guard case .admit(let admission) = fromMemory(asked, narrowing: narrowing, authorization: authorization, front: front, visitor: visitor) else { return nil }
+        return admission
     }
 }
 

@@ -28,6 +28,8 @@ final class BytePathAnswers: Sendable {
     /// siwa's sign-in, session and invitation pages for a visitor memory decides (in front of an upstream, those below
     /// `/auth`).
     let pages: (any PagesFromMemory)?
+    /// How a refusal memory decides is rendered: as the handlers render it.
+    let policy: DoorPolicy
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.
     static let serverName = "siwa"
@@ -38,7 +40,7 @@ final class BytePathAnswers: Sendable {
     init(
         store: any UsersAndSessions, sessionCookie: String, front: FrontSettings, resolver: ClientAddressResolver, assertions: IdentityAssertions,
         security: SecurityHeadersMiddleware<ServerContext>, dates: HTTPDateCache, metrics: ServerMetrics, upstream: Upstream?, pages: (any PagesFromMemory)? = nil,
-        logger: Logger
+        policy: DoorPolicy, logger: Logger
     ) {
         self.store = store
         self.sessionCookie = sessionCookie
@@ -50,6 +52,7 @@ final class BytePathAnswers: Sendable {
         self.metrics = metrics
         self.upstream = upstream
         self.pages = pages
+        self.policy = policy
         self.logger = logger
         var fields: HTTPFields = [.contentLength: "0"]
         security.secure(&fields)
@@ -126,30 +129,53 @@ final class BytePathAnswers: Sendable {
         let authorization: String?
     }
 
+    /// What memory decides of a check.
+    enum CheckFromMemory {
+        case pass(CheckPass)
+        /// A person memory holds must sign in again (`max_auth_age`): the decision, rendered as the handlers render it.
+        case stepUp(AccessDecision, DoorRoutes.Check)
+    }
+
     /// `GET /auth/check` (202) and `GET /auth/forward` (200) of a person let in, decided from memory for `request`
     /// (what the proxy says of the original request), narrowed by the check's query (`narrowing`), for `audience`
-    /// (the forwarded origin, nil when no trusted proxy names one) and counted; nil for any other path, or when the
-    /// handlers answer (no session in memory, a person turned away, a public or deny rule, no recent assertion).
-    /// The byte path's way in (`RawFrontPath`), which writes the answer's lines itself.
-    /// `authorization`: the request's `Authorization` field, said back as the handlers say it.
+    /// (the forwarded origin, nil when no trusted proxy names one) and counted; or a person memory holds whose sign-in
+    /// is too old for the rule. Nil for any other path, or when the handlers answer (no session in memory, a person
+    /// turned away, a public or deny rule, no recent assertion). The byte path's way in (`RawFrontPath`), which writes
+    /// the answer's lines itself. `authorization`: the request's `Authorization` field, said back as the handlers say it.
     func checkPass(
         path: String, request: AccessRequest, narrowing: [AccessPolicy], audience: String?, presented: Presented, authorization: String?, now: Date
-    ) -> CheckPass? {
+    ) -> CheckFromMemory? {
         // The original request may be a CORS preflight, which memory does not judge (as `upstreamPass`).
         guard let check = DoorRoutes.Check(path: path), request.method != "OPTIONS" else { return nil }
         let status = check.passStatus
         let counter = check == .check ? metrics.fastChecks : metrics.fastForwards
         // The door's verdict (`DoorVerdicts`); a check passes only a person (a public rule's check is the handlers').
-        guard let admission = DoorVerdicts.admissionFromMemory(
-            request, narrowing: narrowing, authorization: authorization, front: front, visitor: { visitor(presented, now: now) }
-        ), let person = admission.person else { return nil }
-        var assertion: String?
-        if let audience {
-            guard let recent = assertions.recentAssertion(for: person, audience: audience, now: now) else { return nil }
-            assertion = recent
+        switch DoorVerdicts.fromMemory(request, narrowing: narrowing, authorization: authorization, front: front, visitor: { visitor(presented, now: now) }) {
+        case .admit(let admission)?:
+            guard let person = admission.person else { return nil }
+            var assertion: String?
+            if let audience {
+                guard let recent = assertions.recentAssertion(for: person, audience: audience, now: now) else { return nil }
+                assertion = recent
+            }
+            counter.increment()
+            return .pass(CheckPass(status: status, person: person, assertion: assertion, authorization: admission.authorization))
+        case .stepUp(let decision)?:
+            counter.increment()
+            return .stepUp(decision, check)
+        case nil:
+            return nil
         }
-        counter.increment()
-        return CheckPass(status: status, person: person, assertion: assertion, authorization: admission.authorization)
+    }
+
+    /// A refusal memory decided (`DoorVerdicts.FromMemory.stepUp`) at `door`, for `request` (as every door describes
+    /// it), rendered as the handlers render it (`DoorPolicy.refusal`), with the fields every answer of siwa's router
+    /// carries but `Date` and `Server`: the body's length and the security headers.
+    func refusal(_ decision: AccessDecision, for request: DoorRequest, at door: DoorPolicy.Door) -> RenderedPage {
+        var page = policy.refusal(policy.verdicts.verdict(decision, for: request), at: door, fields: request.fields, original: request.original)
+        page.headers[.contentLength] = String(page.body.readableBytes)
+        security.secure(&page.headers)
+        return page
     }
 
     /// Envoy's `ext_authz` check over HTTP (`ExtAuthzController.http`) that memory lets pass: the admission and the
@@ -219,20 +245,14 @@ final class BytePathAnswers: Sendable {
         answer: @escaping @Sendable (HTTPResponse, ByteBuffer) -> Void
     ) {
         guard let gate = upstream?.gate else { return }
-        let logger = logger
-        let dates = dates
-        Task {
-            let page = gate.failed(failure, fields: request.headerFields, retryURL: request.path ?? "/", logger: logger)
-            let collector = BodyCollector()
-            try? await page.body.write(collector)
-            let body = collector.buffer
-            var stamped = page.head
-            stamped.headerFields[.contentLength] = String(body.readableBytes)
-            stamped.headerFields[.date] = dates.now
-            stamped.headerFields[.server] = Self.serverName
-            let head = stamped
-            loop.execute { answer(head, body) }
-        }
+        let page = gate.failed(failure, fields: request.headerFields, retryURL: request.path ?? "/", logger: logger)
+        var head = HTTPResponse(status: page.status, headerFields: page.headers)
+        head.headerFields[.contentLength] = String(page.body.readableBytes)
+        head.headerFields[.date] = dates.now
+        head.headerFields[.server] = Self.serverName
+        let (stamped, body) = (head, page.body)
+        // Answered after the caller's own work on the loop, as before (the page was made in a task).
+        loop.execute { answer(stamped, body) }
     }
 }
 

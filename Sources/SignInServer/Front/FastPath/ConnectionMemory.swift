@@ -51,16 +51,27 @@ final class ConnectionMemory {
     /// bytes; `closing`: the connection ends after it. The same bytes as `written` makes of `BytePathAnswers.decide`'s
     /// answer, but the lines before `Date` are made once per person, assertion and status on a connection, and the
     /// forwarded origin once per set of `X-Forwarded-*` values: a proxy asks for the same person again and again.
-    func checkAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
+    /// A person memory holds whose sign-in is too old for the rule (`max_auth_age`) is answered as the handlers answer
+    /// (`stepUpAnswer`). `buffer` starts with `head`.
+    func checkAnswer(_ head: RawHTTP.RequestHead, from buffer: ByteBuffer, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
         let path = Self.path(of: head.target)
-        // A bearer token is the handlers' to read (`BearerCredential`).
-        guard DoorRoutes.Check(path: path) != nil, !head.mayHoldToken else { return nil }
+        // A bearer token is the handlers' to read (`BearerCredential`): in the check's own request, or in the original
+        // URI's query a trusted proxy names (found by `BytePathTests.tokenInOriginalQuery`:
+        // memory passed a cookie's person where the handlers refuse the token in the URL).
+        guard DoorRoutes.Check(path: path) != nil, !head.mayHoldToken, !originalQueryMayHoldToken(head) else { return nil }
         let query = head.target.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.target[head.target.index(after: $0)...] }
+        let narrowing = query.map(CheckNarrowing.parse) ?? []
         let (checked, origin) = forwardedOrigin(head)
-        guard let presented = presented(head), let pass = answers.checkPass(
-            path: path, request: checked, narrowing: query.map(CheckNarrowing.parse) ?? [], audience: origin, presented: presented,
-            authorization: head.authorization, now: Date()
+        guard let presented = presented(head), let found = answers.checkPass(
+            path: path, request: checked, narrowing: narrowing, audience: origin, presented: presented, authorization: head.authorization, now: Date()
         ) else { return nil }
+        let pass: BytePathAnswers.CheckPass
+        switch found {
+        case .pass(let passed):
+            pass = passed
+        case .stepUp(let decision, let check):
+            return stepUpAnswer(decision, at: check, head, from: buffer, checked: checked, narrowing: narrowing, closing: closing, allocator: allocator)
+        }
         let lines: ByteBuffer
         if let last = lastCheck, last.status == pass.status, last.assertion == pass.assertion, last.person == pass.person,
             last.authorization == pass.authorization
@@ -77,6 +88,45 @@ final class ConnectionMemory {
         ByteHead.writeStamp(&out, dates: answers.dates)
         ByteHead.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
         return out
+    }
+
+    /// A check's answer for a person memory holds whose sign-in is older than the rule allows: the door's request built
+    /// from `head` as the handlers build it (`ForwardAuthController.doorRequest`), its verdict rendered as they render
+    /// it (nginx's check: 401 with RFC 9470's challenge; Traefik's and Caddy's: for a navigation, the page that says
+    /// why, whose button signs in again and comes back to the original URL). HTTP/1.0 is the handlers'.
+    private func stepUpAnswer(
+        _ decision: AccessDecision, at check: DoorRoutes.Check, _ head: RawHTTP.RequestHead, from buffer: ByteBuffer, checked: AccessRequest,
+        narrowing: [AccessPolicy], closing: Bool, allocator: ByteBufferAllocator
+    ) -> ByteBuffer? {
+        guard !head.isHTTP10 else { return nil }
+        let fields = Self.fields(of: head, in: buffer)
+        let resolver = answers.resolver
+        let forward = check == .forward
+        let original = forward ? resolver.forwardedURL(fields, fromTrusted: peerTrusted) : nil
+        let request = DoorRequest(
+            asked: checked, method: forward ? resolver.forwardedMethod(fields, fromTrusted: peerTrusted, own: head.method) : head.method, fields: fields,
+            credential: .none, clientAddress: clientAddress(head), original: original, narrowing: narrowing
+        )
+        let page = answers.refusal(decision, for: request, at: forward ? .forward : .check)
+        var out = allocator.buffer(capacity: page.body.readableBytes + 1024)
+        ByteHead.writeStatusAndFields(&out, page.status, page.headers)
+        ByteHead.writeStamp(&out, dates: answers.dates)
+        ByteHead.endHead(&out, closing: closing)
+        out.writeImmutableBuffer(page.body)
+        return out
+    }
+
+    /// The header fields of `head` (which `buffer` starts with) as the handlers read them: every line but `Host`,
+    /// which HTTP's types keep as the authority.
+    static func fields(of head: RawHTTP.RequestHead, in buffer: ByteBuffer) -> HTTPFields {
+        var fields = HTTPFields()
+        for line in head.lines {
+            guard line.name != "host", let name = HTTPField.Name(line.name),
+                let value = buffer.getBytes(at: buffer.readerIndex + line.value.lowerBound, length: line.value.count)
+            else { continue }
+            fields.append(HTTPField(name: name, lenientValue: value))
+        }
+        return fields
     }
 
     /// The answer to `head` when it is Envoy's `ext_authz` check over HTTP (`/auth/ext-authz/<original target>`) from a
@@ -147,6 +197,12 @@ final class ConnectionMemory {
         let request = answers.resolver.checkedRequest(fields, fromTrusted: true)
         lastForwarded = (head.forwarded, request, origin)
         return (request, origin)
+    }
+
+    /// Whether a trusted proxy's `X-Forwarded-Uri` or `X-Original-URI` has a query that may name `access_token`, which the
+    /// handlers refuse (`ClientAddressResolver.checkedQuery`, `BearerCredential.read`).
+    private func originalQueryMayHoldToken(_ head: RawHTTP.RequestHead) -> Bool {
+        peerTrusted && head.forwarded.contains { ($0.name == "x-forwarded-uri" || $0.name == "x-original-uri") && RawHTTP.queryMayHoldToken($0.value) }
     }
 
     /// The `X-Forwarded-*` fields of `head` as the resolver reads them: none from a peer that is not a trusted proxy.

@@ -108,13 +108,7 @@ extension RawFrontPath {
 
     /// The client's request as the page renderer reads it (its language, whether it asks for JSON).
     private func requestForPage(_ exchange: ByteExchange) -> HTTPRequest {
-        var fields = HTTPFields()
-        for line in exchange.head.lines {
-            guard line.name != "host", let name = HTTPField.Name(line.name),
-                let value = exchange.headBytes.getBytes(at: exchange.headBytes.readerIndex + line.value.lowerBound, length: line.value.count)
-            else { continue }
-            fields.append(HTTPField(name: name, lenientValue: value))
-        }
+        let fields = ConnectionMemory.fields(of: exchange.head, in: exchange.headBytes)
         return HTTPRequest(method: .get, scheme: nil, authority: exchange.head.host, path: exchange.head.target, headerFields: fields)
     }
 

@@ -232,7 +232,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 let close = head.closesAfter
                 if head.hasNoBody,
                     let answer = head.isBodilessGET
-                        ? memory.checkAnswer(head, closing: close, allocator: context.channel.allocator)
+                        ? memory.checkAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
                             ?? memory.extAuthzAnswer(head, closing: close, allocator: context.channel.allocator)
                             ?? memory.pageAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
                         // Envoy asks with the original method and `Content-Length: 0`.

@@ -33,7 +33,7 @@ struct DoorPolicy: Sendable {
     /// so it never comes here; answered as an internal error if it did). `fields`: the
     /// original request's (its language, whether it asked for JSON); `original`: the URL the request was for, when
     /// known (a store failure's page offers to try it again).
-    func refusal(_ verdict: DoorVerdict, at door: Door, fields: HTTPFields, original: String?) -> Response {
+    func refusal(_ verdict: DoorVerdict, at door: Door, fields: HTTPFields, original: String?) -> RenderedPage {
         let challenge = verdict.challenge
         switch (verdict, door) {
         case (.allow, _):
@@ -54,11 +54,11 @@ struct DoorPolicy: Sendable {
             return Self.challenged(page(.signInAgain(url: front.signInURL(returningTo: returnTo)), fields), challenge)
         case (.stepUp, _):
             return own(Self.challenged(
-                Response.problem(.unauthorized, "insufficient_user_authentication", "Sign in again", "This address asks for a more recent sign-in with Apple."), challenge
+                RenderedPage.problem(.unauthorized, "insufficient_user_authentication", "Sign in again", "This address asks for a more recent sign-in with Apple."), challenge
             ))
         case (.badToken(let problem), _):
             let status = verdict.status ?? .unauthorized
-            return own(Self.challenged(Response.problem(status, problem.code.rawValue, "Bearer token not accepted", problem.description), challenge))
+            return own(Self.challenged(RenderedPage.problem(status, problem.code.rawValue, "Bearer token not accepted", problem.description), challenge))
         case (.signIn(true, let returnTo), _):
             return own(front.signInRedirect(returningTo: returnTo))
         case (.signIn, _):
@@ -66,10 +66,10 @@ struct DoorPolicy: Sendable {
         case (.unavailable(let retryURL), .upstream):
             return page(.storeUnavailable(retryURL: retryURL), fields)
         case (.unavailable, .forward):
-            return own(renderer.render(.storeUnavailable(retryURL: original ?? "/"), language: PageLanguage.negotiate(fields[.acceptLanguage])))
+            return own(renderer.rendered(.storeUnavailable(retryURL: original ?? "/"), language: PageLanguage.negotiate(fields[.acceptLanguage])))
         case (.deny(_, _, true), _):
             return own(Self.challenged(
-                Response.problem(.forbidden, "denied", "Not allowed", "This site's access rules do not let this request through."), challenge
+                RenderedPage.problem(.forbidden, "denied", "Not allowed", "This site's access rules do not let this request through."), challenge
             ))
         case (.deny(let user, _, _), .upstream):
             return own(renderer.denied(
@@ -85,27 +85,27 @@ struct DoorPolicy: Sendable {
     }
 
     /// `response` with `challenge` as its `WWW-Authenticate`, when there is one.
-    static func challenged(_ response: Response, _ challenge: String?) -> Response {
-        guard let challenge else { return response }
-        var response = response
-        response.headers[.wwwAuthenticate] = challenge
-        return response
+    static func challenged(_ page: RenderedPage, _ challenge: String?) -> RenderedPage {
+        guard let challenge else { return page }
+        var page = page
+        page.headers[.wwwAuthenticate] = challenge
+        return page
     }
 
     /// `page` as a page, or as problem details for a client that asked for JSON, with siwa's security headers.
-    func page(_ page: ErrorPage, _ fields: HTTPFields) -> Response {
-        own(fields.acceptsJSON ? renderer.problem(page) : renderer.render(page, language: PageLanguage.negotiate(fields[.acceptLanguage])))
+    func page(_ page: ErrorPage, _ fields: HTTPFields) -> RenderedPage {
+        own(fields.acceptsJSON ? renderer.problem(page) : renderer.rendered(page, language: PageLanguage.negotiate(fields[.acceptLanguage])))
     }
 
     /// A check's answer without a body, never cached.
-    static func empty(_ status: HTTPResponse.Status) -> Response {
-        Response(status: status, headers: [.cacheControl: "no-store"])
+    static func empty(_ status: HTTPResponse.Status) -> RenderedPage {
+        RenderedPage(status: status, headers: [.cacheControl: "no-store"], body: ByteBuffer())
     }
 
     /// `response` with siwa's security headers (the router's middleware adds them too; setting them twice is one set).
-    private func own(_ response: Response) -> Response {
-        var response = response
-        security.secure(&response)
-        return response
+    private func own(_ page: RenderedPage) -> RenderedPage {
+        var page = page
+        security.secure(&page.headers)
+        return page
     }
 }

@@ -5,10 +5,8 @@ import JOSE
 
 extension FrontSettings {
     /// The 302 to the sign-in, coming back to `original` (an absolute URL) when it is an allowed `rd`.
-    func signInRedirect(returningTo original: String?) -> Response {
-        var response = Response.redirect(to: signInURL(returningTo: original), type: .found)
-        response.headers[.cacheControl] = "no-store"
-        return response
+    func signInRedirect(returningTo original: String?) -> RenderedPage {
+        RenderedPage(status: .found, headers: [.location: signInURL(returningTo: original), .cacheControl: "no-store"], body: ByteBuffer())
     }
 
     /// Where a sign-in with Apple starts that comes back to `original` (an absolute URL) when it is known.
@@ -22,9 +20,9 @@ extension PageRenderer {
     /// no one signed in (a `deny` rule), the page that says the address is closed. `assetOrigin`: where its
     /// stylesheets are linked, when it is shown on another host than siwa's.
     /// The page says that access comes by invitation, and whom to ask (`contact`, `invitation_contact`) when given.
-    func denied(_ user: UserRecord?, signOutURL: String, language: PageLanguage, assetOrigin: String = "", contact: String? = nil) -> Response {
-        guard let user else { return render(.closed, language: language) }
-        return page(
+    func denied(_ user: UserRecord?, signOutURL: String, language: PageLanguage, assetOrigin: String = "", contact: String? = nil) -> RenderedPage {
+        guard let user else { return rendered(.closed, language: language) }
+        return rendered(
             "denied", title: string("deniedHeading", language), language: language, fixedText: assetOrigin.isEmpty ? [:] : ["assetOrigin": assetOrigin],
             slots: [
                 "who": user.displayName.map { "\($0) (\(user.email ?? user.subject))" } ?? user.email ?? user.subject, "signOutURL": signOutURL,
@@ -35,7 +33,7 @@ extension PageRenderer {
     }
 
     /// `page` as RFC 9457 problem details, in English (for clients that asked for JSON).
-    func problem(_ page: ErrorPage) -> Response {
-        Response.problem(page.status, page.key, string("error.\(page.key).heading", .english), string("error.\(page.key).message", .english))
+    func problem(_ page: ErrorPage) -> RenderedPage {
+        RenderedPage.problem(page.status, page.key, string("error.\(page.key).heading", .english), string("error.\(page.key).message", .english))
     }
 }
