@@ -177,8 +177,9 @@ package enum RawHTTP {
     /// the exact reading is `BearerCredential`'s.
     package static func queryMayHoldToken(_ target: String) -> Bool {
         guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
-        let query = target[target.index(after: mark)...].lowercased()
-        return (query.contains("%") ? query.removingPercentEncoding ?? query : query).contains("access_token")
+        let query = target[target.index(after: mark)...]
+        guard query.utf8.contains(UInt8(ascii: "%")) else { return query.containsBytes("access_token", caseInsensitive: true) }
+        return (query.removingPercentEncoding ?? String(query)).containsBytes("access_token", caseInsensitive: true)
     }
 
     /// A response head read whole, with the framing of the body that follows.

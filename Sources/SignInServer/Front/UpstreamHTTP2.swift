@@ -247,7 +247,8 @@ extension UpstreamForwarder {
             // does not read. The stream is closed (RST_STREAM CANCEL to the upstream if it is not over) once the body
             // is done with it, or the client is gone (`StreamRelease`, also when the body is never written).
             let loop = stream.channel.eventLoop
-            let answered = loop.makePromise(of: HTTPResponse.self)
+            // The answer's head with its status rule, judged once here.
+            let answered = loop.makePromise(of: (HTTPResponse, AnswerFilter.StatusRule).self)
             let rest = loop.makePromise(of: Unchecked<NIOAsyncChannelInboundStream<HTTPResponsePart>.AsyncIterator>.self)
             let done = loop.makePromise(of: Void.self)
             let sent = body
@@ -268,7 +269,7 @@ extension UpstreamForwarder {
                                     // status is judged below (a 101, which HTTP/2 does not have, is a broken upstream).
                                     let rule = AnswerFilter.rule(status: response.status.code, method: requestHead.method.rawValue, askedToSwitch: false)
                                     if rule == .interim { continue }
-                                    answered.succeed(response)
+                                    answered.succeed((response, rule))
                                     break reading
                                 case .body?, .end?:
                                     throw Failure.broken("the upstream sent a body before its answer's head")
@@ -294,8 +295,9 @@ extension UpstreamForwarder {
                 answered.fail(Failure.timedOut)
             }
             let response: HTTPResponse
+            let rule: AnswerFilter.StatusRule
             do {
-                response = try await answered.futureResult.get()
+                (response, rule) = try await answered.futureResult.get()
                 timer.cancel()
                 kept.release()
             } catch {
@@ -321,7 +323,7 @@ extension UpstreamForwarder {
                 }
             }
             let release = StreamRelease(done: done, holder: holder)
-            switch AnswerFilter.rule(status: response.status.code, method: request.method.rawValue, askedToSwitch: false) {
+            switch rule {
             case .final:
                 break
             case .broken(let reason):

@@ -1,3 +1,4 @@
+import DoorHTTP
 import HTTPTypes
 
 /// A request as every door can describe it, whatever carried it (HTTP/1.1, HTTP/2, a forward-auth check, Envoy's
@@ -29,7 +30,7 @@ struct DoorRequest: Sendable {
 extension HTTPFields {
     /// A browser's navigation (`method` as the site got it): `GET` or `HEAD` accepting HTML, not made by a script.
     func isPageNavigation(method: String) -> Bool {
-        (method == "GET" || method == "HEAD") && (self[.accept]?.contains("text/html") ?? false) && !isScripted
+        (method == "GET" || method == "HEAD") && (self[.accept]?.containsBytes("text/html") ?? false) && !isScripted
     }
 
     /// A request a script or an app makes, not a person's navigation, though it may accept HTML: it presents a bearer
@@ -37,7 +38,7 @@ extension HTTPFields {
     /// as its own (`scriptMarkers`). It is answered with a status and problem details, never sent to sign in.
     var isScripted: Bool {
         if BearerCredential.read(authorization: self[values: .authorization], query: nil).isPresented { return true }
-        if let name = HTTPField.Name.secFetchMode, let mode = self[name], !mode.trimmingCharacters(in: .whitespaces).lowercased().hasPrefix("navigate") {
+        if let name = HTTPField.Name.secFetchMode, let mode = self[name], !Self.startsNavigate(Substring(mode).trimmingBlanks) {
             return true
         }
         return HTTPField.Name.scriptMarkers.contains { self[$0] != nil }
@@ -51,7 +52,14 @@ extension HTTPFields {
 
     /// Whether the client asked for JSON (then failures are RFC 9457 problem details).
     var acceptsJSON: Bool {
-        self[.accept].map { $0.contains("application/json") || $0.contains("application/problem+json") } ?? false
+        self[.accept].map { $0.containsBytes("application/json") || $0.containsBytes("application/problem+json") } ?? false
+    }
+
+    /// Whether a `Sec-Fetch-Mode` value (trimmed) begins with `navigate`, in any case.
+    private static func startsNavigate(_ mode: Substring) -> Bool {
+        let word = "navigate".utf8
+        guard mode.utf8.count >= word.count else { return false }
+        return zip(mode.utf8, word).allSatisfy { ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0) == $1 }
     }
 }
 

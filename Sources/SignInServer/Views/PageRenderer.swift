@@ -85,16 +85,23 @@ public struct PageRenderer: Sendable {
         rendered(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slots: slots, status: status).response
     }
 
-    /// The same page as its head and body, for the byte path to write (`RenderedPage`).
+    /// The same page as its head and body, for the byte path to write (`RenderedPage`). `shapeKey`: a short key that
+    /// names the shape as well as the values would (the caller's promise), instead of one built from all of them.
     func rendered(
         _ template: String, title: String, language: PageLanguage, fixed: [String: Bool] = [:], fixedText: [String: String] = [:],
-        slots: [String: String] = [:], status: HTTPResponse.Status = .ok
+        slots: [String: String] = [:], status: HTTPResponse.Status = .ok, shapeKey: String? = nil
     ) -> RenderedPage {
         let slotNames = slots.keys.sorted()
-        var key = template + "\u{1}" + language.rawValue + "\u{1}" + title
-        for (name, value) in fixed.sorted(by: { $0.key < $1.key }) { key += "\u{1}\(name)=\(value)" }
-        for (name, value) in fixedText.sorted(by: { $0.key < $1.key }) { key += "\u{1}\(name)=\(value)" }
-        for name in slotNames { key += "\u{1}\(name):" + ((slots[name] ?? "").isEmpty ? "0" : "1") }
+        let key: String
+        if let shapeKey {
+            key = shapeKey
+        } else {
+            var built = template + "\u{1}" + language.rawValue + "\u{1}" + title
+            for (name, value) in fixed.sorted(by: { $0.key < $1.key }) { built += "\u{1}\(name)=\(value)" }
+            for (name, value) in fixedText.sorted(by: { $0.key < $1.key }) { built += "\u{1}\(name)=\(value)" }
+            for name in slotNames { built += "\u{1}\(name):" + ((slots[name] ?? "").isEmpty ? "0" : "1") }
+            key = built
+        }
         let segments = cache.segments(for: key, slotCount: slotNames.count) { markers in
             render(template, title: title, language: language, fixed: fixed, fixedText: fixedText, slotNames: slotNames,
                    present: { !(slots[$0] ?? "").isEmpty }, markers: markers, status: status)
@@ -162,17 +169,22 @@ public struct PageRenderer: Sendable {
         // The action's URL is a slot: it may carry the request's own path (a retry, a sign-in that comes back), and
         // a cache entry per URL would fill the page cache with the first 512 of them.
         var slots: [String: String] = ["actionURL": page.actionURL]
+        // The shape: the page's strings (its key, its action's key, the language), its status and which slots are
+        // filled (an empty slot's section is left out).
+        var shape = "error\u{1}" + page.key + "\u{1}" + page.actionKey + "\u{1}" + language.rawValue + "\u{1}" + String(page.status.code)
+            + (page.actionURL.isEmpty ? "\u{1}-" : "\u{1}+")
         if let retry = page.retry {
             slots["retryState"] = retry.state ?? ""
             slots["retryCode"] = retry.code ?? ""
             slots["retryIDToken"] = retry.idToken ?? ""
             slots["retryUser"] = retry.user?.wireJSON ?? ""
+            for value in [retry.state, retry.code, retry.idToken, retry.user?.wireJSON] { shape += (value ?? "").isEmpty ? "0" : "1" }
         }
         return rendered("error", title: heading, language: language, fixedText: [
             "heading": heading,
             "message": strings["error.\(page.key).message"] ?? "",
             "actionLabel": strings[page.actionKey] ?? page.actionKey,
-        ], slots: slots, status: page.status)
+        ], slots: slots, status: page.status, shapeKey: shape)
     }
 
     /// How many page shapes are cached: a bounded number whatever the requests (templates × languages × shapes).
