@@ -37,11 +37,21 @@ extension HTTPFields {
     /// token; a browser says it is not navigating (`Sec-Fetch-Mode` other than `navigate`); or a library marks it
     /// as its own (`scriptMarkers`). It is answered with a status and problem details, never sent to sign in.
     var isScripted: Bool {
-        if BearerCredential.read(authorization: self[values: .authorization], query: nil).isPresented { return true }
-        if let name = HTTPField.Name.secFetchMode, let mode = self[name], !Self.startsNavigate(Substring(mode).trimmingBlanks) {
-            return true
+        // One pass over the fields (a look-up by name is a pass of its own, and there are eight names to look for).
+        // `Sec-Fetch-Mode` as its joined value reads: its first field says the mode.
+        var authorizations: [String] = []
+        var modeSeen = false
+        for field in self {
+            if field.name == .authorization {
+                authorizations.append(field.value)
+            } else if field.name == HTTPField.Name.secFetchMode {
+                if !modeSeen, !Self.startsNavigate(Substring(field.value).trimmingBlanks) { return true }
+                modeSeen = true
+            } else if HTTPField.Name.scriptMarkers.contains(field.name) {
+                return true
+            }
         }
-        return HTTPField.Name.scriptMarkers.contains { self[$0] != nil }
+        return !authorizations.isEmpty && BearerCredential.read(authorization: authorizations, query: nil).isPresented
     }
 
     /// A CORS preflight: `OPTIONS` (`method`, as the site got it) with `Origin` and `Access-Control-Request-Method`.
