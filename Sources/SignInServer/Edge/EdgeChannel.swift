@@ -12,12 +12,12 @@ import NIOSSL
 import NIOTLS
 
 /// A connection to the HTTPS port (issue 36): the ClientHello is read first (`HelloReader`), which decides the
-/// certificate (by SNI, or the TLS-ALPN-01 challenge's); then TLS, and by ALPN either HTTP/2 (`EdgeHTTP2`) or the
+/// certificate (by SNI, or the TLS-ALPN-01 challenge's); then TLS, and by ALPN either HTTP/2 (`ClientHTTP2`) or the
 /// same HTTP/1.1 channel siwa serves plain HTTP with (`http1`: the byte path, then Hummingbird's codecs), so that both
 /// versions reach the one door (`FrontDoor`) with the same requests.
 struct EdgeChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
     let http1: HTTP1
-    let http2: EdgeHTTP2
+    let http2: ClientHTTP2
     let certificates: EdgeCertificates
     /// How long a client has to send its hello and finish the handshake.
     let handshakeTimeout: TimeAmount
@@ -27,7 +27,7 @@ struct EdgeChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
 
     enum Negotiated: Sendable {
         case http1(HTTP1.Value)
-        case http2(EdgeHTTP2.Value)
+        case http2(ClientHTTP2.Value)
         /// A TLS-ALPN-01 validation: the handshake was all it needed.
         case validation
     }

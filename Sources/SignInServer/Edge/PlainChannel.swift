@@ -10,13 +10,13 @@ import NIOCore
 /// HTTPS port (`EdgeChannel`), under the same limits.
 struct PlainChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
     let http1: HTTP1
-    let http2: EdgeHTTP2
+    let http2: ClientHTTP2
     /// How long a client has to send the first bytes that tell the version (the header time limit).
     let firstBytesTimeout: TimeAmount
 
     enum Spoken: Sendable {
         case http1(HTTP1.Value)
-        case http2(EdgeHTTP2.Value)
+        case http2(ClientHTTP2.Value)
     }
 
     struct Value: ServerChildChannelValue {

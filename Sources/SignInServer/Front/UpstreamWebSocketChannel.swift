@@ -53,7 +53,7 @@ struct UpstreamWebSocketChannel: ServerChildChannel, HTTPChannelHandler {
 
     /// NIO's HTTP/1 codecs with the WebSocket upgrade, at the end of `channel`'s pipeline: on a connection, after the
     /// byte path; on an HTTP/2 stream that opens a WebSocket (RFC 8441), after the stream's bridge, which carries it
-    /// as this same handshake (`EdgeHTTP2`).
+    /// as this same handshake (`ClientHTTP2`).
     func configureUpgrades(channel: any Channel, logger: Logger) throws -> Value {
         let handoff = UpgradeHandoff()
         let upgrader = ClientUpgrader(gate: gate, owned: owned, handoff: handoff, logger: logger)

@@ -2,7 +2,7 @@ import DoorHTTP
 import NIOHPACK
 
 /// A request's HTTP/2 head read in one pass, and held to RFC 9113 §8.2 and §8.3 (RFC 8441 §4 for `:protocol`): the
-/// one check of a stream's fields. NIO's HTTP/2 handler can check them too; siwa turns that off (`EdgeHTTP2`) because
+/// one check of a stream's fields. NIO's HTTP/2 handler can check them too; siwa turns that off (`ClientHTTP2`) because
 /// `HTTP2StreamBridge` reads every field anyway to write the HTTP/1.1 head, and NIO's reading cost more than a tenth
 /// of an HTTP/2 request's time. `HTTP2RequestHeadTests` holds this reading to NIO's own verdicts on generated heads.
 ///

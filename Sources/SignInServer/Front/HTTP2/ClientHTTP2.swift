@@ -9,7 +9,8 @@ import NIOHTTP2
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 
-/// HTTP/2 on a TLS connection (issue 36), with the limits of `HTTP2Limits`. NIO's HTTP/2 handler enforces the
+/// siwa's HTTP/2 with its clients (issue 36): over TLS on the HTTPS port, and as h2c with prior knowledge on the plain
+/// port (`PlainChannel`), with the limits of `HTTP2Limits`. NIO's HTTP/2 handler enforces the
 /// protocol's own bounds (HPACK's table at the size siwa advertises, CONTINUATION without end, frames buffered for a
 /// peer that does not read); siwa sets the stream and header limits, the rates of resets and control frames, and ends
 /// a connection that stalls.
@@ -19,7 +20,7 @@ import NIOHTTPTypesHTTP1
 /// loop what it answers from memory and passes to the upstream over its raw pool; what it does not take goes through
 /// NIO's HTTP/1 codecs to the same responder as HTTP/1.1 (the door, `FrontDoor`), in a task started only then
 /// (`StreamLauncher`). One reader of requests and one policy, whatever the client spoke.
-struct EdgeHTTP2: Sendable {
+struct ClientHTTP2: Sendable {
     typealias Stream = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
     struct Value: ServerChildChannelValue {
@@ -243,7 +244,7 @@ final class ConnectionErrorCloser: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
-        let limit = EdgeHTTP2.limitName(error)
+        let limit = ClientHTTP2.limitName(error)
         metrics.http2LimitMet(limit)
         logger.info("HTTP/2 connection ended", metadata: ["limit": "\(limit)", "reason": "\(error)", "peer": "\(context.remoteAddress?.ipAddress ?? "?")"])
         // After the GOAWAY NIO has written.
@@ -262,11 +263,11 @@ enum CodecInstaller {
     /// Where a connection's streams go, made once per connection: each stream's byte path holds one reference (through
     /// the connection's memory), not a copy of each part.
     final class Launch: Sendable {
-        let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
+        let launched: AsyncStream<ClientHTTP2.Launched>.Continuation
         let webSockets: UpstreamWebSocketChannel?
         let logger: Logger
 
-        init(launched: AsyncStream<EdgeHTTP2.Launched>.Continuation, webSockets: UpstreamWebSocketChannel?, logger: Logger) {
+        init(launched: AsyncStream<ClientHTTP2.Launched>.Continuation, webSockets: UpstreamWebSocketChannel?, logger: Logger) {
             self.launched = launched
             self.webSockets = webSockets
             self.logger = logger
@@ -294,15 +295,15 @@ enum CodecInstaller {
 }
 
 /// The last handler of a stream the byte path did not take: at the request's head, the stream becomes an async
-/// channel handed to the connection's task (`EdgeHTTP2.handle`), which answers it with the responder.
+/// channel handed to the connection's task (`ClientHTTP2.handle`), which answers it with the responder.
 final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
 
-    private let launched: AsyncStream<EdgeHTTP2.Launched>.Continuation
+    private let launched: AsyncStream<ClientHTTP2.Launched>.Continuation
     private var started = false
 
-    init(launched: AsyncStream<EdgeHTTP2.Launched>.Continuation) {
+    init(launched: AsyncStream<ClientHTTP2.Launched>.Continuation) {
         self.launched = launched
     }
 
@@ -310,7 +311,7 @@ final class StreamLauncher: ChannelInboundHandler, RemovableChannelHandler {
         if !started {
             started = true
             do {
-                let stream = try EdgeHTTP2.Stream(wrappingChannelSynchronously: context.channel)
+                let stream = try ClientHTTP2.Stream(wrappingChannelSynchronously: context.channel)
                 guard case .enqueued = launched.yield(.request(stream)) else {
                     // The connection is over.
                     return context.close(promise: nil)
@@ -356,10 +357,10 @@ struct StreamBody: AsyncSequence, Sendable {
                     ended = true
                 case .head?:
                     ended = true
-                    throw EdgeError(description: "a second request head on one stream")
+                    throw StreamError(description: "a second request head on one stream")
                 case nil:
                     ended = true
-                    throw EdgeError(description: "the client's stream ended before its request body did")
+                    throw StreamError(description: "the client's stream ended before its request body did")
                 }
             }
             return nil
@@ -378,4 +379,9 @@ struct StreamBody: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader) }
+}
+
+/// A client's HTTP/2 stream that broke the exchange it carried, said to the operator.
+struct StreamError: Error, CustomStringConvertible {
+    let description: String
 }
