@@ -30,7 +30,8 @@ struct DoorRequest: Sendable {
 extension HTTPFields {
     /// A browser's navigation (`method` as the site got it): `GET` or `HEAD` accepting HTML, not made by a script.
     func isPageNavigation(method: String) -> Bool {
-        (method == "GET" || method == "HEAD") && (self[.accept]?.containsBytes("text/html") ?? false) && !isScripted
+        // Each `Accept` field read in place: the joined value a look-up by name builds was a twentieth of a refusal.
+        (method == "GET" || method == "HEAD") && contains { $0.name == .accept && $0.value.containsBytes("text/html") } && !isScripted
     }
 
     /// A request a script or an app makes, not a person's navigation, though it may accept HTML: it presents a bearer
@@ -62,7 +63,7 @@ extension HTTPFields {
 
     /// Whether the client asked for JSON (then failures are RFC 9457 problem details).
     var acceptsJSON: Bool {
-        self[.accept].map { $0.containsBytes("application/json") || $0.containsBytes("application/problem+json") } ?? false
+        contains { $0.name == .accept && ($0.value.containsBytes("application/json") || $0.value.containsBytes("application/problem+json")) }
     }
 
     /// Whether a `Sec-Fetch-Mode` value (trimmed) begins with `navigate`, in any case.
