@@ -137,15 +137,27 @@ best_round() {
         if awk -v a="${r:-0}" -v b="$best_rate" 'BEGIN { exit !(a > b) }'; then best="$f"; best_rate="$r"; fi
     done
     cp "$best" "$work/$name.txt"
+    cp "${best%.txt}.cpu" "$work/$name.cpu"
+}
+# wrk_page NAME PID URL [wrk args...]: wrk_run, and the CPU time of process PID per request (µs) in $work/NAME.cpu: a
+# throughput ratio on two shared cores moves with the machine, the CPU a request costs much less.
+wrk_page() {
+    local name="$1" pid="$2" cpu0 cpu1
+    shift 2
+    cpu0="$(cpu_ticks "$pid")"
+    wrk_run "$name" "$@"
+    cpu1="$(cpu_ticks "$pid")"
+    awk -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$(wrk_requests "$name")" \
+        'BEGIN { if (n > 0) printf "%.1f", 1000000 * t / hz / n; else print "n/a" }' > "$work/$name.cpu"
 }
 SECS_SAVED="$SECS"; SECS="$PAGE_SECS"
 for round in $(seq 1 "$PAGE_ROUNDS"); do
     echo "(a) GET /, (d) GET /session, (g) an invitation's page, (h) the step-up page, (e) hello-world: round $round of $PAGE_ROUNDS" >&2
-    wrk_run "hello.r$round" "http://127.0.0.1:$hport/"
-    wrk_run "signin.r$round" "$base/"
-    wrk_run "session.r$round" "$base/session" -s Benchmarks/lua/session.lua
-    wrk_run "invite.r$round" "$base$invite_path"
-    wrk_run "stepup.r$round" "$base/auth/forward" -s Benchmarks/lua/stepup.lua
+    wrk_page "hello.r$round" "$hello_pid" "http://127.0.0.1:$hport/"
+    wrk_page "signin.r$round" "$siwa_pid" "$base/"
+    wrk_page "session.r$round" "$siwa_pid" "$base/session" -s Benchmarks/lua/session.lua
+    wrk_page "invite.r$round" "$siwa_pid" "$base$invite_path"
+    wrk_page "stepup.r$round" "$siwa_pid" "$base/auth/forward" -s Benchmarks/lua/stepup.lua
 done
 SECS="$SECS_SAVED"
 for name in hello signin session invite stepup; do best_round "$name"; done
@@ -310,6 +322,7 @@ $verify
 | session page / hello-world | $(ratio "$(wrk_rate session)" "$(wrk_rate hello)") |
 | invitation's page / hello-world (target, as the sign-in page's: 85 %) | $(ratio "$(wrk_rate invite)" "$(wrk_rate hello)") |
 | step-up page / hello-world (target, as the sign-in page's: 85 %) | $(ratio "$(wrk_rate stepup)" "$(wrk_rate hello)") |
+| CPU per request (µs, the server's process, best round): sign-in page / session page / invitation's page / step-up page / hello-world | $(cat "$work/signin.cpu") / $(cat "$work/session.cpu") / $(cat "$work/invite.cpu") / $(cat "$work/stepup.cpu") / $(cat "$work/hello.cpu") |
 | GET /auth/apple / hello-world | $(ratio "$(wrk_rate start)" "$(wrk_rate hello)") |
 | callback / hello-world | $(ratio "$(wrk_rate callback)" "$(wrk_rate hello)") |
 | CPU of the siwa process (in-process emulator included) per callback, 32 / 8 connections | $(cat "$work/callback.cpu") / $(cat "$work/callback8.cpu") ms |
