@@ -18,7 +18,8 @@ public struct BackchannelLogout: Service, CustomStringConvertible {
     /// How long a delivery is tried before it is given up (audited).
     static let giveUpAfter: TimeInterval = 86_400
     /// How long one POST may take.
-    static let requestTimeout = TimeAmount.seconds(5)
+    static let requestTimeoutSeconds: Double = 5
+    static let requestTimeout = TimeAmount.seconds(Int64(requestTimeoutSeconds))
     /// Deliveries in flight at once, and how long a claim holds before another instance may take it back.
     static let inFlightLimit = 32
     static let lease: TimeInterval = 60
