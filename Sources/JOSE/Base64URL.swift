@@ -98,6 +98,11 @@ public enum Base64URL {
         return valid ? output : nil
     }
 
+    /// Whether `byte` is one of base64url's 64 characters (letters, digits, `-`, `_`).
+    public static func isAlphabet(_ byte: UInt8) -> Bool {
+        decodeTable[Int(byte)] != 0xFF
+    }
+
     /// The 64 characters of base64url, in value order.
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 

@@ -169,13 +169,9 @@ final class BytePathAnswers: Sendable {
     }
 
     /// A refusal memory decided (`DoorVerdicts.FromMemory.stepUp`) at `door`, for `request` (as every door describes
-    /// it), rendered as the handlers render it (`DoorPolicy.refusal`), with the fields every answer of siwa's router
-    /// carries but `Date` and `Server`: the body's length and the security headers.
+    /// it), rendered as the handlers render it (`DoorPolicy.refusal`).
     func refusal(_ decision: AccessDecision, for request: DoorRequest, at door: DoorPolicy.Door) -> RenderedPage {
-        var page = policy.refusal(policy.verdicts.verdict(decision, for: request), at: door, fields: request.fields, original: request.original)
-        page.headers[.contentLength] = String(page.body.readableBytes)
-        security.secure(&page.headers)
-        return page
+        policy.refusal(policy.verdicts.verdict(decision, for: request), at: door, fields: request.fields, original: request.original)
     }
 
     /// Envoy's `ext_authz` check over HTTP (`ExtAuthzController.http`) that memory lets pass: the admission and the

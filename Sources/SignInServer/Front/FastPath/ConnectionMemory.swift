@@ -107,9 +107,17 @@ final class ConnectionMemory {
             asked: checked, method: forward ? resolver.forwardedMethod(fields, fromTrusted: peerTrusted, own: head.method) : head.method, fields: fields,
             credential: .none, clientAddress: clientAddress(head), original: original, narrowing: narrowing
         )
-        let page = answers.refusal(decision, for: request, at: forward ? .forward : .check)
+        return written(answers.refusal(decision, for: request, at: forward ? .forward : .check), closing: closing, allocator: allocator)
+    }
+
+    /// One of siwa's pages (or a refusal) as HTTP/1.1 bytes, body included: its fields, its length, the security
+    /// headers, `Date` and `Server`, as the middleware and Hummingbird add them to the handlers' answer.
+    private func written(_ page: RenderedPage, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var fields = page.headers
+        fields[.contentLength] = String(page.body.readableBytes)
+        answers.security.secure(&fields)
         var out = allocator.buffer(capacity: page.body.readableBytes + 1024)
-        ByteHead.writeStatusAndFields(&out, page.status, page.headers)
+        ByteHead.writeStatusAndFields(&out, page.status, fields)
         ByteHead.writeStamp(&out, dates: answers.dates)
         ByteHead.endHead(&out, closing: closing)
         out.writeImmutableBuffer(page.body)
@@ -160,9 +168,8 @@ final class ConnectionMemory {
         return out
     }
 
-    /// The sign-in, session or an invitation's page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes, body included: the
-    /// page's fields, its length, the security headers, `Date` and `Server`, as the middleware and Hummingbird add
-    /// them to the handlers' answer. `buffer` starts with `head`. HTTP/1.0 and two `Accept-Language` fields (which
+    /// The sign-in, session or an invitation's page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes
+    /// (`written`). `buffer` starts with `head`. HTTP/1.0 and two `Accept-Language` fields (which
     /// the handlers read joined) are the handlers'.
     func pageAnswer(_ head: RawHTTP.RequestHead, from buffer: ByteBuffer, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
         guard let pages = answers.pages, !head.isHTTP10, DoorRoutes.Page(target: head.target) != nil else { return nil }
@@ -174,15 +181,7 @@ final class ConnectionMemory {
         guard let page = pages.fromMemory(target: head.target, sessionHash: sessionHash(head.cookie), cookie: head.cookie, acceptLanguage: language, now: Date())
         else { return nil }
         answers.metrics.fastPages.increment()
-        var fields = page.headers
-        fields[.contentLength] = String(page.body.readableBytes)
-        answers.security.secure(&fields)
-        var out = allocator.buffer(capacity: page.body.readableBytes + 1024)
-        ByteHead.writeStatusAndFields(&out, page.status, fields)
-        ByteHead.writeStamp(&out, dates: answers.dates)
-        ByteHead.endHead(&out, closing: closing)
-        out.writeImmutableBuffer(page.body)
-        return out
+        return written(page, closing: closing, allocator: allocator)
     }
 
     /// What a trusted proxy says of the request it checks (`ClientAddressResolver.checkedRequest`) and the origin it

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import JOSE
 
 /// The table of what siwa answers from memory as well as through its router: the checks and the most-viewed
 /// pages. The router registers these paths from here (`ForwardAuthController`, `SignInController`,
@@ -56,20 +57,10 @@ enum DoorRoutes {
                 self = .session
             } else if target.utf8.starts(with: Page.invitationPrefix.utf8) {
                 let token = target.dropFirst(Page.invitationPrefix.count)
-                guard !token.isEmpty, token.utf8.allSatisfy(Page.isTokenByte) else { return nil }
+                guard !token.isEmpty, token.utf8.allSatisfy(Base64URL.isAlphabet) else { return nil }
                 self = .invitation(token: token)
             } else {
                 return nil
-            }
-        }
-
-        /// Whether a path segment's byte is one of base64url's: letters, digits, `-` and `_`.
-        static func isTokenByte(_ byte: UInt8) -> Bool {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                true
-            default:
-                false
             }
         }
     }
