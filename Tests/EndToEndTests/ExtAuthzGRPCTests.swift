@@ -28,6 +28,11 @@ struct ExtAuthzGRPCTests {
 
     static func check(_ arguments: [String], _ fields: [String: String]) async throws -> Envoy_Service_Auth_V3_CheckResponse {
         let outcome = try await ThirdPartyScript.run("grpc_check.py", arguments, sending: try request(fields), as: Outcome.self)
+        return try response(outcome)
+    }
+
+    /// The `CheckResponse` of a call that ended OK.
+    static func response(_ outcome: Outcome) throws -> Envoy_Service_Auth_V3_CheckResponse {
         #expect(outcome.code == "OK", "\(outcome)")
         let hex = try #require(outcome.response)
         var bytes: [UInt8] = []
@@ -71,5 +76,121 @@ struct ExtAuthzGRPCTests {
                 #expect(ok.headersToRemove.contains("x_siwa_assertion"), "the client's own spelling is removed too: \(ok.headersToRemove)")
             }
         }
+    }
+
+    /// The matrix of `VerdictDifferentialTests` as `CheckRequest`s, each for a host of its own: the first call for a host
+    /// is answered by the handler (no assertion for that origin is in memory yet), the second, for a request memory lets
+    /// pass, from memory on the HTTP/2 stream (`GRPCCheckFromMemory`). Both must be the same `CheckResponse`.
+    @Test("a Check memory lets pass is answered on the HTTP/2 stream with the CheckResponse the handler gives: the generated matrix (who, how, where, the fields as a map or as raw headers, a client's own identity fields), each case asked twice, the first by the handler, the second from memory")
+    func checksFromMemoryAgree() async throws {
+        let settings = VerdictDifferentialTests.settings.merging(["trusted_proxies": "127.0.0.1", "check_cache_seconds": "600"]) { $1 }
+        try await LocalSite.run(settings: settings) { site in
+            try await Visit.withClient { visit in
+                let ada = try await visit.signIn(site, user: site.user("Ada")).session
+                let grace = try await visit.signIn(site, user: site.user("Grace")).session
+                let token = try await BearerUpstreamTests.nativeToken(site, visit, sub: site.user("Ada").sub)
+                try await Task.sleep(for: .milliseconds(1200))
+                var generator = SplitMix64(seed: 46_2)
+                var requests: [Envoy_Service_Auth_V3_CheckRequest] = []
+                var names: [String] = []
+                // A preflight, a token in the URL and a malformed credential (a public path lets each through) are the
+                // handler's to read.
+                var memoryReads: [Bool] = []
+                for who in VerdictDifferentialTests.Who.allCases {
+                    for how in VerdictDifferentialTests.How.allCases {
+                        for path in VerdictDifferentialTests.paths {
+                            var fields: [(String, String)] = []
+                            var target = path
+                            switch who {
+                            case .nobody: break
+                            case .ada: fields.append(("cookie", "theme=dark; siwa_session=\(ada)"))
+                            case .grace: fields.append(("cookie", "siwa_session=\(grace)"))
+                            case .iosApp: fields.append(("authorization", "Bearer " + token))
+                            case .unknownToken: fields.append(("authorization", "Bearer not-a-token-of-siwa"))
+                            case .malformedToken: fields.append(("authorization", "Bearer a b"))
+                            case .tokenInQuery: target += "?access_token=" + token
+                            case .twoAuthorizations: fields += [("authorization", "Bearer " + token), ("authorization", "Bearer " + token)]
+                            }
+                            var method = "GET"
+                            switch how {
+                            case .navigate: fields += [("accept", "text/html"), ("sec-fetch-mode", "navigate")]
+                            case .script: fields += [("accept", "application/json"), ("sec-fetch-mode", "cors")]
+                            case .post: method = "POST"; fields.append(("content-type", "application/json"))
+                            case .preflight:
+                                method = "OPTIONS"
+                                fields += [("origin", "https://web.example.com"), ("access-control-request-method", "POST")]
+                            }
+                            if Bool.random(using: &generator) { fields.append(("x-auth-request-groups", "admins")) }
+                            // A client's own identity, in spellings some frameworks read as the same field.
+                            if Bool.random(using: &generator) {
+                                fields.append((["X-Siwa-Assertion", "X_Siwa_Assertion", "x_auth_request_user", "X-Auth-Request-Email"].randomElement(using: &generator) ?? "", "forged"))
+                            }
+                            if Bool.random(using: &generator) { fields.append(("cookie", "second=1")) }
+                            var request = Envoy_Service_Auth_V3_CheckRequest()
+                            request.attributes.request.http.method = method
+                            request.attributes.request.http.path = target
+                            request.attributes.request.http.host = "app-\(requests.count).example"
+                            request.attributes.request.http.scheme = Bool.random(using: &generator) ? "https" : "http"
+                            request.attributes.source.address.socketAddress.address = "203.0.113.7"
+                            let raw = Bool.random(using: &generator)
+                            if raw {
+                                // `encode_raw_headers`: each field as sent, its value in `raw_value`.
+                                request.attributes.request.http.headerMap.headers = fields.map { name, value in
+                                    var header = Envoy_Config_Core_V3_HeaderValue()
+                                    header.key = name.lowercased()
+                                    header.rawValue = Data(value.utf8)
+                                    return header
+                                }
+                            } else {
+                                // Envoy's map: repeated fields joined (a cookie's with "; ", others with ",").
+                                var map: [String: String] = [:]
+                                for (name, value) in fields {
+                                    let key = name.lowercased()
+                                    map[key] = map[key].map { $0 + (key == "cookie" ? "; " : ",") + value } ?? value
+                                }
+                                request.attributes.request.http.headers = map
+                            }
+                            requests.append(request)
+                            memoryReads.append(how != .preflight && who != .tokenInQuery && who != .malformedToken)
+                            names.append("\(who) \(how) \(method) \(target) \(raw ? "raw headers" : "map") \(fields.map(\.0))")
+                        }
+                    }
+                }
+                let hex = try requests.map { request -> String in
+                    let bytes: [UInt8] = try request.serializedBytes()
+                    return bytes.map { String(format: "%02x", $0) }.joined()
+                }
+                let first = try await BytePathTests.counted("ext_authz", site, visit)
+                let handlers = try await Self.checks([String(site.port)], hex)
+                let between = try await BytePathTests.counted("ext_authz", site, visit)
+                let memory = try await Self.checks([String(site.port)], hex)
+                let last = try await BytePathTests.counted("ext_authz", site, visit)
+                try #require(handlers.count == requests.count && memory.count == requests.count)
+                var allowed = 0
+                var verdicts: Set<String> = []
+                for index in requests.indices {
+                    #expect(memory[index] == handlers[index], "\(names[index]): from memory\n\(memory[index])\nby the handler\n\(handlers[index])")
+                    switch handlers[index].httpResponse {
+                    case .okResponse?:
+                        verdicts.insert("ok")
+                        if memoryReads[index] { allowed += 1 }
+                    case .deniedResponse(let denied)?: verdicts.insert("denied \(denied.status.code.rawValue)")
+                    default: verdicts.insert("other")
+                    }
+                }
+                // The matrix reaches allowances and every kind of refusal, so that agreeing means something.
+                #expect(verdicts.isSuperset(of: ["ok", "denied 302", "denied 401", "denied 403", "denied 400"]), "\(verdicts.sorted())")
+                // Every request let through that memory reads was answered from memory the second time; the first time
+                // only those that sign no assertion (no person: a public path) could be.
+                #expect(last - between == allowed, "\(last - between) of \(allowed) allowed checks answered from memory")
+                #expect(between - first < allowed, "\(between - first) first checks answered from memory")
+            }
+        }
+    }
+
+    /// `requests` (hex) called in order on one channel; each call's `CheckResponse`.
+    static func checks(_ arguments: [String], _ requests: [String]) async throws -> [Envoy_Service_Auth_V3_CheckResponse] {
+        let outcomes = try await ThirdPartyScript.run("grpc_check.py", arguments, sending: requests, as: [Outcome].self)
+        return try outcomes.map(response)
     }
 }

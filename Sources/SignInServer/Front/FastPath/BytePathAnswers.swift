@@ -174,10 +174,10 @@ final class BytePathAnswers: Sendable {
         policy.refusal(policy.verdicts.verdict(decision, for: request), at: door, fields: request.fields, original: request.original)
     }
 
-    /// Envoy's `ext_authz` check over HTTP (`ExtAuthzController.http`) that memory lets pass: the admission and the
+    /// Envoy's `ext_authz` check (`ExtAuthzController.http`, `.grpc`; `mode` `http` or `grpc`, for the metrics) that memory lets pass: the admission and the
     /// assertion addressed to `audience` (the original origin); nil when the handlers answer (a refusal, a sign-in, a
     /// session not in memory, no recent assertion). `asked` is what a trusted Envoy says (`EnvoyOriginal.asked`).
-    func extAuthzPass(_ asked: AccessRequest, audience: String, presented: Presented, authorization: String?, now: Date) -> (Admission, assertion: String?)? {
+    func extAuthzPass(_ asked: AccessRequest, audience: String, presented: Presented, authorization: String?, mode: String, now: Date) -> (Admission, assertion: String?)? {
         guard let admission = DoorVerdicts.admissionFromMemory(asked, authorization: authorization, front: front, visitor: { visitor(presented, now: now) })
         else { return nil }
         var assertion: String?
@@ -186,7 +186,7 @@ final class BytePathAnswers: Sendable {
             assertion = recent
         }
         metrics.fastExtAuthz.increment()
-        metrics.extAuthz(DoorVerdict.allow(admission).kind, mode: "http")
+        metrics.extAuthz(DoorVerdict.allow(admission).kind, mode: mode)
         return (admission, assertion)
     }
 

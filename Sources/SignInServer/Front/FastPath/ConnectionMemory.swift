@@ -1,4 +1,5 @@
 import DoorHTTP
+import EnvoyAuthorization
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -152,7 +153,7 @@ final class ConnectionMemory {
         guard let origin = EnvoyOriginal.origin(host: head.host, scheme: scheme, fromTrusted: true) else { return nil }
         let (asked, url) = EnvoyOriginal.asked(method: head.method, target: target, host: head.host, origin: origin, isPreflight: false)
         guard url != nil, let presented = presented(head),
-            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: head.authorization, now: Date())
+            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: head.authorization, mode: "http", now: Date())
         else { return nil }
         var fields: HTTPFields = [.cacheControl: "no-store"]
         let set = admission.identityFields(assertion: assertion)
@@ -166,6 +167,34 @@ final class ConnectionMemory {
         ByteHead.writeStamp(&out, dates: answers.dates)
         ByteHead.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
         return out
+    }
+
+    /// Envoy's gRPC `Check` (`ExtAuthzController.grpc`) for a request memory lets pass, from a trusted proxy: the
+    /// `CheckResponse` the handler would make, read from the call's `body` (its framed `CheckRequest`); nil when the
+    /// handler answers (a refusal, a sign-in, a session or assertion not in memory, a preflight, a token in the URL,
+    /// two `Authorization` fields, a body that is not one plain message).
+    func grpcCheckAnswer(_ body: ByteBuffer) -> Envoy_Service_Auth_V3_CheckResponse? {
+        guard peerTrusted, case .success(let bytes) = EnvoyCheckMessages.unframe(body),
+            let message = try? Envoy_Service_Auth_V3_CheckRequest(serializedBytes: bytes)
+        else { return nil }
+        let http = message.attributes.request.http
+        let method = http.method.isEmpty ? "GET" : http.method.uppercased()
+        let target = http.path.isEmpty ? "/" : http.path
+        let host = http.host.isEmpty ? nil : http.host
+        guard method != "OPTIONS", !RawHTTP.queryMayHoldToken(target),
+            let origin = EnvoyOriginal.origin(host: host, scheme: http.scheme.isEmpty ? nil : http.scheme, fromTrusted: true)
+        else { return nil }
+        let (asked, url) = EnvoyOriginal.asked(method: method, target: target, host: host, origin: origin, isPreflight: false)
+        let fields = EnvoyCheckMessages.fields(of: http)
+        let cookies = fields[values: .cookie]
+        let authorizations = fields[values: .authorization]
+        // `Cookie` fields read as one (RFC 9113 §8.2.3), as the handler reads them.
+        let cookie = cookies.count > 1 ? cookies.joined(separator: "; ") : cookies.first
+        guard url != nil, authorizations.count <= 1, let presented = presented(authorization: authorizations.first, cookie: cookie),
+            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: authorizations.first, mode: "grpc", now: Date())
+        else { return nil }
+        let set = admission.identityFields(assertion: assertion)
+        return EnvoyCheckMessages.allowed(set: set, remove: admission.removedNames(given: set, from: fields))
     }
 
     /// The sign-in, session or an invitation's page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes
@@ -269,9 +298,15 @@ final class ConnectionMemory {
     /// What `head` presents: its bearer token (read once per `Authorization` value on a connection), else its
     /// session cookie; nil when the handlers read it (a malformed `Bearer` value).
     private func presented(_ head: RawHTTP.RequestHead) -> BytePathAnswers.Presented? {
-        guard let authorization = head.authorization else { return .cookie(sessionHash(head.cookie)) }
+        presented(authorization: head.authorization, cookie: head.cookie)
+    }
+
+    /// What a request with this `Authorization` and `Cookie` presents: a bearer token's hash, else the session
+    /// cookie's; nil for a credential the handlers refuse.
+    private func presented(authorization: String?, cookie: String?) -> BytePathAnswers.Presented? {
+        guard let authorization else { return .cookie(sessionHash(cookie)) }
         if let last = lastAuthorization, last.header == authorization {
-            return last.presented ?? .cookie(sessionHash(head.cookie))
+            return last.presented ?? .cookie(sessionHash(cookie))
         }
         let presented: BytePathAnswers.Presented?
         switch BearerCredential.read(authorization: [authorization], query: nil) {
@@ -280,7 +315,7 @@ final class ConnectionMemory {
         case .refused, .malformed: return nil
         }
         lastAuthorization = (authorization, presented)
-        return presented ?? .cookie(sessionHash(head.cookie))
+        return presented ?? .cookie(sessionHash(cookie))
     }
 
     /// The SHA-256 of the session cookie in `cookie` (the `Cookie` header).

@@ -112,6 +112,7 @@ struct ClientHTTP2: Sendable {
                         return watched.value.refused(limit: "h2_max_concurrent_streams")
                     }
                     let pipeline = stream.pipeline.syncOperations
+                    try pipeline.addHandler(GRPCCheckFromMemory(memory: memory.value))
                     try pipeline.addHandler(HTTP2StreamBridge(watch: watched.value, extendedConnect: extendedConnect))
                     try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
                 }

@@ -1,0 +1,89 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// Envoy's gRPC `Check` answered from memory on an HTTP/2 stream, before the stream becomes an HTTP/1.1 exchange
+/// (`HTTP2StreamBridge`): the call's one message is gathered as it comes, and when memory lets the request through
+/// (`ConnectionMemory.grpcCheckAnswer`, the verdict the handler gives) the `CheckResponse` is written as the call's
+/// HEADERS, DATA and trailers at once, with no codecs, no request task, no HTTP/1.1 bytes. Anything else (another
+/// path, a call memory does not decide, a message larger than `gathered`, trailers from the client) goes on as it came,
+/// frame by frame, to the bridge and the handler (`ExtAuthzController.grpc`), which answer it as before.
+final class GRPCCheckFromMemory: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias InboundOut = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    /// The most of a call gathered before it is passed on: Envoy's `CheckRequest` without the request's body is a few
+    /// kilobytes; one that carries the body (`with_request_body`) is the handler's.
+    static let gathered = 64 * 1024
+
+    private enum State {
+        /// The stream's HEADERS have not come.
+        case head
+        /// A `Check` call: its frames so far, and its message's bytes.
+        case gathering(frames: [HTTP2Frame.FramePayload], body: ByteBuffer)
+        /// Not answered here: every frame goes on.
+        case passing
+        /// Answered: what the client sends after is dropped.
+        case answered
+    }
+
+    private var state = State.head
+    private let memory: ConnectionMemory
+
+    init(memory: ConnectionMemory) {
+        self.memory = memory
+    }
+
+    /// Whether a stream's request HEADERS are a `Check` call: `POST` to its path, `content-type: application/grpc…`.
+    static func isCheck(_ headers: HPACKHeaders) -> Bool {
+        headers.first(name: ":path") == EnvoyCheckMessages.path && headers.first(name: ":method") == "POST"
+            && HTTP2StreamBridge.isGRPC(headers) && !headers.contains(name: ":protocol")
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch state {
+        case .passing:
+            context.fireChannelRead(data)
+        case .answered:
+            break
+        case .head:
+            guard case .headers(let headers) = frame, !headers.endStream, Self.isCheck(headers.headers) else {
+                state = .passing
+                return context.fireChannelRead(data)
+            }
+            state = .gathering(frames: [frame], body: context.channel.allocator.buffer(capacity: 1024))
+        case .gathering(var frames, var body):
+            switch frame {
+            case .headers, .data: break
+            // Not the request's content (a WINDOW_UPDATE, a PRIORITY): on as it comes, as the bridge reads only the
+            // others.
+            default: return context.fireChannelRead(data)
+            }
+            frames.append(frame)
+            guard case .data(let data) = frame, case .byteBuffer(var bytes) = data.data, body.readableBytes + bytes.readableBytes <= Self.gathered else {
+                // Trailers, or more than a check carries: the handler's.
+                return passOn(frames, context: context)
+            }
+            body.writeBuffer(&bytes)
+            guard data.endStream else {
+                state = .gathering(frames: frames, body: body)
+                return
+            }
+            guard let answer = memory.grpcCheckAnswer(body) else { return passOn(frames, context: context) }
+            state = .answered
+            let head = HPACKHeaders([(":status", "200"), ("content-type", "application/grpc")])
+            context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
+            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(EnvoyCheckMessages.frame(answer))))), promise: nil)
+            let trailers = HPACKHeaders([("grpc-status", String(EnvoyCheckMessages.GRPCStatus.ok.rawValue))])
+            context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))), promise: nil)
+        }
+    }
+
+    /// The frames gathered, handed on in order; the rest of the stream follows them.
+    private func passOn(_ frames: [HTTP2Frame.FramePayload], context: ChannelHandlerContext) {
+        state = .passing
+        for frame in frames { context.fireChannelRead(wrapInboundOut(frame)) }
+    }
+}
