@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import JOSE
 import NIOPosix
 import Synchronization
 import Testing
@@ -409,21 +410,41 @@ struct BytePathTests {
 
 /// One request written on a connection of its own, and the answer read until siwa closes it.
 enum RawSocket {
+    /// What an identity assertion says, less when it was signed (`iat`, `exp`, `jti`): two answers a second apart may
+    /// carry two signings of the same claims. Its header must be the one of every assertion; anything unreadable stays
+    /// as it came.
+    static func assertionClaims(_ token: String) -> String {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let header = Base64URL.decode(String(parts[0])), let payload = Base64URL.decode(String(parts[1])),
+            var claims = (try? JSONSerialization.jsonObject(with: payload)) as? [String: Any]
+        else { return token }
+        for name in ["iat", "exp", "jti"] { claims[name] = nil }
+        guard let sorted = try? JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys]) else { return token }
+        return String(decoding: header, as: UTF8.self) + " " + String(decoding: sorted, as: UTF8.self)
+    }
+
     struct Answer {
         let head: String
         let body: String
         var status: Int { Int(head.dropFirst(9).prefix(3)) ?? 0 }
-        /// The header lines, lowercased names, without `Date` and `Connection`, sorted.
+        /// The header lines, lowercased names, without `Date` and `Connection`, sorted; an assertion as what it says
+        /// (`assertionClaims`), since one answered across the end of its reuse (20 s) is signed again.
         var fields: [String] {
+            lines.map { $0.name == "x-siwa-assertion" ? $0.name + ":" + RawSocket.assertionClaims($0.value) : $0.name + ":" + $0.value }
+                .filter { !$0.hasPrefix("date:") && !$0.hasPrefix("connection:") }.sorted()
+        }
+
+        /// The header lines as sent, names lowercased.
+        var lines: [(name: String, value: String)] {
             head.split(separator: "\r\n").dropFirst().map { line in
                 let name = line.prefix { $0 != ":" }.lowercased()
-                return name + ":" + line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
-            }.filter { !$0.hasPrefix("date:") && !$0.hasPrefix("connection:") }.sorted()
+                return (name, line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces))
+            }
         }
 
         /// The value of the header line named `name` (lowercased), when there is one.
         func value(_ name: String) -> String? {
-            fields.first { $0.hasPrefix(name + ":") }.map { String($0.dropFirst(name.count + 1)) }
+            lines.first { $0.name == name }?.value
         }
     }
 
