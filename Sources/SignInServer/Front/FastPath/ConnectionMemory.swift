@@ -23,6 +23,9 @@ final class ConnectionMemory {
     private var lastCheck: (status: HTTPResponse.Status, person: Admission.Person, assertion: String?, authorization: String?, lines: ByteBuffer)?
     /// The last `Authorization` value seen on this connection and what it presents (a bearer token's hash).
     private var lastAuthorization: (header: String, presented: BytePathAnswers.Presented?)?
+    /// The last gRPC `Check` answered from memory on this connection: whom it let in, with which assertion, the names
+    /// it had Envoy remove, and its framed `CheckResponse`.
+    private var lastGRPCCheck: (person: Admission.Person?, assertion: String?, remove: [String], frame: ByteBuffer)?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
     private var lastForwarded: (fields: [(name: String, value: String)], request: AccessRequest, origin: String?)?
     /// The connection's one timer for its exchanges' deadlines, shared by an HTTP/2 connection's streams.
@@ -156,7 +159,7 @@ final class ConnectionMemory {
             let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: head.authorization, mode: "http", now: Date())
         else { return nil }
         var fields: HTTPFields = [.cacheControl: "no-store"]
-        let set = admission.identityFields(assertion: assertion)
+        let set = admission.person.flatMap { person in assertion.map { identityFields(person, assertion: $0) } } ?? admission.identityFields(assertion: assertion)
         fields.append(contentsOf: set)
         let removed = admission.removedNames(given: set, claimed: head.lines.lazy.map(\.name))
         if !removed.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { fields[name] = removed.joined(separator: ",") }
@@ -170,10 +173,10 @@ final class ConnectionMemory {
     }
 
     /// Envoy's gRPC `Check` (`ExtAuthzController.grpc`) for a request memory lets pass, from a trusted proxy: the
-    /// `CheckResponse` the handler would make, read from the call's `body` (its framed `CheckRequest`); nil when the
+    /// `CheckResponse` the handler would make (framed as the call's answer), read from the call's `body` (its framed `CheckRequest`); nil when the
     /// handler answers (a refusal, a sign-in, a session or assertion not in memory, a preflight, a token in the URL,
     /// two `Authorization` fields, a body that is not one plain message).
-    func grpcCheckAnswer(_ body: ByteBuffer) -> Envoy_Service_Auth_V3_CheckResponse? {
+    func grpcCheckAnswer(_ body: ByteBuffer) -> ByteBuffer? {
         guard peerTrusted, case .success(let bytes) = EnvoyCheckMessages.unframe(body),
             let message = try? Envoy_Service_Auth_V3_CheckRequest(serializedBytes: bytes)
         else { return nil }
@@ -193,8 +196,13 @@ final class ConnectionMemory {
         guard url != nil, authorizations.count <= 1, let presented = presented(authorization: authorizations.first, cookie: cookie),
             let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: authorizations.first, mode: "grpc", now: Date())
         else { return nil }
-        let set = admission.identityFields(assertion: assertion)
-        return EnvoyCheckMessages.allowed(set: set, remove: admission.removedNames(given: set, from: fields))
+        let set = admission.person.flatMap { person in assertion.map { identityFields(person, assertion: $0) } } ?? admission.identityFields(assertion: assertion)
+        let remove = admission.removedNames(given: set, from: fields)
+        // Envoy asks for the same person again and again on a connection: the answer's message is made once.
+        if let last = lastGRPCCheck, last.person == admission.person, last.assertion == assertion, last.remove == remove { return last.frame }
+        let frame = EnvoyCheckMessages.frame(EnvoyCheckMessages.allowed(set: set, remove: remove))
+        lastGRPCCheck = (admission.person, assertion, remove, frame)
+        return frame
     }
 
     /// The sign-in, session or an invitation's page when memory decides who asks (`SitePages`), as HTTP/1.1 bytes

@@ -75,7 +75,7 @@ final class GRPCCheckFromMemory: ChannelInboundHandler {
             state = .answered
             let head = HPACKHeaders([(":status", "200"), ("content-type", "application/grpc")])
             context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
-            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(EnvoyCheckMessages.frame(answer))))), promise: nil)
+            context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(answer)))), promise: nil)
             let trailers = HPACKHeaders([("grpc-status", String(EnvoyCheckMessages.GRPCStatus.ok.rawValue))])
             context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: trailers, endStream: true))), promise: nil)
         }
