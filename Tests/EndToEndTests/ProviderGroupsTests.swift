@@ -57,7 +57,8 @@ extension BrowserSignInTests {
                         // Ada leaves admins while the server runs; her next sign-in, past check_cache_seconds, is refused.
                         #expect(try await Self.siwa(["groups", "remove", "admins", "ada@example.com"], database: database).contains("admins: 1 removed"))
                         try await browser.deleteAllCookies()
-                        try await Task.sleep(for: .milliseconds(1_500))
+                        // Past the next poll of the groups (every check_cache_seconds, 1 s), with room for the suite's load.
+                        try await Task.sleep(for: .milliseconds(3_000))
                         try await browser.open(apache.protectedURL)
                         try await Self.consent(as: ada, at: site, in: browser)
                         try await Self.expectForbidden(browser, apache: apache, for: ada)

@@ -271,7 +271,7 @@ struct AuditTrailTests {
             let out = try await harness.post("/auth/signout", form: "csrf_token=" + FormEncoding.encode(csrf), cookies: [harness.sessionCookie: session])
             #expect(out.status == .seeOther)
             var events: [[String: String]] = []
-            for _ in 0..<100 where events.count < 4 {
+            for _ in 0..<750 where events.count < 4 {
                 try await Task.sleep(for: .milliseconds(20))
                 events = try Self.events(path)
             }

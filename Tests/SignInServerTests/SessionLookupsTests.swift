@@ -72,7 +72,9 @@ struct SessionLookupsTests {
 
     @Test("the line is bounded in length (the look-up after it is refused at once) and in time (a wait past maxWait is refused)")
     func lineIsBounded() async throws {
-        let lookups = SessionLookups(pool: 2, maxWait: .milliseconds(200))
+        // A wait of 3 s: every one of the 64 in line must have joined it before the first one's wait is over, for the
+        // full line to be seen (200 ms left that to the scheduler under the full suite's load).
+        let lookups = SessionLookups(pool: 2, maxWait: .seconds(3))
         let gate = Gate()
         // The places taken, then the line filled from two addresses (each holds at most `lineShare` of it).
         var tasks = Self.holdAllPlaces(lookups, until: gate)
@@ -86,7 +88,7 @@ struct SessionLookupsTests {
         await #expect(throws: SessionLookupsBusy.self) {
             try await lookups.run(for: "c") {}
         }
-        // Nobody leaves the database: every one in line is refused once its wait (200 ms) is over, not when a place
+        // Nobody leaves the database: every one in line is refused once its wait (3 s) is over, not when a place
         // frees (the gate stays shut). `until` gives it 30 s, which is the bound: under the full suite's load the
         // refusals once took 4.4 s to all be seen, so no tighter bound is asserted here.
         try await Self.until { lookups.load.waiting == 0 }

@@ -40,7 +40,7 @@ struct TwoInstanceTests {
                         let csrf = try #require(onB.csrfToken)
                         let out = try await b.post("/auth/signout", form: [("csrf_token", csrf)], cookies: [Site.sessionCookie: session])
                         #expect(out.status == 303)
-                        #expect(try await Support.eventually(timeout: .seconds(2)) { try await a.sessionPage(session).status == 401 })
+                        #expect(try await Support.eventually(timeout: .seconds(10)) { try await a.sessionPage(session).status == 401 })
 
                         // Sessions served by B; Apple's consent-revoked reaches A only.
                         let first = try await b.signIn(Site.lilei)
@@ -49,7 +49,7 @@ struct TwoInstanceTests {
                         #expect(try await b.sessionPage(first).status == 200)
                         let delivery = try await world.notify("consent-revoked", sub: Site.lilei, to: a.baseURL + "/auth/apple/notifications")
                         #expect(delivery.statuses == [200])
-                        #expect(try await Support.eventually(timeout: .seconds(2)) { try await b.sessionPage(first).status == 401 })
+                        #expect(try await Support.eventually(timeout: .seconds(10)) { try await b.sessionPage(first).status == 401 })
                         #expect(try await b.sessionPage(second).status == 401)
                         #expect(try await b.sessionPage(bystander).status == 200)
                         #expect(try await sql.count("refresh_tokens", sub: Site.lilei) == 0)
