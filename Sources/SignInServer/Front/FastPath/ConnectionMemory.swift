@@ -23,6 +23,9 @@ final class ConnectionMemory {
     private var lastCheck: (status: HTTPResponse.Status, person: Admission.Person, assertion: String?, authorization: String?, lines: ByteBuffer)?
     /// The last `Authorization` value seen on this connection and what it presents (a bearer token's hash).
     private var lastAuthorization: (header: String, presented: BytePathAnswers.Presented?)?
+    /// The last HTTP `ext_authz` check answered from memory on this connection: whom it let in, with which assertion,
+    /// the names it had Envoy remove, and its status line and fields before `Date`.
+    private var lastExtAuthz: (person: Admission.Person?, assertion: String?, removed: [String], lines: ByteBuffer)?
     /// The last gRPC `Check` answered from memory on this connection: whom it let in, with which assertion, the names
     /// it had Envoy remove, and its framed `CheckResponse`.
     private var lastGRPCCheck: (person: Admission.Person?, assertion: String?, remove: [String], frame: ByteBuffer)?
@@ -158,15 +161,22 @@ final class ConnectionMemory {
         guard url != nil, let presented = presented(head),
             let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: head.authorization, mode: "http", now: Date())
         else { return nil }
-        var fields: HTTPFields = [.cacheControl: "no-store"]
         let set = admission.person.flatMap { person in assertion.map { identityFields(person, assertion: $0) } } ?? admission.identityFields(assertion: assertion)
-        fields.append(contentsOf: set)
         let removed = admission.removedNames(given: set, claimed: head.lines.lazy.map(\.name))
-        if !removed.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { fields[name] = removed.joined(separator: ",") }
-        fields[.contentLength] = "0"
-        answers.security.secure(&fields)
         var out = allocator.buffer(capacity: 2048)
-        ByteHead.writeStatusAndFields(&out, .ok, fields)
+        // The status line and fields before `Date`, made once per person, assertion and removed names on a connection:
+        // Envoy asks for the same person again and again.
+        if let last = lastExtAuthz, last.person == admission.person, last.assertion == assertion, last.removed == removed {
+            out.writeImmutableBuffer(last.lines)
+        } else {
+            var fields: HTTPFields = [.cacheControl: "no-store"]
+            fields.append(contentsOf: set)
+            if !removed.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { fields[name] = removed.joined(separator: ",") }
+            fields[.contentLength] = "0"
+            answers.security.secure(&fields)
+            ByteHead.writeStatusAndFields(&out, .ok, fields)
+            lastExtAuthz = (admission.person, assertion, removed, out)
+        }
         ByteHead.writeStamp(&out, dates: answers.dates)
         ByteHead.endHead(&out, closing: closing, keptHTTP10: head.isHTTP10 && !closing)
         return out
