@@ -149,20 +149,16 @@ final class ConnectionMemory {
     /// the original origin and `x-envoy-auth-headers-to-remove`, as `ExtAuthzController.http` answers it. Anything
     /// else (an asker that is not a trusted proxy, a preflight, a refusal) is the handlers'.
     func extAuthzAnswer(_ head: RawHTTP.RequestHead, closing: Bool, allocator: ByteBufferAllocator) -> ByteBuffer? {
-        // An `OPTIONS` may be a CORS preflight, judged by fields only the handlers read (as `upstreamPass`).
-        guard peerTrusted, !head.mayHoldToken, head.method != "OPTIONS", let target = EnvoyOriginal.target(checkTarget: head.target) else { return nil }
+        guard peerTrusted, !head.mayHoldToken, let target = EnvoyOriginal.target(checkTarget: head.target) else { return nil }
         // `X-Forwarded-Proto` as the handlers read it (its first item).
         let scheme = head.forwarded.first { $0.name == "x-forwarded-proto" }.flatMap { field -> String? in
             guard let name = HTTPField.Name.xForwardedProto else { return nil }
             return answers.resolver.forwarded(name, HTTPFields([HTTPField(name: name, value: field.value)]), fromTrusted: true)
         }
-        guard let origin = EnvoyOriginal.origin(host: head.host, scheme: scheme, fromTrusted: true) else { return nil }
-        let (asked, url) = EnvoyOriginal.asked(method: head.method, target: target, host: head.host, origin: origin, isPreflight: false)
-        guard url != nil, let presented = presented(head),
-            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: head.authorization, mode: "http", now: Date())
-        else { return nil }
-        let set = admission.person.flatMap { person in assertion.map { identityFields(person, assertion: $0) } } ?? admission.identityFields(assertion: assertion)
-        let removed = admission.removedNames(given: set, claimed: head.lines.lazy.map(\.name))
+        guard let (admission, assertion, set, removed) = envoyPass(
+            method: head.method, target: target, host: head.host, scheme: scheme, authorization: head.authorization, cookie: head.cookie,
+            claimed: head.lines.lazy.map(\.name), mode: "http"
+        ) else { return nil }
         var out = allocator.buffer(capacity: 2048)
         // The status line and fields before `Date`, made once per person, assertion and removed names on a connection:
         // Envoy asks for the same person again and again.
@@ -182,6 +178,25 @@ final class ConnectionMemory {
         return out
     }
 
+    /// What an Envoy check (`mode` `http` or `grpc`) from a trusted proxy that memory lets pass comes to: the admission,
+    /// the assertion for the original origin, the identity fields (made once per person and assertion on a connection)
+    /// and the names Envoy is to remove of those the client sent (`claimed`); nil when the handler answers (a preflight,
+    /// no origin or URL, a credential the handlers refuse, a refusal, a sign-in, a session or assertion not in memory).
+    /// Both modes read the original request here; the caller has already turned away a token in its URL and two
+    /// `Authorization` fields.
+    private func envoyPass(
+        method: String, target: String, host: String?, scheme: String?, authorization: String?, cookie: String?, claimed: some Sequence<String>, mode: String
+    ) -> (admission: Admission, assertion: String?, set: [HTTPField], removed: [String])? {
+        // An `OPTIONS` may be a CORS preflight, judged by fields only the handlers read (as `upstreamPass`).
+        guard method != "OPTIONS", let origin = EnvoyOriginal.origin(host: host, scheme: scheme, fromTrusted: true) else { return nil }
+        let (asked, url) = EnvoyOriginal.asked(method: method, target: target, host: host, origin: origin, isPreflight: false)
+        guard url != nil, let presented = presented(authorization: authorization, cookie: cookie),
+            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: authorization, mode: mode, now: Date())
+        else { return nil }
+        let set = admission.person.flatMap { person in assertion.map { identityFields(person, assertion: $0) } } ?? admission.identityFields(assertion: assertion)
+        return (admission, assertion, set, admission.removedNames(given: set, claimed: claimed))
+    }
+
     /// Envoy's gRPC `Check` (`ExtAuthzController.grpc`) for a request memory lets pass, from a trusted proxy: the
     /// `CheckResponse` the handler would make (framed as the call's answer), read from the call's `body` (its framed `CheckRequest`); nil when the
     /// handler answers (a refusal, a sign-in, a session or assertion not in memory, a preflight, a token in the URL,
@@ -191,23 +206,18 @@ final class ConnectionMemory {
             let message = try? Envoy_Service_Auth_V3_CheckRequest(serializedBytes: bytes)
         else { return nil }
         let http = message.attributes.request.http
-        let method = http.method.isEmpty ? "GET" : http.method.uppercased()
         let target = http.path.isEmpty ? "/" : http.path
-        let host = http.host.isEmpty ? nil : http.host
-        guard method != "OPTIONS", !RawHTTP.queryMayHoldToken(target),
-            let origin = EnvoyOriginal.origin(host: host, scheme: http.scheme.isEmpty ? nil : http.scheme, fromTrusted: true)
-        else { return nil }
-        let (asked, url) = EnvoyOriginal.asked(method: method, target: target, host: host, origin: origin, isPreflight: false)
         let fields = EnvoyCheckMessages.fields(of: http)
         let cookies = fields[values: .cookie]
         let authorizations = fields[values: .authorization]
-        // `Cookie` fields read as one (RFC 9113 §8.2.3), as the handler reads them.
-        let cookie = cookies.count > 1 ? cookies.joined(separator: "; ") : cookies.first
-        guard url != nil, authorizations.count <= 1, let presented = presented(authorization: authorizations.first, cookie: cookie),
-            let (admission, assertion) = answers.extAuthzPass(asked, audience: origin, presented: presented, authorization: authorizations.first, mode: "grpc", now: Date())
+        guard authorizations.count <= 1, !RawHTTP.queryMayHoldToken(target),
+            let (admission, assertion, set, remove) = envoyPass(
+                method: http.method.isEmpty ? "GET" : http.method.uppercased(), target: target, host: http.host.isEmpty ? nil : http.host,
+                scheme: http.scheme.isEmpty ? nil : http.scheme, authorization: authorizations.first,
+                // `Cookie` fields read as one (RFC 9113 §8.2.3), as the handler reads them.
+                cookie: cookies.count > 1 ? cookies.joined(separator: "; ") : cookies.first, claimed: fields.lazy.map(\.name.rawName), mode: "grpc"
+            )
         else { return nil }
-        let set = admission.person.flatMap { person in assertion.map { identityFields(person, assertion: $0) } } ?? admission.identityFields(assertion: assertion)
-        let remove = admission.removedNames(given: set, from: fields)
         // Envoy asks for the same person again and again on a connection: the answer's message is made once.
         if let last = lastGRPCCheck, last.person == admission.person, last.assertion == assertion, last.remove == remove { return last.frame }
         let frame = EnvoyCheckMessages.frame(EnvoyCheckMessages.allowed(set: set, remove: remove))
