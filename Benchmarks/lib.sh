@@ -82,7 +82,9 @@ cpu_ticks() {
         while read -r p; do awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true; done | awk '{s += $1} END {print s + 0}'
 }
 
-# nginx, one instance per directory: start_nginx NAME WORKERS HTTP-BLOCK; sets nginx_pid.
+# nginx, one instance per directory: start_nginx NAME WORKERS HTTP-BLOCK; sets nginx_pid. NGINX_MAIN adds
+# directives to the main context (`master_process off;`); nginx_wrap, an array, runs nginx under a command (valgrind).
+nginx_wrap=()
 start_nginx() {
     local name="$1" workers="$2" http="$3" dir="$work/$1" user=""
     mkdir -p "$dir"
@@ -91,6 +93,7 @@ start_nginx() {
 # Written by $0 for one run ($name); deleted with its directory.
 daemon off;
 worker_processes $workers;
+${NGINX_MAIN:-}
 $user
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;
@@ -105,7 +108,7 @@ http {
 $http
 }
 CONF
-    "$NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" > "$work/nginx-$name.log" 2>&1 &
+    "${nginx_wrap[@]}" "$NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" > "$work/nginx-$name.log" 2>&1 &
     nginx_pid=$!; pids+=("$nginx_pid")
     until [ -s "$dir/nginx.pid" ]; do
         kill -0 "$nginx_pid" 2>/dev/null || { cat "$work/nginx-$name.log" "$dir/error.log" >&2; echo "nginx $name exited" >&2; exit 1; }

@@ -88,36 +88,23 @@ count() {
 }
 
 # callgrind_on NAME COMMAND...: COMMAND under callgrind, its pid in cg_pid.
+callgrind=(valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p")
 callgrind_on() {
     local name="$1"; shift
-    valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p" "$@" > "$work/$name.log" 2>&1 &
+    "${callgrind[@]}" "$@" > "$work/$name.log" 2>&1 &
     cg_pid=$!; pids+=("$cg_pid")
 }
 
 # (a) and (c): one nginx process, two servers.
 nport="$(free_port)"; rport="$(free_port)"
-ndir="$work/nginx"; mkdir -p "$ndir"
-user=""; [ "$(id -u)" -eq 0 ] && user="user root;"
-cat > "$ndir/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-$user
-pid $ndir/nginx.pid;
-error_log $ndir/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $ndir/client_body_temp;
-    proxy_temp_path $ndir/proxy_temp;
+nginx_wrap=("${callgrind[@]}")
+NGINX_MAIN="master_process off;" start_nginx measured 1 "
     upstream app { server 127.0.0.1:$uport; keepalive 64; }
-    server { listen 127.0.0.1:$nport; keepalive_requests 100000; location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection ""; } }
-    server { listen 127.0.0.1:$rport; keepalive_requests 100000; location / { return 202; } }
-}
-CONF
-callgrind_on nginx "$NGINX" -p "$ndir/" -c "$ndir/nginx.conf" -e "$ndir/error.log"
-nginx_cg="$cg_pid"
-until [ "$(status_of "http://127.0.0.1:$rport/")" = 202 ]; do kill -0 "$nginx_cg" || { cat "$work/nginx.log"; exit 1; }; sleep 0.2; done
+    server { listen 127.0.0.1:$nport; keepalive_requests 100000; location / { proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection \"\"; } }
+    server { listen 127.0.0.1:$rport; keepalive_requests 100000; location / { return 202; } }"
+nginx_wrap=()
+nginx_cg="$nginx_pid"
+until [ "$(status_of "http://127.0.0.1:$rport/")" = 202 ]; do kill -0 "$nginx_cg" || { cat "$work/nginx-measured.log"; exit 1; }; sleep 0.2; done
 count a "$nginx_cg" "http://127.0.0.1:$rport/" --h1
 count c "$nginx_cg" "http://127.0.0.1:$nport/page" --h1
 kill "$nginx_cg"; wait "$nginx_cg" 2>/dev/null || true
