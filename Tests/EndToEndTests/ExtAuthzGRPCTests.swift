@@ -99,28 +99,10 @@ struct ExtAuthzGRPCTests {
                 for who in VerdictDifferentialTests.Who.allCases {
                     for how in VerdictDifferentialTests.How.allCases {
                         for path in VerdictDifferentialTests.paths {
-                            var fields: [(String, String)] = []
-                            var target = path
-                            switch who {
-                            case .nobody: break
-                            case .ada: fields.append(("cookie", "theme=dark; siwa_session=\(ada)"))
-                            case .grace: fields.append(("cookie", "siwa_session=\(grace)"))
-                            case .iosApp: fields.append(("authorization", "Bearer " + token))
-                            case .unknownToken: fields.append(("authorization", "Bearer not-a-token-of-siwa"))
-                            case .malformedToken: fields.append(("authorization", "Bearer a b"))
-                            case .tokenInQuery: target += "?access_token=" + token
-                            case .twoAuthorizations: fields += [("authorization", "Bearer " + token), ("authorization", "Bearer " + token)]
-                            }
-                            var method = "GET"
-                            switch how {
-                            case .navigate: fields += [("accept", "text/html"), ("sec-fetch-mode", "navigate")]
-                            case .script: fields += [("accept", "application/json"), ("sec-fetch-mode", "cors")]
-                            case .post: method = "POST"; fields.append(("content-type", "application/json"))
-                            case .preflight:
-                                method = "OPTIONS"
-                                fields += [("origin", "https://web.example.com"), ("access-control-request-method", "POST")]
-                            }
-                            if Bool.random(using: &generator) { fields.append(("x-auth-request-groups", "admins")) }
+                            let asked = VerdictDifferentialTests.asked(who, how, path: path, ada: ada, grace: grace, token: token)
+                            let (method, target) = (asked.method.rawValue, asked.target)
+                            // Ada's cookie among another, as a browser sends it.
+                            var fields = asked.headers + (asked.cookie.map { [("Cookie", (who == .ada ? "theme=dark; " : "") + "siwa_session=\($0)")] } ?? [])
                             // A client's own identity, in spellings some frameworks read as the same field.
                             if Bool.random(using: &generator) {
                                 fields.append((["X-Siwa-Assertion", "X_Siwa_Assertion", "x_auth_request_user", "X-Auth-Request-Email"].randomElement(using: &generator) ?? "", "forged"))

@@ -102,6 +102,33 @@ struct VerdictDifferentialTests {
         }
     }
 
+    /// One case of the matrix: the method, the target, the fields who asks sends (a session's cookie apart: `cookie`).
+    static func asked(_ who: Who, _ how: How, path: String, ada: String, grace: String, token: String) -> (method: HTTPMethod, target: String, headers: [(String, String)], cookie: String?) {
+        var headers: [(String, String)] = []
+        var cookie: String?
+        var target = path
+        switch who {
+        case .nobody: break
+        case .ada: cookie = ada
+        case .grace: cookie = grace
+        case .iosApp: headers.append(("Authorization", "Bearer " + token))
+        case .unknownToken: headers.append(("Authorization", "Bearer not-a-token-of-siwa"))
+        case .malformedToken: headers.append(("Authorization", "Bearer a b"))
+        case .tokenInQuery: target += "?access_token=" + token
+        case .twoAuthorizations: headers += [("Authorization", "Bearer " + token), ("Authorization", "Bearer " + token)]
+        }
+        var method = HTTPMethod.GET
+        switch how {
+        case .navigate: headers += [("Accept", "text/html"), ("Sec-Fetch-Mode", "navigate")]
+        case .script: headers += [("Accept", "application/json"), ("Sec-Fetch-Mode", "cors")]
+        case .post: method = .POST; headers.append(("Content-Type", "application/json"))
+        case .preflight:
+            method = .OPTIONS
+            headers += [("Origin", "https://web.example.com"), ("Access-Control-Request-Method", "POST")]
+        }
+        return (method, target, headers, cookie)
+    }
+
     static func run(site: LocalSite, doors: [(String, String)], visit: Visit, logs: () -> String) async throws {
         let ada = try await visit.signIn(site, user: site.user("Ada")).session
         let grace = try await visit.signIn(site, user: site.user("Grace")).session
@@ -113,28 +140,8 @@ struct VerdictDifferentialTests {
         for who in Who.allCases {
             for how in How.allCases {
                 for path in paths {
-                    var headers: [(String, String)] = []
-                    var cookies: [String: String] = [:]
-                    var target = path
-                    switch who {
-                    case .nobody: break
-                    case .ada: cookies["siwa_session"] = ada
-                    case .grace: cookies["siwa_session"] = grace
-                    case .iosApp: headers.append(("Authorization", "Bearer " + token))
-                    case .unknownToken: headers.append(("Authorization", "Bearer not-a-token-of-siwa"))
-                    case .malformedToken: headers.append(("Authorization", "Bearer a b"))
-                    case .tokenInQuery: target += "?access_token=" + token
-                    case .twoAuthorizations: headers += [("Authorization", "Bearer " + token), ("Authorization", "Bearer " + token)]
-                    }
-                    var method = HTTPMethod.GET
-                    switch how {
-                    case .navigate: headers += [("Accept", "text/html"), ("Sec-Fetch-Mode", "navigate")]
-                    case .script: headers += [("Accept", "application/json"), ("Sec-Fetch-Mode", "cors")]
-                    case .post: method = .POST; headers.append(("Content-Type", "application/json"))
-                    case .preflight:
-                        method = .OPTIONS
-                        headers += [("Origin", "https://web.example.com"), ("Access-Control-Request-Method", "POST")]
-                    }
+                    let (method, target, headers, cookie) = Self.asked(who, how, path: path, ada: ada, grace: grace, token: token)
+                    let cookies = cookie.map { ["siwa_session": $0] } ?? [:]
                     var answers: [(String, Seen)] = []
                     for (door, origin) in doors {
                         let answer = try await visit.send(origin + target, method: method, headers: headers, cookies: cookies, body: method == .POST ? "{}" : nil)
