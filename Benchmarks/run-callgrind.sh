@@ -14,7 +14,7 @@
 #
 # Usage: Benchmarks/run-callgrind.sh
 # Environment: REQUESTS (5000) WARMUP (1000) CLIENTS (16) SCRATCH_PATH (.build-release)
-#              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0)
+#              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0) LINES (abcdef: the lines to count, by letter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS="${REQUESTS:-5000}"
@@ -73,9 +73,11 @@ message = ld(1, ld(1, source) + ld(4, ld(2, http)))
 open(path, "wb").write(b"\x00" + len(message).to_bytes(4, "big") + message)
 PY
 
-# count NAME PID URL [h2load args...]: instructions per request of PID for REQUESTS requests to URL, in NAME.ir.
+# count NAME PID URL [h2load args...]: instructions per request of PID for REQUESTS requests to URL, in NAME.ir
+# (nothing when LINES leaves NAME out).
 count() {
     local name="$1" pid="$2" url="$3"; shift 3
+    [[ "${LINES:-abcdef}" == *"$name"* ]] || return 0
     h2load -n "$WARMUP" -c "$CLIENTS" "$@" "$url" > "$work/$name-warmup.txt" 2>&1
     callgrind_control -z "$pid" > /dev/null
     h2load -n "$REQUESTS" -c "$CLIENTS" "$@" "$url" > "$work/$name.txt" 2>&1
@@ -136,6 +138,7 @@ forwarded=(-H "Cookie: $cookie" -H "X-Forwarded-Proto: https" -H "X-Forwarded-Ho
 # fast NAME: how many requests the byte path answered from memory for that line (siwa_front_fast_path_total).
 fast_total() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^siwa_front_fast_path_total/ {n += $2} END {print n + 0}'; }
 siwa_count() {
+    [[ "${LINES:-abcdef}" == *"$1"* ]] || return 0
     local before; before="$(fast_total)"
     count "$@"
     echo "$(( $(fast_total) - before ))" > "$work/$1.fast"
@@ -146,9 +149,9 @@ siwa_count e "$siwa_cg" "http://127.0.0.1:$port/envoy.service.auth.v3.Authorizat
     -H "content-type: application/grpc" -H "te: trailers"
 siwa_count f "$siwa_cg" "http://127.0.0.1:$port/auth/ext-authz/page" --h1 -H "Cookie: $cookie" -H "X-Forwarded-Proto: https" -H ":authority: app.example" -H "Content-Length: 0"
 
-ir() { cut -d' ' -f1 "$work/$1.ir"; }
-okc() { cut -d' ' -f2 "$work/$1.ir"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f×", a / b }'; }
+ir() { cut -d' ' -f1 "$work/$1.ir" 2>/dev/null || echo "–"; }
+okc() { cut -d' ' -f2 "$work/$1.ir" 2>/dev/null || echo "–"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f×", a / b; else printf "–" }'; }
 echo
 echo "Instructions per request (user space, callgrind; $REQUESTS requests after $WARMUP, $CLIENTS connections):"
 echo

@@ -189,7 +189,7 @@ func buildUpstreamGate(client: UpstreamClient, settings: ServerSettings, compone
     settings.front.access.install(skipRoutes: client.settings.skipAuthRoutes)
     let forwarder = UpstreamForwarder(
         settings: client.settings, client: client.client, resolver: settings.addressResolver,
-        ownCookies: CookiePolicy.allNames, webSocketTLS: client.webSocketTLS, admission: client.admission,
+        ownCookies: OwnCookieNames(CookiePolicy.allNames), webSocketTLS: client.webSocketTLS, admission: client.admission,
         failures: DoorFailures(settings: client.settings, metrics: components.metrics), http2: client.http2
     )
     return UpstreamGate(

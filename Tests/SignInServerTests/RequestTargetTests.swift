@@ -79,6 +79,31 @@ struct RequestTargetTests {
         }
     }
 
+    @Test("generated paths: the first-segment filter never turns away a path the full reading finds siwa's")
+    func ownedFilterAgrees() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-public-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("css"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for file in ["css/site.css", "logo.png"] { FileManager.default.createFile(atPath: directory.appendingPathComponent(file).path, contents: Data()) }
+        let owned = SiwaPaths(publicDirectory: directory.path)
+        let pieces = ["/", "/", "//", "auth", "check", "oauth2", "token", ".well-known", "siwa", "openid-configuration", "healthz", "readyz",
+                      "metrics", "button.css", "css", "site.css", "logo.png", "envoy.service.auth.v3.Authorization", "Check", "app", "Auth",
+                      "auth.", "a", "%2e", "..", "", "x/"]
+        var random = SplitMix64(seed: 0x6f77_6e65_6431)
+        var siwas = 0, turnedAway = 0
+        for _ in 0..<30_000 {
+            let count = Int(random.next() % 6) + 1
+            let path = (random.next() % 8 == 0 ? "" : "/") + (0..<count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            let full = owned.containsAfterNormalizing(path)
+            let filtered = owned.mayHold(path.utf8[...])
+            if full { siwas += 1; #expect(filtered, "\(path) is siwa's but the filter turned it away") }
+            if !filtered { turnedAway += 1 }
+            #expect(owned.contains(path) == full, "\(path)")
+        }
+        #expect(siwas > 1_000 && turnedAway > 5_000, "the generator made \(siwas) of siwa's paths and \(turnedAway) the filter turns away")
+        #expect(owned.contains("/css/site.css") && owned.contains("//logo.png/") && !owned.contains("/css/other.css") && !owned.contains("/"))
+    }
+
     @Test("generated targets: an accepted one reads back as itself, holds nothing the door refuses, and async-http-client sends exactly its bytes")
     func generatedTargetsAgree() {
         var accepted = 0

@@ -479,7 +479,7 @@ final class EdgeCertificateService: Service, Sendable {
     private func orderCertificate(
         client: ACMEClient, directory: ACMEClient.Directory, challenge: ACMESettings.Challenge, acme: ACMESettings, replaces: String?
     ) async throws {
-        var order = try await client.newOrder(directory, domains: settings.domains, replaces: replaces)
+        let order = try await client.newOrder(directory, domains: settings.domains, replaces: replaces)
         var cleanups: [@Sendable () -> Void] = []
         defer { for cleanup in cleanups { cleanup() } }
         for url in order.authorizations {

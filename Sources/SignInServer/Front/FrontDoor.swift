@@ -48,10 +48,18 @@ struct SiwaPaths: Sendable {
     private var exact: Set<String> = ["/healthz", "/readyz", "/metrics", "/button.css", "/.well-known/openid-configuration", "/envoy.service.auth.v3.Authorization/Check"]
     private let prefixes = ["/auth/", "/.well-known/siwa/", "/oauth2/"]
 
+    /// The first segment of every path above (`auth`, `healthz`, …): a path whose first segment is none of them is
+    /// not siwa's, which is told without making a string (the front asks for every request it passes).
+    private var firstSegments: [[UInt8]] = []
+
     init(publicDirectory: String) {
         for prefix in prefixes { exact.insert(String(prefix.dropLast())) }
         if let files = FileManager.default.enumerator(atPath: publicDirectory) {
             while let file = files.nextObject() as? String { exact.insert("/" + file) }
+        }
+        for path in exact.union(prefixes) {
+            let first = Array(Self.firstSegment(path.utf8))
+            if !firstSegments.contains(first) { firstSegments.append(first) }
         }
     }
 
@@ -61,7 +69,7 @@ struct SiwaPaths: Sendable {
     /// Every way to the upstream asks this, and decides and forwards the target it returns.
     func route(_ target: String, host: String?) -> FrontRoute {
         let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) ?? target.endIndex
-        if target.hasPrefix("/"), contains(String(target[..<query])) { return .siwa }
+        if target.utf8.first == UInt8(ascii: "/"), mayHold(target.utf8[..<query]), contains(String(target[..<query])) { return .siwa }
         do {
             let normalized = try RequestTarget(target, host: host)
             return contains(normalized.path) ? .siwa : .upstream(normalized)
@@ -73,6 +81,26 @@ struct SiwaPaths: Sendable {
     /// Whether siwa answers `path` itself. Empty segments count as the router counts them (`//auth/check/` is
     /// `/auth/check`).
     func contains(_ path: String) -> Bool {
+        mayHold(path.utf8[...]) && containsAfterNormalizing(path)
+    }
+
+    /// Whether `path` may be one of siwa's: its first segment (after any empty ones) is the first of one of siwa's
+    /// paths. A path siwa's always passes (`SiwaPathsTests`), since normalizing keeps the first segment.
+    func mayHold(_ path: Substring.UTF8View) -> Bool {
+        let first = Self.firstSegment(path)
+        return firstSegments.contains { $0.elementsEqual(first) }
+    }
+
+    /// The bytes of the first non-empty segment of `path`; empty for `/`, `//` or ``.
+    private static func firstSegment<Bytes: Collection<UInt8>>(_ path: Bytes) -> Bytes.SubSequence {
+        let slash = UInt8(ascii: "/")
+        let start = path.firstIndex { $0 != slash } ?? path.endIndex
+        let end = path[start...].firstIndex(of: slash) ?? path.endIndex
+        return path[start..<end]
+    }
+
+    /// The full reading of `contains`, after `mayHold` let the path by.
+    func containsAfterNormalizing(_ path: String) -> Bool {
         let bytes = path.utf8
         let doubleSlash = zip(bytes, bytes.dropFirst()).contains { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: "/") }
         let normalized = doubleSlash || (bytes.count > 1 && bytes.last == UInt8(ascii: "/"))

@@ -18,7 +18,7 @@ struct UpstreamForwarder: Sendable {
     let client: HTTPClient
     let resolver: ClientAddressResolver
     /// The names of siwa's cookies (session, binding, CSRF), never sent to the upstream.
-    let ownCookies: Set<String>
+    let ownCookies: OwnCookieNames
     /// The TLS of WebSockets to an `https` upstream (`UpstreamClient.webSocketTLS`).
     let webSocketTLS: NIOSSLContext?
     /// `upstream_max_connections` (`UpstreamClient.admission`).
@@ -171,11 +171,13 @@ struct UpstreamForwarder: Sendable {
 
         /// What the upstream is told of a request with `fields` (the byte path passes only its `X-Forwarded-*`
         /// ones, none from a peer that is not a trusted proxy), sent to `authority` by `peer`: the one place the
-        /// `X-Forwarded-*` inputs are read, for every carrier.
-        init(_ fields: HTTPFields, authority: String?, peer: String?, resolver: ClientAddressResolver) {
-            self.for = resolver.forwardedFor(fields, peer: peer)
-            proto = resolver.scheme(fields, peer: peer)
-            host = resolver.host(fields, authority: authority, peer: peer)
+        /// `X-Forwarded-*` inputs are read, for every carrier. `peerTrusted`: whether `peer` is a trusted proxy, when
+        /// the carrier already knows (the byte path asks once per connection).
+        init(_ fields: HTTPFields, authority: String?, peer: String?, peerTrusted: Bool? = nil, resolver: ClientAddressResolver) {
+            let trusted = peerTrusted ?? resolver.trusted(peer)
+            self.for = resolver.forwardedFor(fields, peer: peer, fromTrusted: trusted)
+            proto = resolver.scheme(fields, fromTrusted: trusted)
+            host = resolver.host(fields, authority: authority, fromTrusted: trusted)
         }
     }
 
@@ -207,7 +209,7 @@ struct UpstreamForwarder: Sendable {
     /// `Content-Length` (it goes with the body), `Expect` (answered, or not, by siwa) or `HTTP2-Settings` (siwa
     /// passes no upgrade but WebSocket's). The byte-level path (`RawFrontPath`) asks the same.
     func staysWithSiwa(_ name: String, named: Set<String>) -> Bool {
-        AnswerFilter.hopByHop.contains(name) || named.contains(name) || Self.forgeable(name, also: settings.strippedHeaders)
+        AnswerFilter.hopByHop.contains(name) || (!named.isEmpty && named.contains(name)) || Self.forgeable(name, also: settings.strippedHeaders)
             || name == "host" || name == "content-length" || name == "expect" || name == "http2-settings"
     }
 
@@ -221,6 +223,10 @@ struct UpstreamForwarder: Sendable {
 
     /// `keptCookies` with the names to take out given.
     static func keptCookies(_ value: String, own: Set<String>) -> String? {
+        keptCookies(value, own: OwnCookieNames(own))
+    }
+
+    static func keptCookies(_ value: String, own: OwnCookieNames) -> String? {
         var value = value
         let cut: [UInt8]?? = value.withUTF8 { bytes in
             guard Self.cookiePairs(bytes, own: own, each: { _, _ in }) else { return .none }
@@ -240,7 +246,7 @@ struct UpstreamForwarder: Sendable {
     /// Walks the `;`-separated pairs of a `Cookie` value, each trimmed of blanks, telling `each` whether it is dropped
     /// (no name, or one of `own`); returns whether any was.
     private static func cookiePairs(
-        _ bytes: UnsafeBufferPointer<UInt8>, own: Set<String>, each: (UnsafeBufferPointer<UInt8>, Bool) -> Void
+        _ bytes: UnsafeBufferPointer<UInt8>, own: OwnCookieNames, each: (UnsafeBufferPointer<UInt8>, Bool) -> Void
     ) -> Bool {
         let isBlank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
         var anyDropped = false
@@ -256,9 +262,7 @@ struct UpstreamForwarder: Sendable {
             while nameEnd < high, bytes[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
             while nameEnd > low, isBlank(bytes[nameEnd - 1]) { nameEnd -= 1 }
             let name = UnsafeBufferPointer(rebasing: bytes[low..<nameEnd])
-            let dropped = name.isEmpty || own.contains { candidate in
-                candidate.utf8.count == name.count && (candidate.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(name) } ?? candidate.utf8.elementsEqual(name))
-            }
+            let dropped = name.isEmpty || own.bytes.contains { $0.count == name.count && $0.elementsEqual(name) }
             anyDropped = anyDropped || dropped
             each(UnsafeBufferPointer(rebasing: bytes[low..<high]), dropped)
             guard end < bytes.count else { return anyDropped }
@@ -319,7 +323,16 @@ struct UpstreamForwarder: Sendable {
     ]
 
     /// Every exact name a client may not send upstream (`forgeable` reads it once per field).
-    private static let neverPassed = identityAndOverrides.union(clientAddressClaims)
+    private static let neverPassed = HeaderNames(identityAndOverrides.union(clientAddressClaims))
+}
+
+/// The names of siwa's cookies as bytes, compared by byte with each pair of a client's `Cookie` value.
+struct OwnCookieNames: Sendable {
+    let bytes: [[UInt8]]
+
+    init(_ names: some Sequence<String>) {
+        bytes = names.map { Array($0.utf8) }
+    }
 }
 
 /// The request body on its way to the upstream: one read at a time through `end`, which says when the upload is over

@@ -33,7 +33,11 @@ struct ClientAddressResolver: Sendable {
     }
 
     func host(_ fields: HTTPFields, authority: String?, peer: String?) -> String? {
-        forwarded(.xForwardedHost, fields, peer: peer) ?? authority
+        host(fields, authority: authority, fromTrusted: trusted(peer))
+    }
+
+    func host(_ fields: HTTPFields, authority: String?, fromTrusted: Bool) -> String? {
+        forwarded(.xForwardedHost, fields, fromTrusted: fromTrusted) ?? authority
     }
 
     /// The scheme the browser used.
@@ -42,7 +46,11 @@ struct ClientAddressResolver: Sendable {
     }
 
     func scheme(_ fields: HTTPFields, peer: String?) -> String {
-        forwarded(.xForwardedProto, fields, peer: peer)?.lowercased() ?? ownScheme
+        scheme(fields, fromTrusted: trusted(peer))
+    }
+
+    func scheme(_ fields: HTTPFields, fromTrusted: Bool) -> String {
+        forwarded(.xForwardedProto, fields, fromTrusted: fromTrusted)?.lowercased() ?? ownScheme
     }
 
     /// The client's address: the right-most `X-Forwarded-For` entry that is not a trusted proxy, from a trusted proxy;
@@ -66,8 +74,14 @@ struct ClientAddressResolver: Sendable {
     }
 
     func forwardedFor(_ fields: HTTPFields, peer: String?) -> String {
+        forwardedFor(fields, peer: peer, fromTrusted: trusted(peer))
+    }
+
+    /// The same, for a peer already known to be a trusted proxy or not (the byte path decides that once per
+    /// connection).
+    func forwardedFor(_ fields: HTTPFields, peer: String?, fromTrusted: Bool) -> String {
         let address = peerName(peer)
-        guard trusted(peer), let name = HTTPField.Name.xForwardedFor else { return address }
+        guard fromTrusted, let name = HTTPField.Name.xForwardedFor else { return address }
         var chain = ""
         for field in fields where field.name == name {
             for hop in field.value.split(separator: ",") {

@@ -33,7 +33,30 @@ enum ByteHead {
         Self.writeField(&out, "Server", BytePathAnswers.serverName)
     }
 
+    /// `name: value` and its line end, made room for once and copied in (four `writeString`s cost four checks of the
+    /// buffer's room: 3 % of a proxied request's instructions).
     static func writeField(_ out: inout ByteBuffer, _ name: String, _ value: String) {
+        let nameCount = name.utf8.count, valueCount = value.utf8.count
+        let written = out.writeWithUnsafeMutableBytes(minimumWritableBytes: nameCount + valueCount + 4) { room -> Int in
+            let copiedName = name.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+                guard let base = bytes.baseAddress else { return bytes.isEmpty }
+                room.baseAddress?.copyMemory(from: base, byteCount: nameCount)
+                return true
+            }
+            let copiedValue = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+                guard let base = bytes.baseAddress else { return bytes.isEmpty }
+                (room.baseAddress.map { $0 + nameCount + 2 })?.copyMemory(from: base, byteCount: valueCount)
+                return true
+            }
+            // A string without contiguous bytes is written piece by piece below.
+            guard copiedName == true, copiedValue == true else { return 0 }
+            room[nameCount] = UInt8(ascii: ":")
+            room[nameCount + 1] = UInt8(ascii: " ")
+            room[nameCount + 2 + valueCount] = UInt8(ascii: "\r")
+            room[nameCount + 3 + valueCount] = UInt8(ascii: "\n")
+            return nameCount + valueCount + 4
+        }
+        guard written == 0 else { return }
         out.writeString(name)
         out.writeStaticString(": ")
         out.writeString(value)

@@ -287,7 +287,8 @@ final class ConnectionMemory {
         out.writeStaticString(" HTTP/1.1\r\n")
         // Where the request came from, as the handlers' carriers say it (from a trusted proxy's headers, else the peer).
         let forwarded = UpstreamForwarder.ForwardedFields(
-            peerTrusted && !head.forwarded.isEmpty ? forwardedFields(head) : HTTPFields(), authority: head.host, peer: peer, resolver: answers.resolver
+            peerTrusted && !head.forwarded.isEmpty ? forwardedFields(head) : HTTPFields(), authority: head.host, peer: peer, peerTrusted: peerTrusted,
+            resolver: answers.resolver
         )
         var identity: [HTTPField] = []
         var dropsAuthorization = false

@@ -187,7 +187,7 @@ extension RawFrontPath {
             // The client is slower than the upstream: stop reading the upstream until it catches up (and its silence
             // meanwhile is siwa's doing, not the upstream's).
             exchange.deadline = nil
-            try? connection.channel.syncOptions?.setOption(.autoRead, value: false)
+            connection.readUpstream(false)
         } else {
             exchange.deadline = idleDeadline()
             armTimer(context)

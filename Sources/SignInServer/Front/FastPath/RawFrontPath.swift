@@ -210,7 +210,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 exchange.deadline = idleDeadline()
                 armTimer(context)
             }
-            try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
+            connection.readUpstream(true)
         }
         context.fireChannelWritabilityChanged()
     }

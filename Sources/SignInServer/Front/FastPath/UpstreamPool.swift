@@ -108,7 +108,7 @@ final class UpstreamPool<Part: Sendable>: Sendable {
             return
         }
         // An exchange may have paused it for a slow client.
-        try? connection.channel.syncOptions?.setOption(.autoRead, value: true)
+        connection.readUpstream(true)
         let key = ObjectIdentifier(connection.channel.eventLoop)
         let limit = idleLimit
         let kept = idle.withLock { idle in
@@ -158,6 +158,15 @@ struct UpstreamChannelIdentity: Sendable {
 struct UpstreamConnection<Part>: Sendable {
     let channel: any Channel
     let handler: NIOLoopBound<UpstreamConnectionHandler<Part>>
+
+    /// Stops reading the upstream (its client is slower than it) or reads it again; the channel's option is set only
+    /// when that changes (setting it on every exchange was 2 % of a proxied request's instructions). On its event loop.
+    func readUpstream(_ reading: Bool) {
+        let handler = handler.value
+        guard handler.readingPaused == reading else { return }
+        handler.readingPaused = !reading
+        try? channel.syncOptions?.setOption(.autoRead, value: reading)
+    }
 }
 
 /// An exchange's hold on an upstream connection, and its one retry.
@@ -199,6 +208,8 @@ final class UpstreamConnectionHandler<Part>: ChannelInboundHandler {
     weak var delegate: (any UpstreamExchangeDelegate<Part>)?
     /// The pool to leave when the connection closes while idle.
     var onIdleClose: (() -> Void)?
+    /// Whether an exchange stopped reading the upstream (`UpstreamConnection.readUpstream`).
+    fileprivate var readingPaused = false
     fileprivate var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) {

@@ -81,7 +81,7 @@ struct AnswerFilter {
     }
 
     /// RFC 9110 7.6.1: the fields of one connection, never forwarded (either way).
-    static let hopByHop: Set<String> = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
+    static let hopByHop: HeaderNames = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]
 
     /// The lowercased field names that `Connection` values list (`close` and `keep-alive`, the options nearly every
     /// `Connection` carries, name no field and are skipped without building a set).
