@@ -6,6 +6,7 @@ import Logging
 @testable import SignInServer
 import JOSE
 import Testing
+import TestSupport
 
 /// Who may enter which app, as what (issue 27): groups, `access_rules`, the checks' query narrowing, and the groups
 /// handed on in headers and the assertion.
@@ -20,6 +21,21 @@ struct AccessRulesTests {
         } catch {
             return error.description
         }
+    }
+
+    @Test("generated hosts: the in-place reading of a plain host gives what the character-by-character reading gives")
+    func hostNormalizedEitherWay() {
+        let pieces = ["app", "example", ".", ".", ":", "443", ":8080", "[", "]", "::1", "A", "Site", "K", "\u{212A}", "é", "\u{0600}", "-", "x", "", "1", "0"]
+        var random = SplitMix64(seed: 0x686f_7374_6e6d)
+        var plain = 0
+        for _ in 0..<30_000 {
+            let count = Int(random.next() % 6)
+            let host = (0...count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            #expect(HostPattern.normalized(host) == HostPattern.normalizedSpelledOut(host), "\(host)")
+            if host.utf8.allSatisfy({ $0 < 0x80 && !($0 >= 0x41 && $0 <= 0x5A) }), host.utf8.first != UInt8(ascii: "[") { plain += 1 }
+        }
+        #expect(plain > 5_000, "the generator rarely made a plain host: \(plain)")
+        #expect(HostPattern.normalized("app.example.:443") == "app.example." && HostPattern.normalized("app.example.") == "app.example")
     }
 
     @Test("a bad rule is refused naming its index and field")

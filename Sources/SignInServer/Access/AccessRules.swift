@@ -59,7 +59,26 @@ public enum HostPattern: Sendable, Equatable, CustomStringConvertible {
 
     /// `Host` or `X-Forwarded-Host` as rules compare it: lower-cased, without the port (`[::1]:8080` → `[::1]`).
     public static func normalized(_ authority: String) -> String {
-        // Read by byte (every request through the front asks): lowered only when it has something to lower.
+        // Every request through the front asks: a name in lower-case ASCII (nearly all) is read in place, in one pass;
+        // anything else as `normalizedSpelledOut` reads it (`AccessRulesTests.hostNormalizedEitherWay`).
+        let plain = authority.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+            guard bytes.first != UInt8(ascii: "[") else { return nil }
+            var colon: Int?
+            for index in bytes.indices {
+                let byte = bytes[index]
+                if (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || byte >= 0x80 { return nil }
+                if byte == UInt8(ascii: ":"), colon == nil { colon = index }
+            }
+            if let colon { return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<colon]), as: UTF8.self) }
+            return bytes.last == UInt8(ascii: ".") ? String(decoding: UnsafeBufferPointer(rebasing: bytes.dropLast()), as: UTF8.self) : authority
+        }
+        if let plain, let name = plain { return name }
+        return normalizedSpelledOut(authority)
+    }
+
+    /// `normalized`, read character by character: lowered, an IPv6 literal kept to its `]`, the port cut, one
+    /// trailing dot taken off.
+    static func normalizedSpelledOut(_ authority: String) -> String {
         let lowered = authority.utf8.contains { ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z")) || $0 >= 0x80 } ? authority.lowercased() : authority
         let bytes = lowered.utf8
         if bytes.first == UInt8(ascii: "[") {

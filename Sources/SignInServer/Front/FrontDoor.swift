@@ -87,8 +87,12 @@ struct SiwaPaths: Sendable {
     /// Whether `path` may be one of siwa's: its first segment (after any empty ones) is the first of one of siwa's
     /// paths. A path siwa's always passes (`SiwaPathsTests`), since normalizing keeps the first segment.
     func mayHold(_ path: Substring.UTF8View) -> Bool {
-        let first = Self.firstSegment(path)
-        return firstSegments.contains { $0.elementsEqual(first) }
+        // Over the path's bytes in place (`elementsEqual` over the view walked it byte by byte through its indices);
+        // a path without contiguous bytes goes to the full reading.
+        path.withContiguousStorageIfAvailable { bytes in
+            let first = Self.firstSegment(bytes)
+            return firstSegments.contains { $0.count == first.count && $0.withUnsafeBufferPointer { $0.elementsEqual(first) } }
+        } ?? true
     }
 
     /// The bytes of the first non-empty segment of `path`; empty for `/`, `//` or ``.

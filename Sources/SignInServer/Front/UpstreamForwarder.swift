@@ -287,7 +287,8 @@ struct UpstreamForwarder: Sendable {
     /// `also` (`strip_request_headers`, lowercased). `X_Auth_Request_User` counts as `X-Auth-Request-User`: CGI, WSGI
     /// and PHP read both spellings as one variable. The one list of what a client may not say to the upstream.
     static func forgeable(_ name: String, also: Set<String> = []) -> Bool {
-        let dashed = name.utf8.contains(UInt8(ascii: "_")) ? name.replacingOccurrences(of: "_", with: "-") : name
+        let underscore = name.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "_")) } ?? name.utf8.contains(UInt8(ascii: "_"))
+        let dashed = underscore ? name.replacingOccurrences(of: "_", with: "-") : name
         if !also.isEmpty, also.contains(dashed) { return true }
         if let first = dashed.utf8.first, first == UInt8(ascii: "x") || first == UInt8(ascii: "f"),
             dashed.hasPrefix("x-auth-request-") || dashed.hasPrefix("x-siwa-") || dashed.hasPrefix("x-forwarded-") || dashed == "forwarded"

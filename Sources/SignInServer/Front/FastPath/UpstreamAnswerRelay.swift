@@ -19,20 +19,29 @@ enum UpstreamAnswerRelay {
     struct Malformed: Error {}
 
     /// The upstream's response head as the client gets it, and the body's framing from here.
+    private static let statusLineStart = Array("HTTP/1.1 ".utf8)
+
     static func head(_ head: RawHTTP.ResponseHead, from answer: ByteBuffer, closeClient: Bool, dates: HTTPDateCache, allocator: ByteBufferAllocator) -> (ByteBuffer, Body) {
         var out = allocator.buffer(capacity: head.length + 64)
-        out.writeString("HTTP/1.1 ")
-        out.writeString(String(head.status))
-        out.writeString(" ")
+        // `HTTP/1.1 NNN ` in one write (the parser took three digits, 100 to 999).
+        let status = head.status
+        out.writeWithUnsafeMutableBytes(minimumWritableBytes: 13) { room in
+            room.copyBytes(from: statusLineStart)
+            room[9] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status / 100 % 10)
+            room[10] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status / 10 % 10)
+            room[11] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status % 10)
+            room[12] = UInt8(ascii: " ")
+            return 13
+        }
         let start = answer.readerIndex
         if let reason = answer.viewBytes(at: start + head.reason.lowerBound, length: head.reason.count) { out.writeBytes(reason) }
-        out.writeString("\r\n")
+        out.writeStaticString("\r\n")
         var filter = AnswerFilter(connection: head.connection)
         for line in head.lines {
             let kept = filter.keeps(line.name) { answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "" }
-            guard kept, let bytes = answer.viewBytes(at: start + line.line.lowerBound, length: line.line.count) else { continue }
+            // The line as it came with its CRLF (the parser took each line only with one after it).
+            guard kept, let bytes = answer.viewBytes(at: start + line.line.lowerBound, length: line.line.count + 2) else { continue }
             out.writeBytes(bytes)
-            out.writeString("\r\n")
         }
         ByteHead.fields(into: &out) { filter.finish(to: &$0) }
         ByteHead.writeStamp(&out, dates: dates)

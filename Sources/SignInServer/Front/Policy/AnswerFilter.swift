@@ -88,6 +88,8 @@ struct AnswerFilter {
     static func connectionNamed(_ values: [String]) -> Set<String> {
         var names = Set<String>()
         for value in values {
+            // The value nearly every answer and request carries, told at once.
+            if RawHTTP.equalsIgnoringCase(value[...], "keep-alive") || RawHTTP.equalsIgnoringCase(value[...], "close") { continue }
             RawHTTP.forEachCommaMember(value) { name in
                 if RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { return }
                 names.insert(name.lowercased())
