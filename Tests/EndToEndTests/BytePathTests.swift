@@ -373,6 +373,37 @@ struct BytePathTests {
         }
     }
 
+    @Test("a method spelt in any case but upper, at every door memory answers (Envoy's HTTP check, /auth/check, --upstream), with a session in memory: never answered from memory; the handlers' parser refuses it with 400, as it refuses it without a session")
+    func methodSpellings() async throws {
+        try await UpstreamProxyTests.withEchoSite(Self.memoryKept.merging(["trusted_proxies": "127.0.0.1"]) { $1 }) { site, visit in
+            let session = try await visit.signIn(site, user: site.user("Ada")).session
+            var random = SplitMix64(seed: 0x6d65_7468_6f64)
+            let methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+            let doors = [
+                ("ext_authz", "/auth/ext-authz/app/page", "X-Forwarded-Proto: https\r\nContent-Length: 0\r\n"),
+                ("check", "/auth/check", "X-Forwarded-Proto: https\r\nX-Forwarded-Host: wiki.example.com\r\nX-Original-URI: /app/page\r\n"),
+                ("upstream_bytes", "/app/page", ""),
+            ]
+            var asked = 0
+            for (counter, path, extra) in doors {
+                let before = try await Self.counted(counter, site, visit)
+                for _ in 0..<12 {
+                    // One of the seven, each letter's case drawn; an all-upper-case draw is lowered once.
+                    var spelt = String(methods[Int(random.next() % 7)].map { random.next() % 2 == 0 ? Character($0.lowercased()) : $0 })
+                    if spelt == spelt.uppercased() { spelt = spelt.lowercased() }
+                    for cookie in [session, "unknown"] {
+                        let answer = try await RawSocket.exchange(
+                            port: site.port, "\(spelt) \(path) HTTP/1.1\r\nHost: wiki.example.com\r\nAccept: text/html\r\n\(extra)Cookie: siwa_session=\(cookie)\r\n\r\n")
+                        #expect(answer.hasPrefix("HTTP/1.1 400"), "\(spelt) \(path): \(answer.prefix(200))")
+                        asked += 1
+                    }
+                }
+                #expect(try await Self.counted(counter, site, visit) == before, "memory answered a method spelt other than upper-case at \(path)")
+            }
+            #expect(asked == 72)
+        }
+    }
+
     @Test("a method NIO does not know, first on a connection or after byte-path requests: 400 and the connection ends, never silence")
     func unknownMethod() async throws {
         try await ScriptedUpstream.run { upstream in
