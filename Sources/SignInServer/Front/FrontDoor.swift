@@ -85,7 +85,8 @@ struct SiwaPaths: Sendable {
     }
 
     /// Whether `path` may be one of siwa's: its first segment (after any empty ones) is the first of one of siwa's
-    /// paths. A path siwa's always passes (`SiwaPathsTests`), since normalizing keeps the first segment.
+    /// paths. A path of siwa's always passes (`RequestTargetTests.ownedFilterAgrees`), since normalizing keeps the first
+    /// segment.
     func mayHold(_ path: Substring.UTF8View) -> Bool {
         // Over the path's bytes in place (`elementsEqual` over the view walked it byte by byte through its indices);
         // a path without contiguous bytes goes to the full reading.
@@ -95,7 +96,7 @@ struct SiwaPaths: Sendable {
         } ?? true
     }
 
-    /// The bytes of the first non-empty segment of `path`; empty for `/`, `//` or ``.
+    /// The bytes of the first non-empty segment of `path`; none for `/`, `//` or an empty path.
     private static func firstSegment<Bytes: Collection<UInt8>>(_ path: Bytes) -> Bytes.SubSequence {
         let slash = UInt8(ascii: "/")
         let start = path.firstIndex { $0 != slash } ?? path.endIndex

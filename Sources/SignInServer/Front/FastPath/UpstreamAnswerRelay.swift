@@ -18,9 +18,9 @@ enum UpstreamAnswerRelay {
     /// A chunked body that is not.
     struct Malformed: Error {}
 
-    /// The upstream's response head as the client gets it, and the body's framing from here.
     private static let statusLineStart = Array("HTTP/1.1 ".utf8)
 
+    /// The upstream's response head as the client gets it, and the body's framing from here.
     static func head(_ head: RawHTTP.ResponseHead, from answer: ByteBuffer, closeClient: Bool, dates: HTTPDateCache, allocator: ByteBufferAllocator) -> (ByteBuffer, Body) {
         var out = allocator.buffer(capacity: head.length + 64)
         // `HTTP/1.1 NNN ` in one write (the parser took three digits, 100 to 999).
