@@ -69,7 +69,7 @@ struct SiwaPaths: Sendable {
     /// Every way to the upstream asks this, and decides and forwards the target it returns.
     func route(_ target: String, host: String?) -> FrontRoute {
         let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) ?? target.endIndex
-        if target.utf8.first == UInt8(ascii: "/"), mayHold(target.utf8[..<query]), contains(String(target[..<query])) { return .siwa }
+        if target.utf8.first == UInt8(ascii: "/"), mayHold(target.utf8[..<query]), containsAfterNormalizing(String(target[..<query])) { return .siwa }
         do {
             let normalized = try RequestTarget(target, host: host)
             return contains(normalized.path) ? .siwa : .upstream(normalized)

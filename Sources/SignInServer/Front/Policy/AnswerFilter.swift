@@ -86,12 +86,13 @@ struct AnswerFilter {
     /// The lowercased field names that `Connection` values list (`close` and `keep-alive`, the options nearly every
     /// `Connection` carries, name no field and are skipped without building a set).
     static func connectionNamed(_ values: [String]) -> Set<String> {
+        let namesNoField = { (option: Substring) in RawHTTP.equalsIgnoringCase(option, "close") || RawHTTP.equalsIgnoringCase(option, "keep-alive") }
         var names = Set<String>()
         for value in values {
-            // The value nearly every answer and request carries, told at once.
-            if RawHTTP.equalsIgnoringCase(value[...], "keep-alive") || RawHTTP.equalsIgnoringCase(value[...], "close") { continue }
+            // The value nearly every answer and request carries is told whole, before its members are walked.
+            if namesNoField(value[...]) { continue }
             RawHTTP.forEachCommaMember(value) { name in
-                if RawHTTP.equalsIgnoringCase(name, "close") || RawHTTP.equalsIgnoringCase(name, "keep-alive") { return }
+                if namesNoField(name) { return }
                 names.insert(name.lowercased())
             }
         }
