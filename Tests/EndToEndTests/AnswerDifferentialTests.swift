@@ -433,7 +433,3 @@ struct GeneratedAnswer {
 
 /// TestSupport's seeded generator: the same answers on every run.
 typealias SplitMix = SplitMix64
-
-extension SplitMix64 {
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-}

@@ -389,7 +389,7 @@ struct BytePathTests {
                 let before = try await Self.counted(counter, site, visit)
                 for _ in 0..<12 {
                     // One of the seven, each letter's case drawn; an all-upper-case draw is lowered once.
-                    var spelt = String(methods[Int(random.next() % 7)].map { random.next() % 2 == 0 ? Character($0.lowercased()) : $0 })
+                    var spelt = String(random.pick(methods).map { random.next() % 2 == 0 ? Character($0.lowercased()) : $0 })
                     if spelt == spelt.uppercased() { spelt = spelt.lowercased() }
                     for cookie in [session, "unknown"] {
                         let answer = try await RawSocket.exchange(

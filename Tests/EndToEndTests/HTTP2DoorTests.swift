@@ -119,7 +119,7 @@ struct HTTP2DoorTests {
             // CR, LF and NUL at generated places of generated fields, siwa's identity and address fields among them.
             let names = ["x-note", "cookie", "x-forwarded-for", "x-forwarded-host", "x-siwa-user", "accept", "authorization", "content-type"]
             for _ in 0..<24 {
-                let name = names[Int(generator.next() % UInt64(names.count))]
+                let name = generator.pick(names)
                 let insert = ["\r", "\n", "\u{0}", "\r\n", "\r\nX-Siwa-User: ada@example.com"][Int(generator.next() % 5)]
                 let at = Int(generator.next() % 6)
                 let value = String("abcdef".prefix(at)) + insert + String("abcdef".dropFirst(at))

@@ -30,7 +30,7 @@ struct AccessRulesTests {
         var plain = 0
         for _ in 0..<30_000 {
             let count = Int(random.next() % 6)
-            let host = (0...count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            let host = random.joined(pieces, count: count + 1)
             #expect(HostPattern.normalized(host) == HostPattern.normalizedSpelledOut(host), "\(host)")
             if host.utf8.allSatisfy({ $0 < 0x80 && !($0 >= 0x41 && $0 <= 0x5A) }), host.utf8.first != UInt8(ascii: "[") { plain += 1 }
         }

@@ -124,30 +124,29 @@ struct HTTP2RequestHeadTests {
     /// a pseudo-header's value changed.
     static func generated(_ random: inout SplitMix64) -> Fields {
         var fields = base
-        func pick<T>(_ list: [T]) -> T { list[Int(random.next() % UInt64(list.count))] }
         for _ in 0...(random.next() % 3) {
-            let at = fields.isEmpty ? 0 : Int(random.next() % UInt64(fields.count))
+            let at = fields.isEmpty ? 0 : random.below(fields.count)
             switch random.next() % 8 {
             case 0 where fields.count > 1:
-                let other = Int(random.next() % UInt64(fields.count))
+                let other = random.below(fields.count)
                 fields.swapAt(at, other)
             case 1 where !fields.isEmpty:
-                fields.insert(fields[at], at: Int(random.next() % UInt64(fields.count + 1)))
+                fields.insert(fields[at], at: random.below(fields.count + 1))
             case 2 where !fields.isEmpty:
                 fields.remove(at: at)
             case 3:
-                fields.insert((pick(pseudoNames), pick(values)), at: Int(random.next() % UInt64(fields.count + 1)))
+                fields.insert((random.pick(pseudoNames), random.pick(values)), at: random.below(fields.count + 1))
             case 4:
                 // A field any reading takes (a blank, a tab, a byte past ASCII inside a value among them).
-                fields.append((pick(["x-note", "accept", "x_note", "x.note~|`^", "!#$%&'*+-.^_`|~", "1"]), pick(["1", "a b", "caf\u{e9}", "tab\there", " lead", ""])))
+                fields.append((random.pick(["x-note", "accept", "x_note", "x.note~|`^", "!#$%&'*+-.^_`|~", "1"]), random.pick(["1", "a b", "caf\u{e9}", "tab\there", " lead", ""])))
             case 5:
-                fields.append((pick(names), pick(values)))
+                fields.append((random.pick(names), random.pick(values)))
             case 6:
                 fields = fields.map { $0.0 == ":method" ? ($0.0, "CONNECT") : $0 }
-                if random.next() % 2 == 0 { fields.insert((":protocol", pick(["websocket", "connect-udp", ""])), at: 1) }
+                if random.next() % 2 == 0 { fields.insert((":protocol", random.pick(["websocket", "connect-udp", ""])), at: 1) }
                 if random.next() % 2 == 0 { fields.removeAll { $0.0 == ":scheme" || $0.0 == ":path" } }
             default:
-                if let index = fields.firstIndex(where: { $0.0.hasPrefix(":") && random.next() % 2 == 0 }) { fields[index].1 = pick(values) }
+                if let index = fields.firstIndex(where: { $0.0.hasPrefix(":") && random.next() % 2 == 0 }) { fields[index].1 = random.pick(values) }
             }
         }
         return fields
@@ -162,8 +161,8 @@ struct HTTP2RequestHeadTests {
             let head = Self.generated(&random)
             let trailers: Fields? =
                 switch random.next() % 4 {
-                case 0: [(Self.names[Int(random.next() % UInt64(Self.names.count))], Self.values[Int(random.next() % UInt64(Self.values.count))])]
-                case 1: [("x-sum", "1"), (Self.pseudoNames[Int(random.next() % UInt64(Self.pseudoNames.count))], "1")]
+                case 0: [(random.pick(Self.names), random.pick(Self.values))]
+                case 1: [("x-sum", "1"), (random.pick(Self.pseudoNames), "1")]
                 default: nil
                 }
             let extendedConnect = random.next() % 2 == 0

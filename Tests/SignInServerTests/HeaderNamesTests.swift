@@ -17,17 +17,17 @@ struct HeaderNamesTests {
             var candidate: String
             if round % 3 == 0 {
                 // A member, or a member with one byte changed, added or taken.
-                var bytes = Array(members[Int(random.next() % UInt64(members.count))].utf8)
+                var bytes = Array(random.pick(members).utf8)
                 switch random.next() % 4 {
                 case 0: break
-                case 1: bytes[Int(random.next() % UInt64(bytes.count))] = alphabet[Int(random.next() % UInt64(alphabet.count))]
-                case 2: bytes.append(alphabet[Int(random.next() % UInt64(alphabet.count))])
+                case 1: bytes[random.below(bytes.count)] = random.pick(alphabet)
+                case 2: bytes.append(random.pick(alphabet))
                 default: bytes.removeLast()
                 }
                 candidate = String(decoding: bytes, as: UTF8.self)
             } else {
                 let count = Int(random.next() % 70)
-                candidate = String(decoding: (0..<count).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }, as: UTF8.self)
+                candidate = String(decoding: (0..<count).map { _ in random.pick(alphabet) }, as: UTF8.self)
             }
             let expected = names.names.contains(candidate)
             #expect(names.contains(candidate) == expected, "\(candidate)")

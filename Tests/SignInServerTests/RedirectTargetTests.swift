@@ -49,8 +49,8 @@ struct RedirectTargetTests {
         let suffixes = ["", ".example.com", ".apps.example.com", ".example.com.", ".apps.example.com:80"]
         for index in 0..<2000 {
             var authority = ""
-            for _ in 0..<(1 + Int(generator.next() % 6)) { authority += pieces[Int(generator.next() % UInt64(pieces.count))] }
-            authority += suffixes[Int(generator.next() % UInt64(suffixes.count))]
+            authority += generator.joined(pieces, count: 1 + Int(generator.next() % 6))
+            authority += generator.pick(suffixes)
             let withDomains = index % 2 == 0
             let domains = withDomains ? ["auth.example.com", "www.example.com"] : []
             let origin = RedirectTarget.origin(authority: authority, domains: domains, certificates: withDomains ? [] : certificates, httpsPort: 8443, publicOrigin: Self.publicOrigin)

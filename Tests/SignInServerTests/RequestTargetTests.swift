@@ -93,7 +93,7 @@ struct RequestTargetTests {
         var siwas = 0, turnedAway = 0
         for _ in 0..<30_000 {
             let count = Int(random.next() % 6) + 1
-            let path = (random.next() % 8 == 0 ? "" : "/") + (0..<count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            let path = (random.next() % 8 == 0 ? "" : "/") + random.joined(pieces, count: count)
             let full = owned.containsAfterNormalizing(path)
             let filtered = owned.mayHold(path.utf8[...])
             if full { siwas += 1; #expect(filtered, "\(path) is siwa's but the filter turned it away") }
@@ -132,7 +132,7 @@ struct RequestTargetTests {
         var plain = 0
         for _ in 0..<20_000 {
             let count = Int(random.next() % 8) + 1
-            let path = "/" + (0..<count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            let path = "/" + random.joined(pieces, count: count)
             let bytes = Array(path.utf8)[...]
             let quick = Result { () throws(RequestTarget.Refusal) in try RequestTarget.normalizedPath(bytes) }
             let full = Result { () throws(RequestTarget.Refusal) in try RequestTarget.normalizedPath(bytes, shortcut: false) }

@@ -12,7 +12,7 @@ public enum GeneratedTargets {
         var generator = SplitMix64(seed: seed)
         return (0..<count).map { _ in
             var target = generator.next() % 8 == 0 ? "" : "/" + prefix
-            for _ in 0..<(1 + Int(generator.next() % 10)) { target += pieces[Int(generator.next() % UInt64(pieces.count))] }
+            target += generator.joined(pieces, count: 1 + Int(generator.next() % 10))
             return target
         }
     }
@@ -28,5 +28,18 @@ public struct SplitMix64: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+
+    /// A number from 0 to `bound` - 1, drawn.
+    public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+
+    /// One of `choices`, drawn.
+    public mutating func pick<Element>(_ choices: [Element]) -> Element {
+        choices[below(choices.count)]
+    }
+
+    /// `count` of `pieces`, each drawn, joined: the generated inputs of the differential tests.
+    public mutating func joined(_ pieces: [String], count: Int) -> String {
+        (0..<count).map { _ in pick(pieces) }.joined()
     }
 }
