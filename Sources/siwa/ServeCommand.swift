@@ -5,6 +5,7 @@ import AsyncHTTPClient
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 import SignInServer
 
@@ -41,6 +42,11 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as ConfigurationError {
             CLIOutput.stderr("siwa: invalid configuration: \(error)")
             throw ExitCode(78)
+        }
+        if let loops = plan.eventLoops {
+            // Before anything uses NIO's group (Hummingbird, the emulator, the HTTP clients, the byte path's upstream
+            // connections all share it): it is made with this many loops the first time it is asked for.
+            NIOSingletons.groupLoopCountSuggestion = loops
         }
         let level = Logger.Level(rawValue: plan.logLevel) ?? .info
         EscapingLogHandler.bootstrap(level: level)

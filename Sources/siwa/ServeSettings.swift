@@ -10,6 +10,8 @@ struct ServePlan {
     var emulator: EmulatorConfiguration?
     var emulatorPort: Int
     var logLevel: String
+    /// `event_loops`: the number of event loops of the process's one group; nil: NIO's default (a loop a core).
+    var eventLoops: Int? = nil
 }
 
 extension ServePlan {
@@ -44,6 +46,11 @@ extension ServePlan {
         let timeout = try values.int("apple_timeout_ms", default: 10_000)
         let database = values.string("db") ?? "./siwa.sqlite"
         logLevel = values.string("log_level") ?? "info"
+        let loops = try values.int("event_loops", default: .min)
+        if loops != .min {
+            guard (1...256).contains(loops) else { throw ConfigurationError(field: "event_loops", "must be between 1 and 256 (threads that serve connections); got \(loops)") }
+            eventLoops = loops
+        }
         let rateLimit = try values.int("rate_limit_per_minute", default: 60)
         let trustedProxies = values.list("trusted_proxies")
         do {

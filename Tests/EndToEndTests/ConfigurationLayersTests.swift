@@ -264,6 +264,44 @@ struct ConfigurationLayersTests {
         #expect(defaults.returnURL.absoluteString == "http://127.0.0.1:8080/auth/apple/callback")
     }
 
+    @Test("event_loops: 0, 257, a word or a fraction stop serve naming the key; a good value runs siwa serve with that many event loops (its threads, counted in /proc), through which a person signs in and is then let by /auth/check; unset, NIO's default of one a core")
+    func eventLoops() async throws {
+        for bad in ["0", "257", "-2", "many", "1.5"] {
+            let values = try await LayeredValues(arguments: ["--event-loops", bad], environment: [:], dotEnvPath: nil)
+            #expect("\(bad)") { _ = try ServePlan(values: values, creatingLocalKey: false) } throws: {
+                ($0 as? ConfigurationError)?.field == "event_loops"
+            }
+        }
+        let unset = try ServePlan(values: try await LayeredValues(arguments: [], environment: [:], dotEnvPath: nil), creatingLocalKey: false)
+        #expect(unset.eventLoops == nil)
+        let fromFile = try Self.directory(["siwa.json": #"{"event_loops": 2}"#])
+        defer { try? FileManager.default.removeItem(at: fromFile) }
+        let filed = try await LayeredValues(arguments: ["--config", fromFile.appendingPathComponent("siwa.json").path], environment: [:], dotEnvPath: nil)
+        #expect(try ServePlan(values: filed, creatingLocalKey: false).eventLoops == 2)
+        for loops in [1, 3] {
+            try await LocalSite.runProcess(settings: ["event_loops": String(loops)]) { site, process in
+                #expect(Self.eventLoopThreads(process.pid) == loops, "siwa serve --event-loops \(loops)")
+                try await Visit.withClient { visit in
+                    #expect(try await visit.send(site.url("/auth/check")).status == 401)
+                    let user = try #require(site.users.first)
+                    let (session, _) = try await visit.signIn(site, user: user)
+                    let check = try await visit.send(site.url("/auth/check"), cookies: ["siwa_session": session])
+                    #expect(check.status == 202 && check.headers["X-Auth-Request-User"].first == user.sub, "\(check.status)")
+                }
+                #expect(Self.eventLoopThreads(process.pid) == loops, "after answering, still \(loops)")
+            }
+        }
+    }
+
+    /// The threads of process `pid` that are NIO's event loops (NIO names the singleton group's `NIO-SGLTN-<group>-#<n>`; its blocking pool's are `SGLTN-TP-#<n>`).
+    static func eventLoopThreads(_ pid: pid_t) -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.filter { task in
+            let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
+            return name.hasPrefix("NIO-SGLTN-")
+        }.count
+    }
+
     @Test("socket: without public_url, in a directory that does not exist, or on a path holding a file, serve stops naming the key and the file is left alone; a good one reaches the settings and trusts its peers")
     func socketKey() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("siwa-socket-\(UUID().uuidString)")

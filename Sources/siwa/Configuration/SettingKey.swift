@@ -72,6 +72,7 @@ struct SettingKey: Sendable, Hashable {
         SettingKey("button_corner_radius", default: "`8`", help: "CSS pixels"),
         SettingKey("apple_timeout_ms", default: "`10000`", help: "timeout of every call to Apple"),
         SettingKey("log_level", default: "`info`", help: "`trace` … `critical`"),
+        SettingKey("event_loops", default: "the number of cores", help: "threads that serve connections, as nginx's `worker_processes` (1–256): on a machine shared with the upstream or the proxy in front, fewer loops than cores trade some throughput for a shorter tail (docs/benchmarks.md, \"The p99 and the number of event loops\")"),
         SettingKey("data_key", secret: true, list: true, default: "local mode: created in `<db>.key` (mode 0600)", help: "AES-256 keys (base64, 32 bytes), comma-separated, newest first; required in Apple mode. New tokens are sealed with the first, all listed keys open. Refresh tokens sealed with a key you remove can no longer be read: their users' refresh checks and revocation on deletion are skipped (deletion itself still completes)"),
         SettingKey("rate_limit_per_minute", default: "`60`", help: "sign-in starts, callbacks and native sign-ins per client and minute (0: off)"),
         SettingKey("trusted_proxies", list: true, default: "none", help: "proxies whose `X-Forwarded-*` headers are believed: IP addresses or CIDR ranges (`127.0.0.1`, `10.0.0.0/8`, `::1`, `fd00::/8`); a peer seen as `::ffff:10.0.0.7` (siwa on `--host ::`) matches as `10.0.0.7`; anything else stops `serve`"),
