@@ -198,6 +198,29 @@ best_round() {
 # row LABEL NAME [ERRORS]: a table row of NAME's figures.
 row() { echo "| $1 | $(wrk_rate "$2") | $(wrk_pct "$2" 50) | $(wrk_pct "$2" 99) | $(cat "$work/$2.cpu") µs | $(wrk_requests "$2") | ${3:-$(wrk_errors "$2")} |"; }
 
+# access_configuration RULES GROUPS MEMBERS: sets `access` to the serve arguments of the benchmarks' access
+# configuration (none when RULES is 0): RULES-1 rules for other hosts (an admin path each, for one group), then a
+# rule for any host that lets in the members of one group; GROUPS groups of MEMBERS emails and a domain each. The
+# benchmark's people (user1@example.com, and the rest of @example.com) are in that group, so every request is
+# decided by the last rule.
+access_configuration() {
+    access=()
+    [ "$1" -gt 0 ] || return 0
+    python3 - "$work/access.json" "$1" "$2" "$3" <<'PY'
+import json, sys
+path, rules, groups, members = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+names = [f"team{g:02d}" for g in range(groups)]
+config = {
+    "groups": {name: [f"member{g}-{m}@example.org" for m in range(members - 1)] + [f"@team{g}.example.net"] for g, name in enumerate(names)},
+    "access_rules": [{"hosts": [f"app{i}.example.com"], "paths": ["^/admin/"], "policy": "allow", "groups": [names[i % groups]]} for i in range(rules - 1)]
+                    + [{"policy": "allow", "groups": [names[-1]]}],
+}
+config["groups"][names[-1]] += ["user1@example.com", "@example.com"]
+json.dump(config, open(path, "w"))
+PY
+    access=(--config "$work/access.json")
+}
+
 # The benchmark's people: seed_sqlite DB N inserts N users with one session each into siwa's SQLite file DB, as siwa
 # stores them: the cookie value is "benchsession" + 31 digits and the store keeps its SHA-256 in hex (SignInFlow.hash).
 seed_sqlite() {

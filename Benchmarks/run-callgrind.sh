@@ -15,6 +15,7 @@
 # Usage: Benchmarks/run-callgrind.sh
 # Environment: REQUESTS (5000) WARMUP (1000) CLIENTS (16) SCRATCH_PATH (.build-release)
 #              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0) LINES (abcdef: the lines to count, by letter)
+#              RULES (0) RULE_GROUPS (20) MEMBERS (1000): siwa with run-front.sh's access configuration (50 there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS="${REQUESTS:-5000}"
@@ -127,8 +128,9 @@ int sigsuspend(const sigset_t *mask) {
 }
 C
 cc -shared -fPIC -O2 -o "$work/sigsuspend_copy.so" "$work/sigsuspend_copy.c"
+access_configuration "${RULES:-0}" "${RULE_GROUPS:-20}" "${MEMBERS:-1000}"
 LD_PRELOAD="$work/sigsuspend_copy.so" SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning callgrind_on siwa "$work/siwa" serve --port "$port" --emulator-port "$emport" \
-    --db "$db" --upstream "http://127.0.0.1:$uport" --trusted-proxies 127.0.0.1
+    --db "$db" --upstream "http://127.0.0.1:$uport" --trusted-proxies 127.0.0.1 "${access[@]}"
 siwa_cg="$cg_pid"
 until [ "$(status_of "http://127.0.0.1:$port/readyz")" = 200 ]; do kill -0 "$siwa_cg" || { cat "$work/siwa.log"; exit 1; }; sleep 0.5; done
 seed_sqlite "$db" 1
@@ -153,7 +155,7 @@ ir() { cut -d' ' -f1 "$work/$1.ir" 2>/dev/null || echo "–"; }
 okc() { cut -d' ' -f2 "$work/$1.ir" 2>/dev/null || echo "–"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f×", a / b; else printf "–" }'; }
 echo
-echo "Instructions per request (user space, callgrind; $REQUESTS requests after $WARMUP, $CLIENTS connections):"
+echo "Instructions per request (user space, callgrind; $REQUESTS requests after $WARMUP, $CLIENTS connections; siwa with ${RULES:-0} access rules):"
 echo
 fastc() { cat "$work/$1.fast" 2>/dev/null || echo "–"; }
 echo "| line | instructions per request | 2xx of $REQUESTS | from memory (warm-up included) |"

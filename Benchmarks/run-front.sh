@@ -62,27 +62,10 @@ trap cleanup EXIT
 
 start_upstream
 
-# The access configuration: RULES-1 rules for other hosts (an admin path each, for one group), then a rule for any
-# host that lets in the members of one group; GROUPS groups of MEMBERS emails and a domain each. The benchmark's
-# people (user1@example.com, and the rest of @example.com) are in that group, so every request is decided by the last
-# rule. A check says which request it is about, as nginx's does (X-Forwarded-Host, X-Original-URI).
+# The access configuration (lib.sh's access_configuration: every request decided by the last rule, a group rule). A
+# check says which request it is about, as nginx's does (X-Forwarded-Host, X-Original-URI).
 RULES="${RULES:-50}"; GROUPS_N="${RULE_GROUPS:-20}"; MEMBERS="${MEMBERS:-1000}"
-access=()
-if [ "$RULES" -gt 0 ]; then
-    python3 - "$work/access.json" "$RULES" "$GROUPS_N" "$MEMBERS" <<'PY'
-import json, sys
-path, rules, groups, members = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-names = [f"team{g:02d}" for g in range(groups)]
-config = {
-    "groups": {name: [f"member{g}-{m}@example.org" for m in range(members - 1)] + [f"@team{g}.example.net"] for g, name in enumerate(names)},
-    "access_rules": [{"hosts": [f"app{i}.example.com"], "paths": ["^/admin/"], "policy": "allow", "groups": [names[i % groups]]} for i in range(rules - 1)]
-                    + [{"policy": "allow", "groups": [names[-1]]}],
-}
-config["groups"][names[-1]] += ["user1@example.com", "@example.com"]
-json.dump(config, open(path, "w"))
-PY
-    access=(--config "$work/access.json")
-fi
+access_configuration "$RULES" "$GROUPS_N" "$MEMBERS"
 
 # siwa serve, local mode (emulator in process), SQLite, no rate limit, warnings only, with the upstream.
 port="$(free_port)"; emport="$(free_port)"

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 @testable import SignInServer
 import JOSE
+import Synchronization
 import Testing
 import TestSupport
 
@@ -183,6 +184,57 @@ struct AccessRulesTests {
         #expect(access.judge(request, subject: "s", email: "ada@example.com").verdict == .deny)
     }
 
+    @Test("reloads of the configuration and refreshes of the store's groups racing from eight tasks (generated orders), read meanwhile by a ninth: the directory in force is always the one the configuration in force and the store's members in force make, never one built from what another replaced meanwhile")
+    func directoryRaces() async throws {
+        // Configuration i declares group c<i> with a thousand members (a build takes long enough for another task to
+        // change what it is built from); store list j puts its members in s<j>: a directory built from a
+        // configuration or a store list since replaced has another group's name.
+        func configuration(_ i: Int) -> AccessConfiguration {
+            AccessConfiguration(groups: ["c\(i)": (0..<1000).map { .email("m\($0)-\(i)@example.com") }])
+        }
+        func members(_ j: Int) -> [(group: String, member: GroupMember)] {
+            (0..<(j % 4)).map { ("s\(j)", .email("store\($0)-\(j)@example.net")) }
+        }
+        func names(_ inForce: (configuration: AccessConfiguration, storeMembers: [(group: String, member: GroupMember)], directory: GroupDirectory)) -> (made: Set<String>, shown: Set<String>) {
+            (Set(inForce.configuration.groups.keys).union(inForce.storeMembers.map(\.group)), Set(inForce.directory.groups.keys))
+        }
+        for seed in UInt64(1)...UInt64(3) {
+            let access = AccessControl(configuration(0))
+            let done = Flag()
+            let mismatches = await withTaskGroup(of: Int.self) { group in
+                group.addTask {
+                    var mismatches = 0
+                    while !done.isSet {
+                        let (made, shown) = names(access.inForce)
+                        if made != shown { mismatches += 1 }
+                        await Task.yield()
+                    }
+                    return mismatches
+                }
+                await withTaskGroup(of: Void.self) { writers in
+                    for task in 0..<8 {
+                        writers.addTask {
+                            var random = SplitMix64(seed: seed &* 100 &+ UInt64(task))
+                            for step in 0..<40 {
+                                if random.below(2) == 0 {
+                                    access.reload(configuration(task * 100 + step))
+                                } else {
+                                    access.setStoreMembers(members(Int(random.below(8))))
+                                }
+                            }
+                        }
+                    }
+                }
+                done.set()
+                return await group.reduce(0, +)
+            }
+            #expect(mismatches == 0, "seed \(seed): a directory not made from what was in force was seen \(mismatches) times")
+            let inForce = access.inForce
+            #expect(inForce.directory == GroupDirectory(configuration: inForce.configuration.groups, store: inForce.storeMembers), "seed \(seed)")
+            #expect(!access.setStoreMembers(inForce.storeMembers), "seed \(seed): the same members again changed something")
+        }
+    }
+
     @Test("skip_auth_routes are public rules ahead of access_rules, named by their index")
     func skipRoutes() throws {
         let access = AccessControl(AccessConfiguration(rules: try Self.rules(#"[{"policy": "deny"}]"#)), skipRoutes: [try SkipAuthRoute("GET=^/public/")])
@@ -304,4 +356,11 @@ struct AuditTrailTests {
             #expect(harness.logs.text.contains("event=denied"))
         }
     }
+}
+
+/// A flag one task sets and others read.
+final class Flag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }

@@ -121,6 +121,9 @@ public final class AccessControl: Sendable {
         var directory: GroupDirectory {
             didSet { personGroups.removeAll() }
         }
+        /// Counts the changes of what the directory is built from (the configuration, the store's members): a
+        /// directory built outside the lock is put in force only if nothing changed meanwhile.
+        var generation = 0
         /// Every rule in order (kept, not joined at each decision: the hot paths ask on every request).
         var rules: [AccessRule]
         /// Which rule a request matched, by request: regexes are not matched again for a path seen lately.
@@ -170,20 +173,42 @@ public final class AccessControl: Sendable {
     public var rules: [AccessRule] { state.withLock { $0.rules } }
     /// Every group with its members and where each membership comes from.
     public var directory: GroupDirectory { state.withLock { $0.directory } }
+    /// The configuration, the store's members and the directory in force, read together.
+    var inForce: (configuration: AccessConfiguration, storeMembers: [(group: String, member: GroupMember)], directory: GroupDirectory) {
+        state.withLock { ($0.configuration, $0.storeMembers, $0.directory) }
+    }
 
     /// Puts `configuration` in force for the next decision; returns the one it replaces.
     @discardableResult
     public func reload(_ configuration: AccessConfiguration) -> AccessConfiguration {
-        let previous = state.withLock { state in
-            defer {
-                state.configuration = configuration
-                state.directory = GroupDirectory(configuration: configuration.groups, store: state.storeMembers)
-                state.matches.removeAll()
-            }
-            return state.configuration
+        let previous = replacingDirectory(store: { $0.storeMembers }, configuration: { _ in configuration.groups }) { state, directory in
+            let previous = state.configuration
+            state.configuration = configuration
+            state.directory = directory
+            state.matches.removeAll()
+            return previous
         }
         for observer in observers.withLock({ $0 }) { observer(previous, configuration) }
         return previous
+    }
+
+    /// Builds the group directory outside the lock (tens of thousands of configured members take milliseconds, and
+    /// every decision on every event loop waits for this lock) from the inputs `store` and `configuration` read in
+    /// force, then calls `install` under the lock with it, unless those inputs changed meanwhile (then again).
+    private func replacingDirectory<Result: Sendable>(
+        store: (State) -> [(group: String, member: GroupMember)], configuration: (State) -> [String: [GroupMember]],
+        install: (inout State, GroupDirectory) -> Result
+    ) -> Result {
+        while true {
+            let (members, groups, generation) = state.withLock { (store($0), configuration($0), $0.generation) }
+            let directory = GroupDirectory(configuration: groups, store: members)
+            let installed: Result? = state.withLock { state in
+                guard state.generation == generation else { return nil }
+                state.generation += 1
+                return install(&state, directory)
+            }
+            if let installed { return installed }
+        }
     }
 
     /// Puts `skip_auth_routes` in force (set once, at start).
@@ -197,8 +222,10 @@ public final class AccessControl: Sendable {
     /// Puts the store's memberships in force (`GroupsRefresher`); whether anything changed.
     @discardableResult
     public func setStoreMembers(_ members: [(group: String, member: GroupMember)]) -> Bool {
-        state.withLock { state in
-            let directory = GroupDirectory(configuration: state.configuration.groups, store: members)
+        // Read again every few seconds, and almost always the same: nothing is built then.
+        let same = state.withLock { $0.storeMembers.elementsEqual(members) { $0.group == $1.group && $0.member == $1.member } }
+        if same { return false }
+        return replacingDirectory(store: { _ in members }, configuration: { $0.configuration.groups }) { state, directory in
             state.storeMembers = members
             guard directory != state.directory else { return false }
             state.directory = directory
