@@ -167,6 +167,8 @@ start_nginx front "$NGINX_WORKERS" "
         listen 127.0.0.1:$rport;
         keepalive_requests 100000;
         location / { return 202; }
+        # The ceiling of any HTTP authorization service behind Envoy's ext_authz: an answer of 200 from memory.
+        location /auth/ext-authz/ { return 200; }
     }
 $(auth_server "$aport" siwa)
 $(auth_server "$sport" siwa_socket)"
@@ -175,7 +177,7 @@ until [ "$(status_of "http://127.0.0.1:$nport/app/page")" = 200 ]; do sleep 0.02
 
 # (8) One Envoy with three listeners: straight to the upstream, ext_authz over HTTP, ext_authz over gRPC.
 ENVOY="$(bench_envoy)"
-eport="$(free_port)"; ehport="$(free_port)"; egport="$(free_port)"; eadmin="$(free_port)"
+eport="$(free_port)"; ehport="$(free_port)"; egport="$(free_port)"; ecport="$(free_port)"; eadmin="$(free_port)"
 envoy_listener() {   # envoy_listener NAME PORT FILTER
     cat <<YAML
   - name: $1
@@ -196,17 +198,26 @@ $3
             typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
 YAML
 }
-authz_http='          - name: envoy.filters.http.ext_authz
+# authz_http_to PORT CLUSTER: Envoy's ext_authz filter over HTTP, as docs/front.md configures it, asking PORT.
+authz_http_to() {
+    cat <<YAML
+          - name: envoy.filters.http.ext_authz
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
               transport_api_version: V3
               encode_raw_headers: true
               allowed_headers: {patterns: [{exact: cookie}, {exact: authorization}, {exact: accept}, {prefix: sec-fetch-}, {exact: x-forwarded-for}, {exact: x-forwarded-proto}, {prefix: x-auth-request-}, {prefix: x-siwa-}]}
               http_service:
-                server_uri: {uri: "http://127.0.0.1:'"$port"'", cluster: siwa, timeout: 2s}
+                server_uri: {uri: "http://127.0.0.1:$1", cluster: $2, timeout: 2s}
                 path_prefix: /auth/ext-authz
                 authorization_response:
-                  allowed_upstream_headers: {patterns: [{prefix: x-auth-request-}, {exact: x-siwa-assertion}, {exact: x-siwa-private-email}]}'
+                  allowed_upstream_headers: {patterns: [{prefix: x-auth-request-}, {exact: x-siwa-assertion}, {exact: x-siwa-private-email}]}
+YAML
+}
+authz_http="$(authz_http_to "$port" siwa)"
+# The same filter asking nginx's `return 200` instead of siwa: what Envoy's ext_authz costs with a service that costs
+# nothing, the bound of siwa's two Envoy lines on these cores.
+authz_ceiling="$(authz_http_to "$rport" ceiling)"
 authz_grpc='          - name: envoy.filters.http.ext_authz
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
@@ -220,11 +231,14 @@ static_resources:
 $(envoy_listener direct "$eport" "")
 $(envoy_listener authz_http "$ehport" "$authz_http")
 $(envoy_listener authz_grpc "$egport" "$authz_grpc")
+$(envoy_listener authz_ceiling "$ecport" "$authz_ceiling")
   clusters:
   - name: app
     load_assignment: {cluster_name: app, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $uport}}}}]}]}
   - name: siwa
     load_assignment: {cluster_name: siwa, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $port}}}}]}]}
+  - name: ceiling
+    load_assignment: {cluster_name: ceiling, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $rport}}}}]}]}
   - name: siwa_grpc
     typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
@@ -272,16 +286,18 @@ curl -s -o /dev/null -D - --unix-socket "$sock" -H "Cookie: $SESSION_COOKIE" -H 
 envoy_url="http://127.0.0.1:$eport/app/page"
 envoyhttp_url="http://127.0.0.1:$ehport/app/page"
 envoygrpc_url="http://127.0.0.1:$egport/app/page"
+envoyceiling_url="http://127.0.0.1:$ecport/app/page"
 expect 200 "$envoy_url"
 for url in "$envoyhttp_url" "$envoygrpc_url"; do
     expect 200 "$url" -H "Cookie: $SESSION_COOKIE"
     expect 401 "$url" -H "Accept: application/json"
     curl -s -H "Cookie: $SESSION_COOKIE" "$url" > /dev/null
 done
+expect 200 "$envoyceiling_url"
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
 echo "warm-up ..." >&2
-for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$checkone_url" "$proxy_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url"; do
+for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$checkone_url" "$proxy_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url" "$envoyceiling_url"; do
     wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/session.lua "$url" > /dev/null 2>&1 || true
 done
 for url in "$direct_url" "$proxy_url"; do
@@ -306,8 +322,9 @@ for round in $(seq 1 "$ROUNDS"); do
     wrk_run "envoy.r$round" "$envoy_url" "$envoy_pid" -s Benchmarks/lua/session.lua
     WRK_PART_PID="$siwa_pid" wrk_run "envoyhttp.r$round" "$envoyhttp_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
     WRK_PART_PID="$siwa_pid" wrk_run "envoygrpc.r$round" "$envoygrpc_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
+    WRK_PART_PID="$front_pid" wrk_run "envoyceiling.r$round" "$envoyceiling_url" "$envoy_pid $front_pid" -s Benchmarks/lua/session.lua
 done
-for name in hello return202 check checkone direct proxy checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc; do best_round "$name"; done
+for name in hello return202 check checkone direct proxy checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc envoyceiling; do best_round "$name"; done
 kill "$envoy_pid" 2>/dev/null || true
 kill "$sock_pid" 2>/dev/null || true
 kill "$one_pid" 2>/dev/null || true
@@ -389,6 +406,7 @@ $(row "(5) \`siwa serve --upstream\` → upstream, 4 KB \`POST\`, valid session"
 $(row "(8) Envoy → upstream, no auth" envoy)
 $(row "(8) Envoy + \`ext_authz\` over HTTP → siwa, then → upstream (siwa's part: $(cat "$work/envoyhttp.part") µs)" envoyhttp)
 $(row "(8) Envoy + \`ext_authz\` over gRPC (h2c) → siwa, then → upstream (siwa's part: $(cat "$work/envoygrpc.part") µs)" envoygrpc)
+$(row "(8) Envoy + \`ext_authz\` over HTTP → nginx \`return 200\` (any service's ceiling; nginx's part: $(cat "$work/envoyceiling.part") µs), then → upstream" envoyceiling)
 
 "CPU per request (front)": user + system time of the process answering wrk (siwa; nginx's master and workers;
 Envoy; both for (3) and (8)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.
@@ -402,6 +420,7 @@ Envoy; both for (3) and (8)) over the round, divided by its requests; the upstre
 | (1) the same with \`event_loops\` 1 ($(ratio "$(wrk_rate checkone)" "$(wrk_rate check)") of a loop a core's requests/s) | ${p99_checkone} ms | $(awk -v p="$p99_checkone" 'BEGIN { print (p <= 5 ? "met" : "**not met**") }') |
 | (8) Envoy + \`ext_authz\` HTTP + siwa ≥ 60 % of Envoy direct | $(ratio "$(wrk_rate envoyhttp)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate envoyhttp)" "$(wrk_rate envoy)" 60) |
 | (8) Envoy + \`ext_authz\` gRPC + siwa ≥ 60 % of Envoy direct | $(ratio "$(wrk_rate envoygrpc)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate envoygrpc)" "$(wrk_rate envoy)" 60) |
+| (8) the ceiling: Envoy + \`ext_authz\` HTTP + nginx \`return 200\`, of Envoy direct | $(ratio "$(wrk_rate envoyceiling)" "$(wrk_rate envoy)") | (no service does better) |
 | (1) \`/auth/check\` ≥ 80 % of hello-world | $(ratio "$(wrk_rate check)" "$(wrk_rate hello)") | $(verdict "$(wrk_rate check)" "$(wrk_rate hello)" 80) |
 | (7) \`/auth/check\` with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate checkbearer)" "$(wrk_rate check)") | $(verdict "$(wrk_rate checkbearer)" "$(wrk_rate check)" 90) |
 | (7) \`--upstream\` GET with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate proxybearer)" "$(wrk_rate proxy)") | $(verdict "$(wrk_rate proxybearer)" "$(wrk_rate proxy)" 90) |
