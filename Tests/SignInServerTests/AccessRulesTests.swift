@@ -184,6 +184,22 @@ struct AccessRulesTests {
         #expect(access.judge(request, subject: "s", email: "ada@example.com").verdict == .deny)
     }
 
+    @Test("a directory built from what was replaced while it was built is not put in force: a reload while the store's members are built in, and the store's members changed while a reload is built, each end with both in force")
+    func directoryBuiltFromReplacedInputs() throws {
+        let first = AccessConfiguration(groups: ["first": [.email("ada@example.com")]])
+        let second = AccessConfiguration(groups: ["second": [.email("bob@example.com")]])
+        let access = AccessControl(first)
+        access.directoryBuilt.withLock { $0 = { access.reload(second) } }
+        #expect(access.setStoreMembers([("stored", .email("eve@example.com"))]))
+        #expect(access.directory.groups.keys.sorted() == ["second", "stored"], "\(access.directory.groups.keys.sorted())")
+        #expect(access.groups(subject: "s", email: "bob@example.com") == ["second"])
+        access.directoryBuilt.withLock { $0 = { access.setStoreMembers([("later", .email("eve@example.com"))]) } }
+        access.reload(first)
+        #expect(access.directory.groups.keys.sorted() == ["first", "later"], "\(access.directory.groups.keys.sorted())")
+        #expect(access.groups(subject: "s", email: "eve@example.com") == ["later"])
+        #expect(access.configuration.groups.keys.sorted() == ["first"])
+    }
+
     @Test("reloads of the configuration and refreshes of the store's groups racing from eight tasks (generated orders), read meanwhile by a ninth: the directory in force is always the one the configuration in force and the store's members in force make, never one built from what another replaced meanwhile")
     func directoryRaces() async throws {
         // Configuration i declares group c<i> with a thousand members (a build takes long enough for another task to

@@ -173,6 +173,8 @@ public final class AccessControl: Sendable {
     public var rules: [AccessRule] { state.withLock { $0.rules } }
     /// Every group with its members and where each membership comes from.
     public var directory: GroupDirectory { state.withLock { $0.directory } }
+    /// Called once, the next time a directory has been built and is not yet in force (tests put a change there).
+    let directoryBuilt = Mutex<(@Sendable () -> Void)?>(nil)
     /// The configuration, the store's members and the directory in force, read together.
     var inForce: (configuration: AccessConfiguration, storeMembers: [(group: String, member: GroupMember)], directory: GroupDirectory) {
         state.withLock { ($0.configuration, $0.storeMembers, $0.directory) }
@@ -181,7 +183,7 @@ public final class AccessControl: Sendable {
     /// Puts `configuration` in force for the next decision; returns the one it replaces.
     @discardableResult
     public func reload(_ configuration: AccessConfiguration) -> AccessConfiguration {
-        let previous = replacingDirectory(store: { $0.storeMembers }, configuration: { _ in configuration.groups }) { state, directory in
+        let previous = replacingDirectory(store: { $0.storeMembers }, configuration: { _ in configuration.groups }) { state, directory, _ in
             let previous = state.configuration
             state.configuration = configuration
             state.directory = directory
@@ -194,18 +196,21 @@ public final class AccessControl: Sendable {
 
     /// Builds the group directory outside the lock (tens of thousands of configured members take milliseconds, and
     /// every decision on every event loop waits for this lock) from the inputs `store` and `configuration` read in
-    /// force, then calls `install` under the lock with it, unless those inputs changed meanwhile (then again).
+    /// force, and compares it with the one in force there too; then calls `install` under the lock with it and
+    /// whether it differs, unless those inputs changed meanwhile (then again).
     private func replacingDirectory<Result: Sendable>(
         store: (State) -> [(group: String, member: GroupMember)], configuration: (State) -> [String: [GroupMember]],
-        install: (inout State, GroupDirectory) -> Result
+        install: (inout State, GroupDirectory, _ changed: Bool) -> Result
     ) -> Result {
         while true {
-            let (members, groups, generation) = state.withLock { (store($0), configuration($0), $0.generation) }
+            let (members, groups, current, generation) = state.withLock { (store($0), configuration($0), $0.directory, $0.generation) }
             let directory = GroupDirectory(configuration: groups, store: members)
+            if let hook = directoryBuilt.withLock({ hook in defer { hook = nil }; return hook }) { hook() }
+            let changed = directory != current
             let installed: Result? = state.withLock { state in
                 guard state.generation == generation else { return nil }
                 state.generation += 1
-                return install(&state, directory)
+                return install(&state, directory, changed)
             }
             if let installed { return installed }
         }
@@ -225,9 +230,9 @@ public final class AccessControl: Sendable {
         // Read again every few seconds, and almost always the same: nothing is built then.
         let same = state.withLock { $0.storeMembers.elementsEqual(members) { $0.group == $1.group && $0.member == $1.member } }
         if same { return false }
-        return replacingDirectory(store: { _ in members }, configuration: { $0.configuration.groups }) { state, directory in
+        return replacingDirectory(store: { _ in members }, configuration: { $0.configuration.groups }) { state, directory, changed in
             state.storeMembers = members
-            guard directory != state.directory else { return false }
+            guard changed else { return false }
             state.directory = directory
             return true
         }
