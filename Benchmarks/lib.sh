@@ -132,13 +132,19 @@ start_upstream() {
     upstream_pid="$nginx_pid"
 }
 
-# siwa serve, local mode (emulator in process), no rate limit, warnings only, with the upstream:
-# start_siwa DB [more serve arguments]; sets siwa_pid once /readyz answers 200.
+# serve_siwa LOG [serve arguments...]: siwa serve in the background, local mode (emulator in process), no rate limit,
+# warnings only, with the upstream, its output appended to LOG; its pid in served_pid (and in pids).
+serve_siwa() {
+    local log="$1"; shift
+    SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --upstream "http://127.0.0.1:$uport" "$@" >> "$log" 2>&1 &
+    served_pid=$!; pids+=("$served_pid")
+}
+
+# start_siwa DB [more serve arguments]: serve_siwa on $port; sets siwa_pid once /readyz answers 200.
 start_siwa() {
     local db="$1"; shift
-    SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$port" --emulator-port "$emport" \
-        --db "$db" --upstream "http://127.0.0.1:$uport" "$@" >> "$work/siwa.log" 2>&1 &
-    siwa_pid=$!; pids+=("$siwa_pid")
+    serve_siwa "$work/siwa.log" --port "$port" --emulator-port "$emport" --db "$db" "$@"
+    siwa_pid="$served_pid"
     wait_ready "$siwa_pid" "$work/siwa.log" "http://127.0.0.1:$port/readyz"
 }
 

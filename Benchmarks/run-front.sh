@@ -88,17 +88,17 @@ until [ "$(status_of "http://127.0.0.1:$hport/")" = 200 ]; do sleep 0.01; done
 
 # siwa on a Unix socket (`socket`), the same store, for (3) over the socket; public_url names the front nginx's server.
 sport="$(free_port)"; sock="$work/siwa.sock"
-SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --socket "$sock" --public-url "http://127.0.0.1:$sport" \
-    --emulator-port "$(free_port)" --db "$db" --upstream "http://127.0.0.1:$uport" "${access[@]}" >> "$work/siwa-socket.log" 2>&1 &
-sock_pid=$!; pids+=("$sock_pid")
+serve_siwa "$work/siwa-socket.log" --socket "$sock" --public-url "http://127.0.0.1:$sport" --emulator-port "$(free_port)" \
+    --db "$db" "${access[@]}"
+sock_pid="$served_pid"
 wait_ready "$sock_pid" "$work/siwa-socket.log" "http://siwa/readyz" --unix-socket "$sock"
 
 # The same siwa with one event loop (`event_loops`, as nginx's worker_processes), the same store, for the p99 of (1)
 # both ways: on two cores shared with wrk and the upstream, fewer loops than cores shorten the tail.
 oport="$(free_port)"
-SIWA_RATE_LIMIT_PER_MINUTE=0 SIWA_LOG_LEVEL=warning "$bin/siwa" serve --port "$oport" --emulator-port "$(free_port)" --event-loops 1 \
-    --db "$db" --upstream "http://127.0.0.1:$uport" --trusted-proxies 127.0.0.1 "${access[@]}" >> "$work/siwa-one-loop.log" 2>&1 &
-one_pid=$!; pids+=("$one_pid")
+serve_siwa "$work/siwa-one-loop.log" --port "$oport" --emulator-port "$(free_port)" --event-loops 1 --db "$db" \
+    --trusted-proxies 127.0.0.1 "${access[@]}"
+one_pid="$served_pid"
 wait_ready "$one_pid" "$work/siwa-one-loop.log" "http://127.0.0.1:$oport/readyz"
 
 # The front nginx: one server proxying straight to the upstream, one asking siwa first (the README's

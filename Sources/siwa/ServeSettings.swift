@@ -46,11 +46,8 @@ extension ServePlan {
         let timeout = try values.int("apple_timeout_ms", default: 10_000)
         let database = values.string("db") ?? "./siwa.sqlite"
         logLevel = values.string("log_level") ?? "info"
-        let loops = try values.int("event_loops", default: .min)
-        if loops != .min {
-            guard (1...256).contains(loops) else { throw ConfigurationError(field: "event_loops", "must be between 1 and 256 (threads that serve connections); got \(loops)") }
-            eventLoops = loops
-        }
+        // Unset: NIO's default, a loop a core.
+        eventLoops = try values.string("event_loops").map { _ in try Self.bounded(values, "event_loops", default: 0, 1...256) }
         let rateLimit = try values.int("rate_limit_per_minute", default: 60)
         let trustedProxies = values.list("trusted_proxies")
         do {
