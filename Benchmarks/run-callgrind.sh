@@ -91,7 +91,9 @@ count() {
 }
 
 # callgrind_on NAME COMMAND...: COMMAND under callgrind, its pid in cg_pid.
-callgrind=(valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out.%p")
+# Names written out in every dump (not compressed to numbers defined in an earlier one), so that callgrind_annotate
+# can read a kept dump on its own.
+callgrind=(valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$work/callgrind.out.%p")
 callgrind_on() {
     local name="$1"; shift
     "${callgrind[@]}" "$@" > "$work/$name.log" 2>&1 &

@@ -254,6 +254,7 @@ until [ "$(status_of "http://127.0.0.1:$eadmin/ready")" = 200 ]; do sleep 0.05; 
 hello_url="http://127.0.0.1:$hport/"
 check_url="http://127.0.0.1:$port/auth/check"
 checkone_url="http://127.0.0.1:$oport/auth/check"
+proxyone_url="http://127.0.0.1:$oport/app/page"
 check_original=(-H "X-Forwarded-Host: 127.0.0.1:$port" -H "X-Original-URI: /app/page")
 proxy_url="http://127.0.0.1:$port/app/page"
 direct_url="http://127.0.0.1:$nport/app/page"
@@ -265,6 +266,7 @@ expect 401 "$check_url" "${check_original[@]}"
 expect 202 "$checkone_url" -H "Cookie: $SESSION_COOKIE" "${check_original[@]}"
 expect 200 "$proxy_url" -H "Cookie: $SESSION_COOKIE"
 expect 200 "$proxy_url" -H "Authorization: $BEARER"
+expect 200 "$proxyone_url" -H "Cookie: $SESSION_COOKIE"
 expect 202 "$check_url" -H "Authorization: $BEARER" "${check_original[@]}"
 expect 401 "$proxy_url"
 expect 200 "$direct_url"
@@ -297,7 +299,7 @@ expect 200 "$envoyceiling_url"
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
 echo "warm-up ..." >&2
-for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$checkone_url" "$proxy_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url" "$envoyceiling_url"; do
+for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$checkone_url" "$proxy_url" "$proxyone_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url" "$envoyceiling_url"; do
     wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/session.lua "$url" > /dev/null 2>&1 || true
 done
 for url in "$direct_url" "$proxy_url"; do
@@ -306,13 +308,14 @@ done
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
-    echo "round $round of $ROUNDS: hello-world, nginx return 202, /auth/check (default loops, one), nginx direct, siwa --upstream, nginx + auth_request (TCP, socket), 4 KB POST (nginx, siwa)" >&2
+    echo "round $round of $ROUNDS: hello-world, nginx return 202, /auth/check (default loops, one), nginx direct, siwa --upstream (default loops, one), nginx + auth_request (TCP, socket), 4 KB POST (nginx, siwa)" >&2
     wrk_run "hello.r$round" "$hello_url" "$hello_pid" -s Benchmarks/lua/session.lua
     wrk_run "return202.r$round" "$return202_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "check.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/session.lua "${check_original[@]}"
     wrk_run "checkone.r$round" "$checkone_url" "$one_pid" -s Benchmarks/lua/session.lua "${check_original[@]}"
     wrk_run "direct.r$round" "$direct_url" "$front_pid" -s Benchmarks/lua/session.lua
     wrk_run "proxy.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/session.lua
+    wrk_run "proxyone.r$round" "$proxyone_url" "$one_pid" -s Benchmarks/lua/session.lua
     wrk_run "checkbearer.r$round" "$check_url" "$siwa_pid" -s Benchmarks/lua/bearer.lua "${check_original[@]}"
     wrk_run "proxybearer.r$round" "$proxy_url" "$siwa_pid" -s Benchmarks/lua/bearer.lua
     wrk_run "authreq.r$round" "$authreq_url" "$front_pid $siwa_pid" -s Benchmarks/lua/session.lua
@@ -324,7 +327,7 @@ for round in $(seq 1 "$ROUNDS"); do
     WRK_PART_PID="$siwa_pid" wrk_run "envoygrpc.r$round" "$envoygrpc_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
     WRK_PART_PID="$front_pid" wrk_run "envoyceiling.r$round" "$envoyceiling_url" "$envoy_pid $front_pid" -s Benchmarks/lua/session.lua
 done
-for name in hello return202 check checkone direct proxy checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc envoyceiling; do best_round "$name"; done
+for name in hello return202 check checkone direct proxy proxyone checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc envoyceiling; do best_round "$name"; done
 kill "$envoy_pid" 2>/dev/null || true
 kill "$sock_pid" 2>/dev/null || true
 kill "$one_pid" 2>/dev/null || true
@@ -397,6 +400,7 @@ $(row "(1) \`GET /auth/check\`, valid session (202)" check)
 $(row "(1) the same, \`event_loops\` 1 (a second siwa on the same store)" checkone)
 $(row "(2)(3) nginx → upstream, no auth" direct)
 $(row "(2) \`siwa serve --upstream\` → upstream, valid session" proxy)
+$(row "(2) the same, \`event_loops\` 1 (the second siwa)" proxyone)
 $(row "(7) \`GET /auth/check\`, a native app's bearer token (202)" checkbearer)
 $(row "(7) \`siwa serve --upstream\` → upstream, a native app's bearer token" proxybearer)
 $(row "(3) nginx + \`auth_request\` → siwa \`/auth/check\`, then → upstream" authreq)
@@ -414,6 +418,7 @@ Envoy; both for (3) and (8)) over the round, divided by its requests; the upstre
 | target (issue 46: CPU per request beside the peer, the Envoy lines) | measured | |
 |---|---:|---|
 | (2) \`siwa --upstream\` CPU per request ≤ 2× nginx direct's | $(times_of "$(cat "$work/proxy.cpu")" "$(cat "$work/direct.cpu")") | $(at_most "$(cat "$work/proxy.cpu")" "$(cat "$work/direct.cpu")" 2) |
+| (2) the same with \`event_loops\` 1 ($(ratio "$(wrk_rate proxyone)" "$(wrk_rate proxy)") of a loop a core's requests/s) | $(times_of "$(cat "$work/proxyone.cpu")" "$(cat "$work/direct.cpu")") | $(at_most "$(cat "$work/proxyone.cpu")" "$(cat "$work/direct.cpu")" 2) |
 | (2) \`siwa --upstream\` ahead of Envoy direct in requests/s | $(ratio "$(wrk_rate proxy)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate proxy)" "$(wrk_rate envoy)" 100) |
 | (6) \`/auth/check\` CPU per request ≤ 2.5× nginx \`return 202\`'s | $(times_of "$(cat "$work/check.cpu")" "$(cat "$work/return202.cpu")") | $(at_most "$(cat "$work/check.cpu")" "$(cat "$work/return202.cpu")" 2.5) |
 | (1) \`/auth/check\` p99 ≤ 5 ms at ${CONNS} connections, a loop a core (nginx \`return 202\` in the same run: $(in_ms "$(wrk_pct return202 99)") ms) | ${p99_check} ms | $(awk -v p="$p99_check" 'BEGIN { print (p <= 5 ? "met" : "**not met**") }') |
