@@ -255,6 +255,7 @@ let package = Package(
                 "TestSupport",
                 "SignInServer",
                 "DoorHTTP",
+                "EnvoyAuthorization",
                 "AppleIDEmulator",
                 "AppleSignIn",
                 "JOSE",
@@ -270,6 +271,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: swiftSettings

@@ -36,17 +36,28 @@ public enum IdentityHeaders {
     /// docs/benchmarks.md). A name with a byte past ASCII is read as `claimsIdentitySpelledOut` reads it, Unicode's
     /// case folding and all.
     static func claimsIdentity(_ name: String) -> Bool {
-        var folded: [UInt8] = []
-        folded.reserveCapacity(name.utf8.count)
-        for byte in name.utf8 {
-            guard byte < 0x80 else { return claimsIdentitySpelledOut(name) }
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): folded.append(byte | 0x20)
-            case UInt8(ascii: "_"): folded.append(UInt8(ascii: "-"))
-            default: folded.append(byte)
-            }
+        let answer = name.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
+            for byte in bytes where byte >= 0x80 { return nil }
+            return folded(bytes, startsWith: xAuthRequest) || folded(bytes, startsWith: xSiwa)
+                || otherFrontsBytes.contains { $0.count == bytes.count && folded(bytes, startsWith: $0) }
         }
-        return folded.starts(with: "x-auth-request-".utf8) || folded.starts(with: "x-siwa-".utf8) || otherFronts.contains { $0.utf8.elementsEqual(folded) }
+        if case let answer?? = answer { return answer }
+        return claimsIdentitySpelledOut(name)
+    }
+
+    private static let xAuthRequest = Array("x-auth-request-".utf8)
+    private static let xSiwa = Array("x-siwa-".utf8)
+    private static let otherFrontsBytes = otherFronts.map { Array($0.utf8) }
+
+    /// Whether ASCII `bytes`, letters folded to lower case and `_` read as `-`, start with `prefix`.
+    private static func folded(_ bytes: UnsafeBufferPointer<UInt8>, startsWith prefix: [UInt8]) -> Bool {
+        guard bytes.count >= prefix.count else { return false }
+        for (index, expected) in prefix.enumerated() {
+            var byte = bytes[index]
+            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { byte |= 0x20 } else if byte == UInt8(ascii: "_") { byte = UInt8(ascii: "-") }
+            guard byte == expected else { return false }
+        }
+        return true
     }
 
     /// `claimsIdentity` as first written: the name lowercased as Unicode lowercases it, `_` read as `-`.

@@ -202,10 +202,10 @@ final class ConnectionMemory {
     /// handler answers (a refusal, a sign-in, a session or assertion not in memory, a preflight, a token in the URL,
     /// two `Authorization` fields, a body that is not one plain message).
     func grpcCheckAnswer(_ body: ByteBuffer) -> ByteBuffer? {
-        guard peerTrusted, case .success(let bytes) = EnvoyCheckMessages.unframe(body),
-            let message = try? Envoy_Service_Auth_V3_CheckRequest(serializedBytes: bytes)
+        // The message's HTTP attributes read in one pass (`CheckRequestReader`); one it does not read as swift-protobuf
+        // would is the handler's.
+        guard peerTrusted, case .success(let bytes) = EnvoyCheckMessages.unframe(body), let http = CheckRequestReader.http(of: bytes)
         else { return nil }
-        let http = message.attributes.request.http
         let target = http.path.isEmpty ? "/" : http.path
         let fields = EnvoyCheckMessages.fields(of: http)
         let cookies = fields[values: .cookie]
