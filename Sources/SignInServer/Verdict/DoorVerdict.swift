@@ -112,10 +112,13 @@ struct Admission: Sendable {
 
     /// The same, for the names of the fields the client sent, `sent`, as it spelled them (the byte path's reading).
     func removedNames(given: [HTTPField], claimed sent: some Sequence<String>) -> [String] {
-        let set = Set(given.map(\.name))
-        var removed = IdentityHeaders.all.filter { !set.contains($0) }.map { $0.canonicalName }
+        // `given` holds a handful of fields: looked through, not hashed into a set (4,600 instructions a check).
+        func isGiven(_ name: HTTPField.Name) -> Bool { given.contains { $0.name == name } }
+        var removed: [String] = []
+        removed.reserveCapacity(IdentityHeaders.all.count + 1)
+        for name in IdentityHeaders.all where !isGiven(name) { removed.append(name.canonicalName) }
         for raw in sent where IdentityHeaders.claimsIdentity(raw) {
-            guard let name = HTTPField.Name(raw), !set.contains(name), !removed.contains(name.canonicalName) else { continue }
+            guard let name = HTTPField.Name(raw), !isGiven(name), !removed.contains(name.canonicalName) else { continue }
             removed.append(name.canonicalName)
         }
         if dropsAuthorization { removed.append("authorization") }
