@@ -43,7 +43,7 @@ public enum CheckRequestReader {
             switch field {
             case 1, 2: return seen.once(field, wire, value) { peer in checkPeer(&peer) }
             case 4: return seen.once(field, wire, value) { request in readRequest(&request, into: &reading) }
-            case 10: return wire == .bytes && value.map { entry in var entry = entry; return checkStringEntry(&entry) != nil } ?? false
+            case 10: return wire == .bytes && isStringEntry(value)
             case 11, 13: return seen.once(field, wire, value) { metadata in metadata.isEmpty }
             case 12: return seen.once(field, wire, value) { tls in checkStrings(&tls, [1]) }
             default: return true
@@ -56,7 +56,7 @@ public enum CheckRequestReader {
         var seen = Seen()
         return message.readFields { field, wire, value in
             switch field {
-            case 1: return seen.once(field, wire, value) { time in checkScalars(&time, varints: [1, 2]) }
+            case 1: return seen.once(field, wire, value) { time in checkStrings(&time, [], varints: [1, 2]) }
             case 2: return seen.once(field, wire, value) { http in readHTTP(&http, into: &reading) }
             default: return true
             }
@@ -126,7 +126,7 @@ public enum CheckRequestReader {
             switch field {
             case 1: return seen.once(field, wire, value) { address in checkAddress(&address) }
             case 2, 4, 5: return wire == .bytes && value?.isUTF8 == true
-            case 3: return wire == .bytes && value.map { entry in var entry = entry; return checkStringEntry(&entry) != nil } ?? false
+            case 3: return wire == .bytes && isStringEntry(value)
             default: return true
             }
         }
@@ -160,9 +160,10 @@ public enum CheckRequestReader {
         }
     }
 
-    /// A message whose known fields are the varints `varints`.
-    private static func checkScalars(_ message: inout Cursor, varints: [Int]) -> Bool {
-        checkStrings(&message, [], varints: varints)
+    /// Whether `value` is a `map<string, string>` entry (checked, not kept).
+    private static func isStringEntry(_ value: Cursor?) -> Bool {
+        guard var entry = value else { return false }
+        return checkStringEntry(&entry) != nil
     }
 
     /// A `map<string, string>` entry: its key and value, empty when not given; nil when it is not one.

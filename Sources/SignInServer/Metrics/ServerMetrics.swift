@@ -85,10 +85,10 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
-    /// Counts an answer to Envoy's `ext_authz` by the verdict's kind (`DoorVerdict.kind`: pass, allow, sign-in,
-    /// unauthorized, bad-token, deny, unavailable) and the mode (`http`, `grpc`).
-    /// The counters of the verdicts a door gives, made once (the registry's look-up, by name and labels, cost a check
-    /// answered from memory 6,000 instructions); another verdict or mode is looked up.
+    /// Counts an answer to Envoy's `ext_authz` by the verdict's kind (`DoorVerdict.kind`) and the mode (`http`,
+    /// `grpc`), through the counters made at start (the registry's look-up, by name and labels, cost a check answered
+    /// from memory 6,000 instructions); a kind not in that list (Metrics is below Verdict and cannot read
+    /// `DoorVerdict`'s) is looked up, counted all the same.
     func extAuthz(_ verdict: String, mode: String) {
         (extAuthzCounters[mode]?[verdict] ?? Self.extAuthzCounter(registry, verdict, mode)).increment()
     }
