@@ -251,6 +251,11 @@ struct BytePathTests {
                 #expect(answer.status == 200, "\(answer.head)")
                 let handlers = byHandlers[index]
                 #expect(answer.fields == handlers.fields, "the byte path answered \(cases[index]) otherwise than the handlers:\n\(answer.head)\n\(handlers.head)")
+                // Read by Envoy alone, which parses every field: none of a page's headers, never cached, no marker left.
+                for name in ["content-security-policy", "x-frame-options", "x-content-type-options", "referrer-policy", "x-siwa-read-by-proxy-only"] {
+                    #expect(answer.value(name) == nil, "\(name) in an answer only Envoy reads: \(answer.head)")
+                }
+                #expect(answer.value("cache-control") == "no-store", "\(answer.head)")
                 let removed = (answer.value("x-envoy-auth-headers-to-remove") ?? "").split(separator: ",").map(String.init)
                 #expect(removed.contains("x_auth_request_user") && removed.contains("x-auth-request-groups"), "the forged fields are removed: \(removed)")
                 if cases[index].extra.hasPrefix("Remote-User") { #expect(removed.contains("remote-user"), "\(removed)") }
@@ -268,6 +273,8 @@ struct BytePathTests {
             for request in [check("/ops/x", close: true), check("/app/page", cookie: "unknown", close: true)] {
                 let refused = RawSocket.Answer(head: try await RawSocket.exchange(port: site.port, request).components(separatedBy: "\r\n\r\n")[0], body: "")
                 #expect(refused.status == 403 || refused.status == 302, "\(refused.head)")
+                // A refusal reaches the browser through Envoy: a page's headers.
+                #expect(refused.value("content-security-policy")?.contains("frame-ancestors 'none'") == true && refused.value("x-content-type-options") == "nosniff", "\(refused.head)")
             }
             #expect(try await Self.counted("ext_authz", site, visit) == before + cases.count)
         }

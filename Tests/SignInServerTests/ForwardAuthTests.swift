@@ -183,6 +183,15 @@ struct ForwardAuthTests {
             #expect(try await Self.fastPathCount(harness, "forward") == 1)
             #expect(forwardFirst.status == .ok && forwardSecond.status == .ok)
             #expect(fields(forwardSecond) == fields(forwardFirst))
+            // Only the proxy reads an answer that passes: none of a page's headers, never cached, by both paths; a refusal,
+            // which Traefik shows the browser, has them.
+            for (what, passed) in [("handlers' 202", first), ("memory's 202", second), ("handlers' 200", forwardFirst), ("memory's 200", forwardSecond), ("no assertion", plain)] {
+                for name in ["Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options", "Referrer-Policy", "Strict-Transport-Security", "X-Siwa-Read-By-Proxy-Only"] {
+                    #expect(Self.header(passed, name) == nil, "\(what): \(name)")
+                }
+                #expect(passed.headers[.cacheControl] == "no-store", "\(what)")
+            }
+            PageTests.expectSecurityHeaders(try await harness.get("/auth/forward", headers: traefik), "a refusal of /auth/forward")
             #expect(Self.header(forwardSecond, "X-Siwa-Assertion") != Self.header(second, "X-Siwa-Assertion"), "addressed to another origin")
             // Anything else is the handlers' (no session, an unknown one).
             #expect(try await harness.get("/auth/check").status == .unauthorized)

@@ -123,7 +123,7 @@ struct ExtAuthzController: Sendable {
         )
         switch await check(original, mode: "http", logger: context.logger) {
         case .allowed(let set, let remove):
-            var response = DoorPolicy.empty(.ok).response
+            var response = DoorPolicy.passed(.ok).response
             response.headers.append(contentsOf: set)
             if !remove.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { response.headers[name] = remove.joined(separator: ",") }
             return response

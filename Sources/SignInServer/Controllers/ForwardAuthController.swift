@@ -63,13 +63,13 @@ struct ForwardAuthController: Sendable {
         guard case .allow(let admission) = verdict else {
             return policy.refusal(verdict, at: door, fields: request.headers, original: original).response
         }
-        var response = DoorPolicy.empty(passStatus).response
+        var response = DoorPolicy.passed(passStatus).response
         if let person = admission.person {
             var token: String?
             if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
                 token = await assertions.assertion(for: person, audience: audience)
             }
-            response = Response(status: passStatus, headers: IdentityHeaders.checkFields(person, assertion: token))
+            response.headers.append(contentsOf: IdentityHeaders.checkFields(person, assertion: token))
         }
         if let authorization = admission.authorization {
             response.headers[.authorization] = authorization

@@ -107,11 +107,9 @@ public enum IdentityHeaders {
 
 extension IdentityHeaders {
     /// The header fields of a check's answer that lets a request through (`/auth/check`, `/auth/forward`, by the
-    /// handlers and the byte path alike): `no-store`, the identity headers, and the assertion when there is one.
+    /// handlers and the byte path alike), after `DoorPolicy.passed`'s: the identity headers, and the assertion when
+    /// there is one.
     static func checkFields(_ person: Admission.Person, assertion: String?) -> HTTPFields {
-        var fields: HTTPFields = [.cacheControl: "no-store"]
-        fields.append(contentsOf: IdentityHeaders.fields(for: person))
-        if let assertion, let name = IdentityHeaders.assertion { fields[name] = assertion }
-        return fields
+        HTTPFields(fields(for: person, assertion: assertion))
     }
 }

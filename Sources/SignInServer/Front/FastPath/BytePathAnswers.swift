@@ -33,9 +33,9 @@ final class BytePathAnswers: Sendable {
     let logger: Logger
     /// The `Server` header, as Hummingbird writes it on the handlers' answers.
     static let serverName = "siwa"
-    /// What every answer of `/auth/check` and `/auth/forward` carries besides the identity: its empty body's length and the security
-    /// headers (the same for every such answer, so made once).
-    private let checkExtras: HTTPFields
+    /// What every answer of `/auth/check` and `/auth/forward` that passes carries before the identity, as
+    /// `DoorPolicy.passed` makes it (made once).
+    private let checkHead: HTTPFields
 
     init(
         store: any UsersAndSessions, sessionCookie: String, front: FrontSettings, resolver: ClientAddressResolver, assertions: IdentityAssertions,
@@ -54,9 +54,9 @@ final class BytePathAnswers: Sendable {
         self.pages = pages
         self.policy = policy
         self.logger = logger
-        var fields: HTTPFields = [.contentLength: "0"]
+        var fields = DoorPolicy.passed(.ok).headers
         security.secure(&fields)
-        checkExtras = fields
+        checkHead = fields
     }
 
     /// The built-in proxy's part: where the upstream is, which paths stay siwa's, and the gate that answers when the
@@ -191,14 +191,15 @@ final class BytePathAnswers: Sendable {
     }
 
     /// The header fields of a check's answer that passes, as `ForwardAuthController` answers it, less `Date` and
-    /// `Server` (`stamp`): the identity, the assertion, and the empty body's length with the security headers.
+    /// `Server` (`stamp`): the identity, the assertion, and the empty body's length.
     func checkFields(_ pass: CheckPass) -> HTTPFields {
-        var fields = IdentityHeaders.checkFields(pass.person, assertion: pass.assertion)
+        var fields = checkHead
+        fields.append(contentsOf: IdentityHeaders.checkFields(pass.person, assertion: pass.assertion))
         if let authorization = pass.authorization {
             fields[.authorization] = authorization
             if let name = IdentityHeaders.authorization { fields[name] = authorization }
         }
-        fields.append(contentsOf: checkExtras)
+        fields[.contentLength] = "0"
         return fields
     }
 

@@ -165,7 +165,7 @@ final class ConnectionMemory {
         if let last = lastExtAuthz, last.person == admission.person, last.assertion == assertion, last.removed == removed {
             out.writeImmutableBuffer(last.lines)
         } else {
-            var fields: HTTPFields = [.cacheControl: "no-store"]
+            var fields = DoorPolicy.passed(.ok).headers
             fields.append(contentsOf: set)
             if !removed.isEmpty, let name = HTTPField.Name.envoyAuthHeadersToRemove { fields[name] = removed.joined(separator: ",") }
             fields[.contentLength] = "0"
