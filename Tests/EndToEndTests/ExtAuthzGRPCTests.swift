@@ -35,13 +35,8 @@ struct ExtAuthzGRPCTests {
     static func response(_ outcome: Outcome) throws -> Envoy_Service_Auth_V3_CheckResponse {
         #expect(outcome.code == "OK", "\(outcome)")
         let hex = try #require(outcome.response)
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            bytes.append(try #require(UInt8(hex[index..<next], radix: 16)))
-            index = next
-        }
+        let bytes = Self.bytes(hex)
+        try #require(bytes.count * 2 == hex.utf8.count, "not hex: \(hex)")
         return try Envoy_Service_Auth_V3_CheckResponse(serializedBytes: bytes)
     }
 
@@ -176,6 +171,81 @@ struct ExtAuthzGRPCTests {
                 #expect(verdicts.isSuperset(of: ["ok", "denied 302", "denied 401", "denied 403", "denied 400"]), "\(verdicts.sorted())")
             }
         }
+    }
+
+    /// A call as `h2_requests.py` sends it over h2c: the whole head, the message's bytes, in one DATA frame or in two
+    /// with a pause between them.
+    struct Call: Encodable {
+        let head: [[String]]
+        let body_hex: String
+        var split = false
+        var pause_ms = 0
+    }
+
+    struct Answered: Decodable {
+        let status: Int?
+        let fields: [[String]]
+        let body_hex: String
+        let reset: Int?
+    }
+
+    @Test("a Check whose message comes in two reads (HEADERS and half the message, the rest 300 ms later) is answered from memory as the same call in one piece is, with the same CheckResponse; a request that is not a Check on the same connection is answered as ever")
+    func slowMessageFromMemory() async throws {
+        let settings = VerdictDifferentialTests.settings.merging(["trusted_proxies": "127.0.0.1", "check_cache_seconds": "600"]) { $1 }
+        try await LocalSite.run(settings: settings) { site in
+            try await Visit.withClient { visit in
+                let ada = try await visit.signIn(site, user: site.user("Ada")).session
+                var request = Envoy_Service_Auth_V3_CheckRequest()
+                request.attributes.request.http.method = "GET"
+                request.attributes.request.http.path = "/reports?x=1"
+                request.attributes.request.http.host = "app.example"
+                request.attributes.request.http.scheme = "https"
+                request.attributes.request.http.headers = ["cookie": "siwa_session=\(ada)", "accept": "text/html"]
+                request.attributes.source.address.socketAddress.address = "203.0.113.7"
+                let message: [UInt8] = try request.serializedBytes()
+                let length = UInt32(message.count)
+                let framed: [UInt8] = [0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + message
+                let hex = framed.map { String(format: "%02x", $0) }.joined()
+                let authority = "127.0.0.1:\(site.port)"
+                let head = [
+                    [":method", "POST"], [":scheme", "http"], [":authority", authority], [":path", "/envoy.service.auth.v3.Authorization/Check"],
+                    ["content-type", "application/grpc"], ["te", "trailers"],
+                ]
+                let whole = Call(head: head, body_hex: hex)
+                let slow = Call(head: head, body_hex: hex, split: true, pause_ms: 300)
+                let page = Call(head: [[":method", "GET"], [":scheme", "http"], [":authority", authority], [":path", "/healthz"]], body_hex: "")
+                func send(_ calls: [Call]) async throws -> [Answered] {
+                    try await ThirdPartyScript.run("h2_requests.py", [String(site.port), "127.0.0.1", "-"], sending: calls, as: [Answered].self)
+                }
+                // The first call signs the assertion (the handler's); then one in one piece, from memory.
+                let first = try await send([whole])
+                let before = try await BytePathTests.counted("ext_authz", site, visit)
+                let answers = try await send([whole, slow, page, whole])
+                let after = try await BytePathTests.counted("ext_authz", site, visit)
+                try #require(first.count == 1 && answers.count == 4, "\(answers)")
+                for answer in first + answers.prefix(2) + answers.suffix(1) {
+                    #expect(answer.status == 200 && answer.reset == nil, "\(answer)")
+                    #expect(answer.fields.contains(["grpc-status", "0"]), "\(answer.fields)")
+                }
+                #expect(after - before == 3, "the calls in one piece and the slow one from memory: \(after - before)")
+                // The same CheckResponse for the call that came slowly.
+                let response = try Envoy_Service_Auth_V3_CheckResponse(serializedBytes: Array(Self.bytes(answers[0].body_hex).dropFirst(5)))
+                guard case .okResponse? = response.httpResponse else { Issue.record("not allowed: \(response)"); return }
+                #expect(answers[1].body_hex == answers[0].body_hex && answers[3].body_hex == answers[0].body_hex, "the slow call's answer:\n\(answers[1])\nin one piece:\n\(answers[0])")
+                #expect(answers[2].status == 200 && answers[2].reset == nil, "\(answers[2])")
+            }
+        }
+    }
+
+    /// The bytes `hex` spells, up to its first pair that is not hex.
+    static func bytes(_ hex: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex), next > index, let byte = UInt8(hex[index..<next], radix: 16) {
+            bytes.append(byte)
+            index = next
+        }
+        return bytes
     }
 
     /// `requests` (hex) called in order on one channel; each call's `CheckResponse`.

@@ -31,11 +31,15 @@ def frame(kind, flags, stream, payload=b""):
 
 class Connection:
     def __init__(self, port, sni, cafile, window=None):
-        context = ssl.create_default_context(cafile=cafile)
-        context.set_alpn_protocols(["h2"])
         raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.tls = context.wrap_socket(raw, server_hostname=sni)
-        assert self.tls.selected_alpn_protocol() == "h2", self.tls.selected_alpn_protocol()
+        if cafile == "-":
+            # h2c with prior knowledge: the preface on the plain connection.
+            self.tls = raw
+        else:
+            context = ssl.create_default_context(cafile=cafile)
+            context.set_alpn_protocols(["h2"])
+            self.tls = context.wrap_socket(raw, server_hostname=sni)
+            assert self.tls.selected_alpn_protocol() == "h2", self.tls.selected_alpn_protocol()
         self.encoder = hpack.Encoder()
         self.decoder = hpack.Decoder()
         self.buffer = b""

@@ -5,16 +5,20 @@ with a blank, a field value with a CR, a `Connection` field) is sent as it is, s
 A request after which siwa ended the connection (GOAWAY, or a close) says `closed`; the next goes on a new one.
 
 Usage: h2_requests.py PORT SNI CAFILE [WINDOW] < requests.json  (WINDOW: the client's flow-control window, 65,535
-unless given; what is read is given back to the stream and to the connection, as a well-behaved client does)
+unless given; what is read is given back to the stream and to the connection, as a well-behaved client does; CAFILE
+`-`: h2c with prior knowledge, no TLS)
 Each request: {"method", "path", "authority" (optional), "fields": [[name, value], ...], "body": text or null,
-"split": true to send the body in two DATA frames, "head": the whole head instead (pseudo-header fields included, in
-its order), "trailers": [[name, value], ...] sent after the body}. Prints one JSON list, one result per request:
-{"status", "fields": [[name, value], ...], "body", "reset": error code or null, "closed": whether the connection ended, "goaway": its error code}.
+"body_hex": the body's bytes as hex instead, "split": true to send the body in two DATA frames, "pause_ms": how long to
+wait between them, "head": the whole head instead (pseudo-header fields included, in its order), "trailers":
+[[name, value], ...] sent after the body}. Prints one JSON list, one result per request: {"status", "fields":
+[[name, value], ...], "body", "body_hex", "reset": error code or null, "closed": whether the connection ended, "goaway":
+its error code}. Trailers come after the head's fields in "fields".
 """
 
 import json
 import struct
 import sys
+import time
 
 import h2_floods
 from h2_floods import DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM, SETTINGS, ACK, frame
@@ -45,12 +49,16 @@ def main():
         # Encoded without Huffman or indexing checks: the bytes as given.
         block = connection.encoder.encode(fields)
         body = request.get("body")
+        if request.get("body_hex") is not None:
+            body = bytes.fromhex(request["body_hex"])
         connection.send(frame(HEADERS, END_HEADERS | (END_STREAM if body is None and trailers is None else 0), stream, block))
         if body is not None:
-            data = body.encode()
+            data = body if isinstance(body, bytes) else body.encode()
             if request.get("split") and len(data) > 1:
                 connection.send(frame(DATA, 0, stream, data[: len(data) // 2]))
                 data = data[len(data) // 2 :]
+                if request.get("pause_ms"):
+                    time.sleep(request["pause_ms"] / 1000)
             connection.send(frame(DATA, END_STREAM if trailers is None else 0, stream, data))
         if trailers is not None:
             connection.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, connection.encoder.encode([tuple(pair) for pair in trailers])))
@@ -91,6 +99,7 @@ def main():
                 break
             if flags & END_STREAM and kind in (HEADERS, DATA):
                 break
+        result["body_hex"] = result["body"].hex()
         result["body"] = result["body"].decode("utf-8", "replace")
         results.append(result)
         stream += 2

@@ -111,10 +111,10 @@ struct ClientHTTP2: Sendable {
                         HTTP2StreamLimit.refuse(stream)
                         return watched.value.refused(limit: "h2_max_concurrent_streams")
                     }
-                    let pipeline = stream.pipeline.syncOperations
-                    try pipeline.addHandler(GRPCCheckFromMemory(memory: memory.value))
-                    try pipeline.addHandler(HTTP2StreamBridge(watch: watched.value, extendedConnect: extendedConnect))
-                    try pipeline.addHandler(RawFrontPath(answers: fastPath, memory: memory.value))
+                    // The bridge and the byte path come behind the gRPC check when the stream is not one it answers.
+                    try stream.pipeline.syncOperations.addHandler(GRPCCheckFromMemory(memory: memory.value) {
+                        [HTTP2StreamBridge(watch: watched.value, extendedConnect: extendedConnect), RawFrontPath(answers: fastPath, memory: memory.value)]
+                    })
                 }
             }
             let closer = ConnectionErrorCloser(watch: watch, metrics: metrics, logger: logger)
