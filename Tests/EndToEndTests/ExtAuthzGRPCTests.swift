@@ -22,8 +22,7 @@ struct ExtAuthzGRPCTests {
         request.attributes.request.http.scheme = "https"
         request.attributes.request.http.headers = fields
         request.attributes.source.address.socketAddress.address = "203.0.113.7"
-        let bytes: [UInt8] = try request.serializedBytes()
-        return bytes.map { String(format: "%02x", $0) }.joined()
+        return Self.hex(try request.serializedBytes())
     }
 
     static func check(_ arguments: [String], _ fields: [String: String]) async throws -> Envoy_Service_Auth_V3_CheckResponse {
@@ -133,10 +132,7 @@ struct ExtAuthzGRPCTests {
                         }
                     }
                 }
-                let hex = try requests.map { request -> String in
-                    let bytes: [UInt8] = try request.serializedBytes()
-                    return bytes.map { String(format: "%02x", $0) }.joined()
-                }
+                let hex = try requests.map { Self.hex(try $0.serializedBytes()) }
                 // In batches, so that a case's second call follows its first within seconds, well inside the 20 s an
                 // assertion is handed out again (`IdentityAssertions.reuse`); the suite's load once stretched one pass
                 // over the whole matrix past it.
@@ -205,7 +201,7 @@ struct ExtAuthzGRPCTests {
                 let message: [UInt8] = try request.serializedBytes()
                 let length = UInt32(message.count)
                 let framed: [UInt8] = [0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + message
-                let hex = framed.map { String(format: "%02x", $0) }.joined()
+                let hex = Self.hex(framed)
                 let authority = "127.0.0.1:\(site.port)"
                 let head = [
                     [":method", "POST"], [":scheme", "http"], [":authority", authority], [":path", "/envoy.service.auth.v3.Authorization/Check"],
@@ -235,6 +231,11 @@ struct ExtAuthzGRPCTests {
                 #expect(answers[2].status == 200 && answers[2].reset == nil, "\(answers[2])")
             }
         }
+    }
+
+    /// `bytes` as hex, as the Python scripts take them.
+    static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
     }
 
     /// The bytes `hex` spells, up to its first pair that is not hex.

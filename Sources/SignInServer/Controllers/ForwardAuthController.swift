@@ -69,7 +69,7 @@ struct ForwardAuthController: Sendable {
             if let audience = proxy.forwardedOrigin(request.headers, peer: context.remoteAddress?.ipAddress) {
                 token = await assertions.assertion(for: person, audience: audience)
             }
-            response.headers.append(contentsOf: IdentityHeaders.checkFields(person, assertion: token))
+            response.headers.append(contentsOf: IdentityHeaders.fields(for: person, assertion: token))
         }
         if let authorization = admission.authorization {
             response.headers[.authorization] = authorization

@@ -61,7 +61,7 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The same, on a response's header fields (the front's event-loop fast path writes its answers without
     /// Hummingbird's `Response`).
     func secure(_ headers: inout HTTPFields) {
-        // An answer only the proxy that asked reads (`Response.markReadByProxyOnly`): nothing of a page's.
+        // An answer only the proxy that asked reads (`DoorPolicy.passed`): nothing of a page's.
         if let name = HTTPField.Name.readByProxyOnly, headers[name] != nil {
             headers[name] = nil
             return
@@ -81,13 +81,6 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 extension Response {
-    /// Says that this answer is read by the proxy that asked and never shown to a browser (a check that lets a request
-    /// through: nginx's `auth_request`, Traefik's and Caddy's forward auth and Envoy's `ext_authz` take the identity
-    /// fields they are configured to and drop the rest), so it carries none of a page's security headers.
-    mutating func markReadByProxyOnly() {
-        headers.markReadByProxyOnly()
-    }
-
     /// Lets this page's form (a sign-out) end in a redirect to `url`'s origin under the page's `form-action`.
     mutating func allowFormRedirect(to url: String?) {
         guard let url, let parsed = URL(string: url), parsed.host != nil, let name = HTTPField.Name.formActionOrigin else { return }
@@ -108,15 +101,16 @@ extension HTTPField.Name {
     static let xForwardedProto = HTTPField.Name("X-Forwarded-Proto")
     /// Set by a handler, never sent: the origin its page's form may end up at (added to `form-action`).
     static let formActionOrigin = HTTPField.Name("X-Siwa-Form-Action-Origin")
-    /// Marks an answer `secure` leaves without a page's headers (`Response.markReadByProxyOnly`); removed there, never
-    /// sent.
+    /// Marks an answer `secure` leaves without a page's headers (`HTTPFields.markReadByProxyOnly`); removed there,
+    /// never sent.
     static let readByProxyOnly = HTTPField.Name("X-Siwa-Read-By-Proxy-Only")
     /// `X-CSRF-Token`, sent by `popup.js`.
     static let xCSRFToken = HTTPField.Name("X-CSRF-Token")
 }
 
 extension HTTPFields {
-    /// The fields of an answer only the proxy that asked reads (`Response.markReadByProxyOnly`).
+    /// Says that these are the fields of an answer only the proxy that asked reads, never shown to a browser (a check
+    /// that lets a request through, `DoorPolicy.passed`), so that `secure` adds none of a page's headers to them.
     mutating func markReadByProxyOnly() {
         if let name = HTTPField.Name.readByProxyOnly { self[name] = "1" }
     }

@@ -83,7 +83,8 @@ public enum IdentityHeaders {
         return pairs.compactMap { name, value in name.map { HTTPField(name: $0, value: headerSafe(value)) } }
     }
 
-    /// The identity headers of `user`, and the assertion when there is one: what goes to the upstream.
+    /// The identity headers of `user`, and the assertion when there is one: what goes to the upstream, and what a
+    /// check's answer that passes says after `DoorPolicy.passed`'s fields (by the handlers and the byte path alike).
     static func fields(for person: Admission.Person, assertion: String?) -> [HTTPField] {
         var fields = fields(for: person)
         if let name = Self.assertion, let assertion { fields.append(HTTPField(name: name, value: assertion)) }
@@ -102,14 +103,5 @@ public enum IdentityHeaders {
             }
         }
         return encoded
-    }
-}
-
-extension IdentityHeaders {
-    /// The header fields of a check's answer that lets a request through (`/auth/check`, `/auth/forward`, by the
-    /// handlers and the byte path alike), after `DoorPolicy.passed`'s: the identity headers, and the assertion when
-    /// there is one.
-    static func checkFields(_ person: Admission.Person, assertion: String?) -> HTTPFields {
-        HTTPFields(fields(for: person, assertion: assertion))
     }
 }

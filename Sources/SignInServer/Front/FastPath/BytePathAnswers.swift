@@ -194,7 +194,7 @@ final class BytePathAnswers: Sendable {
     /// `Server` (`stamp`): the identity, the assertion, and the empty body's length.
     func checkFields(_ pass: CheckPass) -> HTTPFields {
         var fields = checkHead
-        fields.append(contentsOf: IdentityHeaders.checkFields(pass.person, assertion: pass.assertion))
+        fields.append(contentsOf: IdentityHeaders.fields(for: pass.person, assertion: pass.assertion))
         if let authorization = pass.authorization {
             fields[.authorization] = authorization
             if let name = IdentityHeaders.authorization { fields[name] = authorization }

@@ -13,7 +13,8 @@ import NIOHTTP2
 /// path) are added behind this one only when they may be needed: for a stream that goes on, and for a call whose
 /// message has not all come by the end of the read that brought its HEADERS (so that it is watched as every stream
 /// is, as it always was). A call whose HEADERS and message come in one read, as Envoy sends them, and is answered here
-/// has a pipeline of one handler, built and torn down with it: the two others cost about 20,000 instructions a call.
+/// has a pipeline of one handler, built and torn down with it (the stream's initializer 8,600 → 4,400 instructions a
+/// call; most of a stream's cost is NIO's own child channel).
 final class GRPCCheckFromMemory: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTP2Frame.FramePayload

@@ -106,8 +106,8 @@ struct DoorPolicy: Sendable {
     /// keyed by URL in front of siwa must not hand one person's identity to the next), and none of a page's security
     /// headers, since only the proxy that asked reads it (nginx's `auth_request`, Traefik's and Caddy's forward auth,
     /// Envoy's `ext_authz` take the fields they are configured to and drop the rest). Envoy parses every field it is
-    /// given: the page's headers were 32,000 of the 425,000 instructions Envoy spent on a request it asked siwa about
-    /// (`Benchmarks/run-callgrind.sh`, docs/benchmarks.md).
+    /// given: the page's security headers were about 27,000 of the 425,000 instructions Envoy spent on a request it
+    /// asked siwa about (`Benchmarks/run-callgrind.sh`, docs/benchmarks.md).
     static func passed(_ status: HTTPResponse.Status) -> RenderedPage {
         var fields: HTTPFields = [.cacheControl: "no-store"]
         fields.markReadByProxyOnly()
