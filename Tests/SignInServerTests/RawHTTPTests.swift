@@ -4,6 +4,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 @testable import SignInServer
+import TestSupport
 import Testing
 
 /// The HTTP/1.1 subset the byte-level proxy path reads itself (`RawHTTP`, `ChunkedFraming`): what it takes must mean
@@ -265,5 +266,143 @@ struct RawHTTPTests {
     )
     func chunkedRefused(_ text: String) {
         #expect(Self.chunkedEnd(text) == .invalid)
+    }
+}
+
+/// The word-at-a-time reading of a head (`RawHTTP.headEnd`, the values in `RawHTTP.headerLines`) held to the byte loop
+/// it replaced, kept here as the reference: on generated words and heads made mostly of the bytes where the two could
+/// part (CR, LF, tab, SP, controls, DEL, obs-text), cut at every length.
+@Suite("Byte-level HTTP: a head read eight bytes at a time, as byte by byte")
+struct RawHTTPWordTests {
+    /// The bytes where a word test could go wrong, and ordinary text.
+    static let edges: [UInt8] = [0x00, 0x01, 0x09, 0x0A, 0x0C, 0x0D, 0x0E, 0x0F, 0x1F, 0x20, 0x21, 0x3A, 0x41, 0x61, 0x7E, 0x7F, 0x80, 0x8D, 0xA0, 0xFF]
+
+    static func byte(_ random: inout SplitMix64) -> UInt8 {
+        random.next() % 3 == 0 ? UInt8(truncatingIfNeeded: random.next()) : edges[Int(random.next() % UInt64(edges.count))]
+    }
+
+    @Test("a word's first byte below 0x0E, and its first byte outside 0x20 to 0x7E, found where they are; none flagged when there is none")
+    func wordTests() {
+        var random = SplitMix64(seed: 0x776f_7264)
+        var sawEach = (lineEnd: 0, text: 0)
+        for _ in 0..<200_000 {
+            // A third of the words plain text, where the word tests must say so.
+            let plain = random.next() % 3 == 0
+            let bytes = (0..<8).map { _ in plain && random.next() % 16 != 0 ? UInt8(0x20 + random.next() % 0x5F) : Self.byte(&random) }
+            // Loaded as the parser loads it, in the machine's order.
+            let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            let firstLow = bytes.firstIndex { $0 < 0x0E }
+            let firstOther = bytes.firstIndex { !(0x20...0x7E).contains($0) }
+            let lineEnd = RawHTTP.lineEndMask(word), nonText = RawHTTP.nonTextMask(word)
+            #expect((lineEnd == 0 ? nil : RawHTTP.firstFlagged(lineEnd)) == firstLow, "\(bytes)")
+            #expect((nonText == 0 ? nil : RawHTTP.firstFlagged(nonText)) == firstOther, "\(bytes)")
+            let mayEnd = firstLow != nil, text = firstOther == nil
+            if mayEnd { sawEach.lineEnd += 1 }
+            if text { sawEach.text += 1 }
+        }
+        #expect(sawEach.lineEnd > 10_000 && sawEach.text > 1_000, "both answers generated often: \(sawEach)")
+        #expect(RawHTTP.statusLineStart == Array("HTTP/1.\0".utf8).withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) })
+    }
+
+    @Test("the token bytes are RFC 9110's tchar, every byte asked")
+    func tokenBytes() {
+        let tchar = Set(Array("!#$%&'*+-.^_`|~".utf8) + Array(UInt8(ascii: "0")...UInt8(ascii: "9")) + Array(UInt8(ascii: "A")...UInt8(ascii: "Z")) + Array(UInt8(ascii: "a")...UInt8(ascii: "z")))
+        #expect(tchar.count == 77)
+        for byte in UInt8.min...UInt8.max { #expect(RawHTTP.isTokenByte(byte) == tchar.contains(byte), "\(byte)") }
+    }
+
+    /// The byte loop `headEnd` was.
+    static func referenceHeadEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> RawHTTP.HeadEnd {
+        let searched = min(bytes.count, limit)
+        var index = 0
+        while index < searched {
+            switch bytes[index] {
+            case UInt8(ascii: "\n"):
+                guard index > 0, bytes[index - 1] == UInt8(ascii: "\r") else { return .malformed }
+                if index >= 3, bytes[index - 2] == UInt8(ascii: "\n") { return .at(index + 1) }
+            case UInt8(ascii: "\r"):
+                if index + 1 < bytes.count, bytes[index + 1] != UInt8(ascii: "\n") { return .malformed }
+            default:
+                break
+            }
+            index += 1
+        }
+        return .notYet
+    }
+
+    /// The byte loop `headerLines` was.
+    static func referenceLines(_ bytes: UnsafeRawBufferPointer, from start: Int, end: Int, allowsObsText: Bool) -> [RawHTTP.Line]? {
+        var lines: [RawHTTP.Line] = []
+        var index = start
+        while index < end - 2 {
+            let lineStart = index
+            while index < end, RawHTTP.isTokenByte(bytes[index]) { index += 1 }
+            guard index > lineStart, index < end, bytes[index] == UInt8(ascii: ":") else { return nil }
+            let name = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<index]), as: UTF8.self).lowercased()
+            index += 1
+            while bytes[index] == UInt8(ascii: " ") || bytes[index] == 0x09 { index += 1 }
+            let valueStart = index
+            var valueEnd = index
+            while bytes[index] != UInt8(ascii: "\r") {
+                let byte = bytes[index]
+                guard byte == 0x09 || (byte >= 0x20 && byte != 0x7F), allowsObsText || byte < 0x80 else { return nil }
+                index += 1
+                if byte != UInt8(ascii: " "), byte != 0x09 { valueEnd = index }
+            }
+            guard bytes[index + 1] == UInt8(ascii: "\n") else { return nil }
+            lines.append(RawHTTP.Line(name: name, line: lineStart..<index, value: valueStart..<valueEnd))
+            index += 2
+        }
+        return index == end - 2 ? lines : nil
+    }
+
+    /// A head of a few field lines, most of them well-formed, some with a generated byte anywhere.
+    static func head(_ random: inout SplitMix64) -> [UInt8] {
+        var head = Array("GET /p HTTP/1.1\r\n".utf8)
+        // Half the heads with no generated byte in their values but text.
+        let edgy = random.next() % 2 == 0
+        for _ in 0..<(1 + Int(random.next() % 6)) {
+            let names = ["Host", "Accept", "X-Forwarded-For", "Cookie", "a", "Content-Type"]
+            var line = Array(names[Int(random.next() % UInt64(names.count))].utf8) + Array(":".utf8)
+            line += Array(String(repeating: " ", count: Int(random.next() % 3)).utf8)
+            for _ in 0..<Int(random.next() % 40) {
+                line.append(edgy && random.next() % 10 == 0 ? Self.byte(&random) : UInt8(0x20 + random.next() % 0x5F))
+            }
+            if random.next() % 4 == 0 { line += [0x20, 0x09, 0x20].prefix(Int(random.next() % 4)) }
+            head += line + [0x0D, 0x0A]
+        }
+        head += [0x0D, 0x0A]
+        // Now and then a byte anywhere changed, CR and LF among the likeliest.
+        if random.next() % 3 == 0 {
+            let at = Int(random.next() % UInt64(head.count))
+            head[at] = random.next() % 2 == 0 ? [0x0D, 0x0A, 0x09, 0x00][Int(random.next() % 4)] : Self.byte(&random)
+        }
+        return head
+    }
+
+    @Test("generated heads, cut at every length: where the head ends, and its lines and values, as the byte loop read them")
+    func headsAsByteByByte() {
+        var random = SplitMix64(seed: 0x6865_6164)
+        var outcomes: [String: Int] = [:]
+        for _ in 0..<3_000 {
+            let head = Self.head(&random)
+            head.withUnsafeBytes { whole in
+                for cut in stride(from: head.count, through: 0, by: -1) {
+                    let bytes = UnsafeRawBufferPointer(rebasing: whole[0..<cut])
+                    let limit = random.next() % 8 == 0 ? Int(random.next() % UInt64(head.count + 1)) : RawHTTP.requestHeadLimit
+                    let found = RawHTTP.headEnd(bytes, limit: limit)
+                    #expect(found == Self.referenceHeadEnd(bytes, limit: limit), "\(Array(bytes)) limit \(limit)")
+                    guard cut == head.count, case .at(let end) = found else { continue }
+                    let start = head.firstIndex(of: 0x0A).map { $0 + 1 } ?? 0
+                    guard start < end else { continue }
+                    for obs in [false, true] {
+                        let lines = RawHTTP.headerLines(bytes, from: start, end: end, allowsObsText: obs, limit: .max)
+                        #expect(lines == Self.referenceLines(bytes, from: start, end: end, allowsObsText: obs), "\(head)")
+                        outcomes[lines == nil ? "refused" : "read", default: 0] += 1
+                    }
+                }
+            }
+        }
+        #expect((outcomes["read"] ?? 0) > 1_000 && (outcomes["refused"] ?? 0) > 200, "both outcomes generated: \(outcomes)")
     }
 }

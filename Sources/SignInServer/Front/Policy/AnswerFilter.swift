@@ -58,15 +58,16 @@ struct AnswerFilter {
 
     /// Whether the field of this lowercased name (its `value` read only when it matters) reaches the client.
     mutating func keeps(_ lowercased: String, value: () -> String) -> Bool {
-        switch lowercased {
-        case "content-length":
+        // Each name compared only with those of its length (a `String` that differs costs a call to compare).
+        switch lowercased.utf8.count {
+        case 14 where lowercased == "content-length":
             return !switching
-        case "transfer-encoding":
+        case 17 where lowercased == "transfer-encoding":
             codings.append(contentsOf: RawHTTP.transferCodings([value()]).codings)
             return false
-        case "date", "server":
+        case 4 where lowercased == "date", 6 where lowercased == "server":
             return false
-        case "set-cookie":
+        case 10 where lowercased == "set-cookie":
             return !CookiePolicy.allNames.contains(String(Substring(value()).prefix { $0 != "=" }.trimmingBlanks))
         default:
             return !Self.hopByHop.contains(lowercased) && !named.contains(lowercased)
