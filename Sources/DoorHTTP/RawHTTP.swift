@@ -309,13 +309,40 @@ package enum RawHTTP {
         listsToken(connection, "close")
     }
 
-    /// Whether `Connection` values list `token` (lower case), in any case.
+    /// Whether `Connection` values list `token` (lower case), in any case: the members of `commaList`, read here over
+    /// the bytes (every proxied answer's `Connection: keep-alive` is read so; through `Substring`s it cost 1,250
+    /// instructions a request).
     package static func listsToken(_ connection: [String], _ token: StaticString) -> Bool {
-        connection.contains { value in
-            var found = false
-            forEachCommaMember(value) { member in found = found || equalsIgnoringCase(member, token) }
-            return found
+        token.withUTF8Buffer { token in
+            connection.contains { value in
+                var value = value
+                return value.withUTF8 { bytes in
+                    let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+                    var start = 0
+                    while start <= bytes.count {
+                        var end = start
+                        while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
+                        var low = start
+                        var high = end
+                        while low < high, isBlank(bytes[low]) { low += 1 }
+                        while high > low, isBlank(bytes[high - 1]) { high -= 1 }
+                        if high - low == token.count, sameIgnoringCase(UnsafeBufferPointer(rebasing: bytes[low..<high]), token) { return true }
+                        start = end + 1
+                    }
+                    return false
+                }
+            }
         }
+    }
+
+    /// Whether `bytes` are `lowercase` (ASCII, lower case, as long) in any case.
+    @inline(__always)
+    private static func sameIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: UnsafeBufferPointer<UInt8>) -> Bool {
+        for offset in 0..<lowercase.count {
+            let want = lowercase[offset]
+            guard (0x61...0x7A).contains(want) ? bytes[offset] | 0x20 == want : bytes[offset] == want else { return false }
+        }
+        return true
     }
 
     /// The non-empty members of a comma-separated field value, trimmed of blanks.
@@ -344,13 +371,10 @@ package enum RawHTTP {
         let bytes = text.utf8
         guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         return lowercase.withUTF8Buffer { expected in
-            let same = { (byte: UInt8, want: UInt8) in (0x61...0x7A).contains(want) ? byte | 0x20 == want : byte == want }
             // Through the bytes themselves when the string has them in one piece (a native string always does): the
             // view's indices cost more than the comparison, on every proxied request's `Connection`.
-            return bytes.withContiguousStorageIfAvailable { text in
-                for offset in 0..<text.count where !same(text[offset], expected[offset]) { return false }
-                return true
-            } ?? zip(bytes, expected).allSatisfy(same)
+            bytes.withContiguousStorageIfAvailable { sameIgnoringCase($0, expected) }
+                ?? zip(bytes, expected).allSatisfy { byte, want in (0x61...0x7A).contains(want) ? byte | 0x20 == want : byte == want }
         }
     }
 

@@ -311,6 +311,22 @@ struct RawHTTPWordTests {
         for byte in UInt8.min...UInt8.max { #expect(RawHTTP.isTokenByte(byte) == tchar.contains(byte), "\(byte)") }
     }
 
+    @Test("whether Connection values list a token, read over the bytes, as their comma-separated members say, on generated values")
+    func listsTokenAsMembers() {
+        var random = SplitMix64(seed: 0x636c_6f73)
+        let pieces = ["close", "Close", "CLOSE", "keep-alive", "Keep-Alive", "closer", "clos", "upgrade", "x-close", " ", "\t", ",", ",,", "cl ose", "é", "closé"]
+        var listed = 0
+        for _ in 0..<20_000 {
+            let values = (0..<Int(random.next() % 3)).map { _ in (0..<Int(random.next() % 5)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined() }
+            for token: StaticString in ["close", "keep-alive"] {
+                let members = values.flatMap { RawHTTP.commaList($0) }.contains { RawHTTP.equalsIgnoringCase($0, token) }
+                #expect(RawHTTP.listsToken(values, token) == members, "\(values) \(token)")
+                if members { listed += 1 }
+            }
+        }
+        #expect(listed > 2_000, "values that list a token generated often: \(listed)")
+    }
+
     /// The byte loop `headEnd` was.
     static func referenceHeadEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> RawHTTP.HeadEnd {
         let searched = min(bytes.count, limit)
