@@ -222,8 +222,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 pending = nil
                 break
             }
-            let parse = buffer.withUnsafeReadableBytes { RawHTTP.request($0) }
-            switch parse {
+            // Switched over as it comes: the head's fields are moved into `head`, not copied and destroyed twice.
+            switch buffer.withUnsafeReadableBytes({ RawHTTP.request($0) }) {
             case .incomplete:
                 break taking
             case .notTaken:
