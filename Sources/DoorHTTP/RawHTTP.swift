@@ -31,6 +31,13 @@ package enum RawHTTP {
         package let value: Range<Int>
     }
 
+    /// A header field read whole: its name lowercased, its value. A struct, not a tuple: an array or optional of
+    /// tuples is copied and destroyed through the run time's generic witnesses, on every request that carries them.
+    package struct Field: Equatable {
+        package let name: String
+        package let value: String
+    }
+
     /// A request head taken whole.
     package struct RequestHead {
         package let method: String
@@ -53,7 +60,7 @@ package enum RawHTTP {
         package let connection: [String]
         /// The `X-Forwarded-*`, `X-Original-URI` and `X-Original-Method` fields, as the handlers read them from a trusted
         /// proxy (otherwise ignored).
-        package let forwarded: [(name: String, value: String)]
+        package let forwarded: [Field]
         /// HTTP/1.0 (else HTTP/1.1): only a check is answered here then; anything else goes to the codecs.
         package let isHTTP10: Bool
 
@@ -136,7 +143,7 @@ package enum RawHTTP {
         var authorizations = 0
         var contentLength: Int?
         var connection: [String] = []
-        var forwarded: [(name: String, value: String)] = []
+        var forwarded: [Field] = []
         for line in lines {
             let value = { String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.value]), as: UTF8.self) }
             // Each name compared only with those of its length: a `String` that differs from another costs a call
@@ -165,7 +172,7 @@ package enum RawHTTP {
             case 10 where name == "connection":
                 connection.append(value())
             case 12...:
-                if name.hasPrefix("x-forwarded-") || name == "x-original-uri" || name == "x-original-method" { forwarded.append((name, value())) }
+                if name.hasPrefix("x-forwarded-") || name == "x-original-uri" || name == "x-original-method" { forwarded.append(Field(name: name, value: value())) }
             default:
                 break
             }

@@ -245,7 +245,7 @@ final class ConnectionMemory {
     /// was made to (`forwardedOrigin`), read once per set of `X-Forwarded-*` and `X-Original-*` values on a connection.
     private func forwardedOrigin(_ head: RawHTTP.RequestHead) -> (AccessRequest, String?) {
         guard peerTrusted, !head.forwarded.isEmpty else { return (AccessRequest(host: nil, method: nil, path: nil), nil) }
-        if let last = lastForwarded, last.fields.elementsEqual(head.forwarded, by: { $0.name == $1.name && $0.value == $1.value }) {
+        if let last = lastForwarded, last.fields == head.forwarded {
             return (last.request, last.origin)
         }
         let fields = forwardedFields(head)
@@ -265,8 +265,8 @@ final class ConnectionMemory {
     private func forwardedFields(_ head: RawHTTP.RequestHead) -> HTTPFields {
         var fields = HTTPFields()
         guard peerTrusted else { return fields }
-        for (name, value) in head.forwarded {
-            if let fieldName = HTTPField.Name(name) { fields.append(HTTPField(name: fieldName, lenientValue: Array(value.utf8))) }
+        for field in head.forwarded {
+            if let name = HTTPField.Name(field.name) { fields.append(HTTPField(name: name, lenientValue: Array(field.value.utf8))) }
         }
         return fields
     }
@@ -438,10 +438,10 @@ private final class EnvoyAnswerMemo {
 
 /// A trusted proxy's `X-Forwarded-*` values, the request they describe and the origin they name.
 private final class ForwardedMemo {
-    let fields: [(name: String, value: String)]
+    let fields: [RawHTTP.Field]
     let request: AccessRequest
     let origin: String?
-    init(fields: [(name: String, value: String)], request: AccessRequest, origin: String?) {
+    init(fields: [RawHTTP.Field], request: AccessRequest, origin: String?) {
         self.fields = fields
         self.request = request
         self.origin = origin
