@@ -226,7 +226,7 @@ package enum RawHTTP {
     }
 
     /// `HTTP/1.`, the first seven bytes of a status line, as the low seven bytes of a little-endian word
-    /// (`RawHTTPTests.statusLineStart` spells it out).
+    /// (`RawHTTPWordTests.wordTests` spells it out).
     package static let statusLineStart: UInt64 = 0x002E_312F_5054_5448
 
     /// Reads a response head at the start of `bytes` (the answer to a GET).
@@ -512,7 +512,7 @@ package enum RawHTTP {
     /// RFC 9110 tchar.
     @inlinable
     package static func isTokenByte(_ byte: UInt8) -> Bool {
-        // One bit a byte, 0x00 to 0x3F then 0x40 to 0x7F (`RawHTTPTests.tokenBytes` holds them to the RFC's list).
+        // One bit a byte, 0x00 to 0x3F then 0x40 to 0x7F (`RawHTTPWordTests.tokenBytes` holds them to the RFC's list).
         switch byte {
         case 0..<64: (0x03FF_6CFA_0000_0000 as UInt64) >> byte & 1 == 1
         case 64..<128: (0x57FF_FFFF_C7FF_FFFE as UInt64) >> (byte &- 64) & 1 == 1

@@ -222,8 +222,8 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 pending = nil
                 break
             }
-            // Switched over as it comes: the head's fields are moved into `head`, not copied and destroyed twice.
-            switch buffer.withUnsafeReadableBytes({ RawHTTP.request($0) }) {
+            let parse = buffer.withUnsafeReadableBytes { RawHTTP.request($0) }
+            switch parse {
             case .incomplete:
                 break taking
             case .notTaken:
