@@ -324,21 +324,32 @@ package enum RawHTTP {
             connection.contains { value in
                 var value = value
                 return value.withUTF8 { bytes in
-                    let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-                    var start = 0
-                    while start <= bytes.count {
-                        var end = start
-                        while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
-                        var low = start
-                        var high = end
-                        while low < high, isBlank(bytes[low]) { low += 1 }
-                        while high > low, isBlank(bytes[high - 1]) { high -= 1 }
-                        if high - low == token.count, sameIgnoringCase(UnsafeBufferPointer(rebasing: bytes[low..<high]), token) { return true }
-                        start = end + 1
+                    var found = false
+                    forEachMember(of: bytes, separatedBy: UInt8(ascii: ",")) { member in
+                        found = found || (member.count == token.count && sameIgnoringCase(UnsafeBufferPointer(rebasing: bytes[member]), token))
                     }
-                    return false
+                    return found
                 }
             }
+        }
+    }
+
+    /// Calls `body` with where each member of a list in `bytes` lies, members separated by `separator` and trimmed of
+    /// blanks (SP, HTAB), empty ones included, in order: the one walk over a list's bytes (`Connection` values, field
+    /// values' comma lists, a `Cookie` value's pairs).
+    package static func forEachMember(of bytes: UnsafeBufferPointer<UInt8>, separatedBy separator: UInt8, _ body: (Range<Int>) -> Void) {
+        let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var start = 0
+        while true {
+            var end = start
+            while end < bytes.count, bytes[end] != separator { end += 1 }
+            var low = start
+            var high = end
+            while low < high, isBlank(bytes[low]) { low += 1 }
+            while high > low, isBlank(bytes[high - 1]) { high -= 1 }
+            body(low..<high)
+            guard end < bytes.count else { return }
+            start = end + 1
         }
     }
 
@@ -362,14 +373,15 @@ package enum RawHTTP {
     /// Calls `body` with each non-empty member of a comma-separated field value, trimmed of blanks. Read by byte,
     /// with nothing allocated: `split` on a `String` walks grapheme clusters, and these run on every proxied request.
     package static func forEachCommaMember(_ value: String, _ body: (Substring) -> Void) {
-        let bytes = value.utf8
-        var start = bytes.startIndex
-        while true {
-            let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.endIndex
-            let member = value[start..<end].trimmingBlanks
-            if !member.isEmpty { body(member) }
-            guard end < bytes.endIndex else { return }
-            start = bytes.index(after: end)
+        // The bytes of a copy are walked; the members are cut from `value` at the same places (separators and blanks
+        // are ASCII, so every place is a character's edge).
+        var copy = value
+        copy.withUTF8 { bytes in
+            forEachMember(of: bytes, separatedBy: UInt8(ascii: ",")) { member in
+                guard !member.isEmpty else { return }
+                let utf8 = value.utf8
+                body(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: member.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: member.upperBound)]))
+            }
         }
     }
 

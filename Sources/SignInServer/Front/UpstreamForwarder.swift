@@ -248,26 +248,17 @@ struct UpstreamForwarder: Sendable {
     private static func cookiePairs(
         _ bytes: UnsafeBufferPointer<UInt8>, own: OwnCookieNames, each: (UnsafeBufferPointer<UInt8>, Bool) -> Void
     ) -> Bool {
-        let isBlank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
         var anyDropped = false
-        var start = 0
-        while true {
-            var end = start
-            while end < bytes.count, bytes[end] != UInt8(ascii: ";") { end += 1 }
-            var low = start
-            var high = end
-            while low < high, isBlank(bytes[low]) { low += 1 }
-            while high > low, isBlank(bytes[high - 1]) { high -= 1 }
-            var nameEnd = low
-            while nameEnd < high, bytes[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
-            while nameEnd > low, isBlank(bytes[nameEnd - 1]) { nameEnd -= 1 }
-            let name = UnsafeBufferPointer(rebasing: bytes[low..<nameEnd])
+        RawHTTP.forEachMember(of: bytes, separatedBy: UInt8(ascii: ";")) { pair in
+            var nameEnd = pair.lowerBound
+            while nameEnd < pair.upperBound, bytes[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
+            while nameEnd > pair.lowerBound, bytes[nameEnd - 1] == UInt8(ascii: " ") || bytes[nameEnd - 1] == UInt8(ascii: "\t") { nameEnd -= 1 }
+            let name = UnsafeBufferPointer(rebasing: bytes[pair.lowerBound..<nameEnd])
             let dropped = name.isEmpty || own.bytes.contains { $0.count == name.count && $0.elementsEqual(name) }
             anyDropped = anyDropped || dropped
-            each(UnsafeBufferPointer(rebasing: bytes[low..<high]), dropped)
-            guard end < bytes.count else { return anyDropped }
-            start = end + 1
+            each(UnsafeBufferPointer(rebasing: bytes[pair]), dropped)
         }
+        return anyDropped
     }
 
     /// The upstream's header fields as the client gets them (`AnswerFilter`, the one filter of every carrier).
