@@ -184,6 +184,61 @@ struct AccessRulesTests {
         #expect(access.judge(request, subject: "s", email: "ada@example.com").verdict == .deny)
     }
 
+    @Test("generated sequences of requests, people and reloads: one AccessControl judged again and again (its matches remembered, the last one by itself) says what a fresh one says of each request, before and after a reload or skip routes change the rules")
+    func rememberedMatchesAgreeWithFresh() throws {
+        let hosts: [String?] = ["grafana.example.com", "Grafana.Example.com:443", "eu.billing.example.com", "docs.example.com", "other.example.com", nil]
+        let methods: [String?] = ["GET", "get", "HEAD", "POST", "DELETE", "OPTIONS", nil]
+        let paths: [String?] = ["/health", "/admin/", "/admin/users", "/", "/x", "/health/", nil]
+        let people: [String?] = [nil, "ada@example.com", "bob@example.com", "grace@example.org", "eve@example.net"]
+        let configurations = [
+            try Self.rules(Self.sample),
+            try Self.rules(#"[{"paths": ["^/admin/"], "policy": "public"}, {"methods": ["GET"], "policy": "deny"}]"#),
+            try Self.rules(#"[{"hosts": ["docs.example.com"], "paths": ["^/$"], "policy": "deny"}, {"paths": ["^/x"], "policy": "allow", "pass_authorization": true}]"#),
+        ]
+        let groups: [String: [GroupMember]] = ["admins": [try GroupMember(parsing: "ada@example.com")], "staff": [try GroupMember(parsing: "@example.com")]]
+        func configuration(_ index: Int) -> AccessConfiguration {
+            AccessConfiguration(rules: configurations[index], global: AccessPolicy(groups: ["staff"]), groups: groups)
+        }
+        var random = SplitMix64(seed: 0x6d61_7463_6865_73)
+        var inForce = 0
+        var skipRoutes: [SkipAuthRoute] = []
+        let access = AccessControl(configuration(0))
+        var changed = 0
+        var previous = AccessRequest(host: nil, method: nil, path: nil)
+        var request = previous
+        for step in 0..<6_000 {
+            switch random.below(40) {
+            case 0:
+                inForce = random.below(configurations.count)
+                access.reload(configuration(inForce))
+                changed += 1
+            case 1:
+                skipRoutes = random.below(2) == 0 ? [] : [try SkipAuthRoute("GET=^/admin/")]
+                access.install(skipRoutes: skipRoutes)
+                changed += 1
+            default:
+                break
+            }
+            // Runs of one request, as a connection's requests and a request's two judgements come, across reloads too.
+            if step > 0, random.below(2) == 0 { request = previous } else { request = AccessRequest(
+                host: hosts[random.below(hosts.count)], method: methods[random.below(methods.count)],
+                path: paths[random.below(paths.count)], isPreflight: random.below(4) == 0
+            ) }
+            previous = request
+            for _ in 0...random.below(3) {
+                let email = people[random.below(people.count)]
+                let fresh = AccessControl(configuration(inForce), skipRoutes: skipRoutes)
+                let got = access.judge(request, subject: email.map { "sub-" + $0 }, email: email)
+                let expected = fresh.judge(request, subject: email.map { "sub-" + $0 }, email: email)
+                let who = email ?? "no one"
+                #expect(got.verdict == expected.verdict, "step \(step): \(request) \(who)")
+                #expect(got.rule == expected.rule && got.groups == expected.groups, "step \(step): \(request) \(who)")
+                #expect(access.passesAuthorization(request) == fresh.passesAuthorization(request), "step \(step): \(request)")
+            }
+        }
+        #expect(changed > 200, "the generator rarely changed the rules: \(changed)")
+    }
+
     @Test("a directory built from what was replaced while it was built is not put in force: a reload while the store's members are built in, and the store's members changed while a reload is built, each end with both in force")
     func directoryBuiltFromReplacedInputs() throws {
         let first = AccessConfiguration(groups: ["first": [.email("ada@example.com")]])
