@@ -326,7 +326,7 @@ package enum RawHTTP {
                 return value.withUTF8 { bytes in
                     var found = false
                     forEachMember(of: bytes, separatedBy: UInt8(ascii: ",")) { member in
-                        found = found || (member.count == token.count && sameIgnoringCase(UnsafeBufferPointer(rebasing: bytes[member]), token))
+                        found = found || sameToken(UnsafeBufferPointer(rebasing: bytes[member]), token)
                     }
                     return found
                 }
@@ -351,6 +351,12 @@ package enum RawHTTP {
             guard end < bytes.count else { return }
             start = end + 1
         }
+    }
+
+    /// Whether `bytes` are `token` (ASCII, lower case) in any case.
+    @inline(__always)
+    package static func sameToken(_ bytes: UnsafeBufferPointer<UInt8>, _ token: UnsafeBufferPointer<UInt8>) -> Bool {
+        bytes.count == token.count && sameIgnoringCase(bytes, token)
     }
 
     /// Whether `bytes` are `lowercase` (ASCII, lower case, as long) in any case.

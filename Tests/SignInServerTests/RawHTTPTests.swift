@@ -314,7 +314,7 @@ struct RawHTTPWordTests {
     @Test("a comma list's members, and whether Connection values list a token, read over the bytes as Swift's split reads them, on generated values")
     func listsTokenAsMembers() {
         var random = SplitMix64(seed: 0x636c_6f73)
-        let pieces = ["close", "Close", "CLOSE", "keep-alive", "Keep-Alive", "closer", "clos", "upgrade", "x-close", " ", "\t", ",", ",,", "cl ose", "é", "closé"]
+        let pieces = ["close", "Close", "CLOSE", "keep-alive", "Keep-Alive", "closer", "clos", "upgrade", "x-close", " ", "\t", ",", ",,", "cl ose", "é", "closé", "Upgrade", "X-Name", "KEEP-ALIVE "]
         var listed = 0
         for _ in 0..<20_000 {
             let values = (0..<Int(random.next() % 3)).map { _ in (0..<Int(random.next() % 5)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined() }
@@ -330,6 +330,9 @@ struct RawHTTPWordTests {
                 #expect(RawHTTP.listsToken(values, token) == members, "\(values) \(token)")
                 if members { listed += 1 }
             }
+            // The fields they name (siwa's filter keeps none of them): every member but close and keep-alive.
+            let named = split.joined().filter { !RawHTTP.equalsIgnoringCase($0[...], "close") && !RawHTTP.equalsIgnoringCase($0[...], "keep-alive") }
+            #expect(AnswerFilter.connectionNamed(values) == Set(named.map { $0.lowercased() }), "\(values)")
         }
         #expect(listed > 2_000, "values that list a token generated often: \(listed)")
     }

@@ -156,7 +156,7 @@ struct UpstreamForwarder: Sendable {
         headers.reserveCapacity(fields.count + identity.count + 5)
         let forwarded = ForwardedFields(fields, authority: authority, peer: peer, resolver: resolver)
         writeHead(
-            to: &headers, clientFields: fields.lazy.map { ($0.name.canonicalName, $0.name.rawName, $0.value) }, connection: fields[values: .connection],
+            to: &headers, clientFields: fields.lazy.map(NamedClientField.init), connection: fields[values: .connection],
             forwarded: forwarded, identity: identity
         )
         return headers
@@ -183,20 +183,20 @@ struct UpstreamForwarder: Sendable {
 
     /// The upstream's request head after its request line, written here for every carrier (async-http-client, the
     /// WebSocket handshake and the byte path): `Host`, the upstream's own; the client's fields (`clientFields`:
-    /// lowercased name, name as sent, value, in order) less those that stay with siwa (`staysWithSiwa`, with the
+    /// `ClientField`s, in order) less those that stay with siwa (`staysWithSiwa`, with the
     /// names its `Connection` values list), its cookie without siwa's; where the request came from; then siwa's
     /// identity fields.
-    func writeHead<Sink: HeaderSink>(
-        to sink: inout Sink, clientFields: some Sequence<(String, String, String)>, connection: [String], forwarded: ForwardedFields, identity: [HTTPField]
+    func writeHead<Sink: HeaderSink, Field: ClientField>(
+        to sink: inout Sink, clientFields: some Sequence<Field>, connection: [String], forwarded: ForwardedFields, identity: [HTTPField]
     ) {
         let named = AnswerFilter.connectionNamed(connection)
         sink.add(name: "Host", value: settings.authority)
-        for (lowercased, name, value) in clientFields where !staysWithSiwa(lowercased, named: named) {
-            if lowercased == "cookie" {
-                if let kept = keptCookies(value) { sink.add(name: "Cookie", value: kept) }
+        for field in clientFields where !staysWithSiwa(field.lowercased, named: named) {
+            if field.lowercased == "cookie" {
+                if let kept = keptCookies(field.value) { sink.add(name: "Cookie", value: kept) }
                 continue
             }
-            sink.add(name: name, value: value)
+            sink.pass(field)
         }
         sink.add(name: "X-Forwarded-For", value: forwarded.for)
         sink.add(name: "X-Forwarded-Proto", value: forwarded.proto)
@@ -441,6 +441,35 @@ final class PlaceHolder: Sendable {
     private let place: Mutex<UpstreamAdmission.Pass?>
     init(_ place: UpstreamAdmission.Pass) { self.place = Mutex(place) }
     func release() { place.withLock { $0 = nil } }
+}
+
+/// One of the client's header fields as the upstream's head writer reads it (`UpstreamForwarder.writeHead`): its
+/// name lowercased (what decides whether it passes), its name as sent, its value; and how its line is written as
+/// HTTP/1.1 bytes (the byte path copies it from the client's head, without making a `String` of either).
+protocol ClientField {
+    var lowercased: String { get }
+    var name: String { get }
+    var value: String { get }
+    func writeLine(into buffer: inout ByteBuffer)
+}
+
+extension ClientField {
+    func writeLine(into buffer: inout ByteBuffer) {
+        ByteHead.writeField(&buffer, name, value)
+    }
+}
+
+/// A field of HTTP types' fields, as the handlers' carriers and HTTP/2 pass it.
+struct NamedClientField: ClientField {
+    let lowercased: String
+    let name: String
+    let value: String
+
+    init(_ field: HTTPField) {
+        lowercased = field.name.canonicalName
+        name = field.name.rawName
+        value = field.value
+    }
 }
 
 extension HTTPHeaders: HeaderSink {}

@@ -298,12 +298,10 @@ final class ConnectionMemory {
         }
         // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`); the
         // bearer token that let the person in stays here unless the rule passes it (`UpstreamGate.passed`).
-        let fields = head.lines.lazy.filter { !dropsAuthorization || $0.name != "authorization" }.map { line -> (String, String, String) in
-            let name = source.getString(at: source.readerIndex + line.line.lowerBound, length: line.name.utf8.count) ?? line.name
-            let value = source.getString(at: source.readerIndex + line.value.lowerBound, length: line.value.count) ?? ""
-            return (line.name, name, value)
+        source.withUnsafeReadableBytes { bytes in
+            let fields = head.lines.lazy.filter { !dropsAuthorization || $0.name != "authorization" }.map { RawClientLine(line: $0, head: bytes) }
+            ByteHead.fields(into: &out) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
         }
-        ByteHead.fields(into: &out) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
         if let length = head.contentLength {
             // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
             ByteHead.writeField(&out, "Content-Length", String(length))
@@ -366,6 +364,27 @@ final class ConnectionMemory {
     static func path(of target: String) -> String {
         guard let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
         return String(target[..<query])
+    }
+}
+
+/// One of the client's header lines on the byte path, in the bytes of its head: the line is copied as it lies, and a
+/// `String` made only of what the head writer reads as one (the cookie). A request's values are visible ASCII, SP and
+/// HTAB (`RawHTTP.request` takes no other), so the bytes are those the `String`s would hold.
+private struct RawClientLine: ClientField {
+    let line: RawHTTP.Line
+    let head: UnsafeRawBufferPointer
+
+    var lowercased: String { line.name }
+    var name: String { String(decoding: nameBytes, as: UTF8.self) }
+    var value: String { String(decoding: valueBytes, as: UTF8.self) }
+
+    private var nameBytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: head[line.line.lowerBound..<(line.line.lowerBound + line.name.utf8.count)])
+    }
+    private var valueBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: head[line.value]) }
+
+    func writeLine(into buffer: inout ByteBuffer) {
+        ByteHead.writeField(&buffer, nameBytes, valueBytes)
     }
 }
 
