@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @testable import SignInServer
+import TestSupport
 import Testing
 
 /// The first signing key, made at the moment it is first needed, signs at that moment (found by docs/apis.md's run:
@@ -19,5 +20,57 @@ struct FirstKeyTests {
             }
         }
         #expect(unsigned == 0, "\(unsigned) of 40 first keys could not sign at the moment they were made for")
+    }
+}
+
+/// The assertions handed out again (`IdentityAssertions.recentAssertion`, remembered by person, audience and client,
+/// the last one found without hashing).
+@Suite("Assertions handed out again")
+struct RecentAssertionTests {
+    @Test("generated asks for 3 people in changing groups, 2 audiences and 2 clients, interleaved: each assertion handed out again is the one signed for that person, audience, client and groups (its claims say so), never the last one asked for another")
+    func handedOutAgainForItsOwn() async throws {
+        try await StoreFixture.with(.sqlite) { fixture in
+            let now = Date()
+            let assertions = IdentityAssertions(store: fixture.store, issuer: "https://auth.example.com", logger: Logger(label: "test.recent"))
+            try await assertions.prepare(now: now)
+            let users = (0..<3).map { _ in UserRecord(subject: Records.subject(), email: nil, isPrivateEmail: false, firstName: nil, lastName: nil, createdAt: now, lastSignInAt: now) }
+            let audiences = ["https://app.example.com", "https://wiki.example.com"]
+            let clients: [String?] = [nil, "ios-app"]
+            let groupings: [[String]] = [[], ["admins"]]
+            var random = SplitMix64(seed: 0x7265_6365_6e74)
+            var signed: [String: (token: String, groups: [String])] = [:]
+            var reused = 0
+            for step in 0..<3_000 {
+                let user = users[random.below(users.count)], audience = audiences[random.below(audiences.count)]
+                let client = clients[random.below(clients.count)], groups = groupings[random.below(groupings.count)]
+                let person = Admission.Person(user: user, groups: groups, client: client)
+                let key = "\(user.subject) \(audience) \(client ?? "-")"
+                if random.below(3) == 0 {
+                    let token = try #require(await assertions.assertion(for: person, audience: audience, now: now))
+                    if let known = signed[key], known.groups == groups { #expect(token == known.token, "step \(step): signed again within the reuse time") }
+                    signed[key] = (token, groups)
+                    continue
+                }
+                let again = assertions.recentAssertion(for: person, audience: audience, now: now)
+                guard let known = signed[key], known.groups == groups else {
+                    #expect(again == nil, "step \(step): handed out for \(key) in \(groups), none signed for it")
+                    continue
+                }
+                let token = try #require(again, "step \(step): \(key)")
+                #expect(token == known.token, "step \(step): \(key)")
+                let claims = try Self.claims(token)
+                #expect(claims["sub"] as? String == user.subject && claims["aud"] as? String == audience, "step \(step)")
+                #expect(claims["azp"] as? String == client && claims["groups"] as? [String] == groups, "step \(step)")
+                reused += 1
+            }
+            #expect(reused > 600, "the generator rarely asked again: \(reused)")
+        }
+    }
+
+    static func claims(_ token: String) throws -> [String: Any] {
+        var payload = String(token.split(separator: ".")[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while payload.count % 4 != 0 { payload += "=" }
+        let data = try #require(Data(base64Encoded: payload))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 }
