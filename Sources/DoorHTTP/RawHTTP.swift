@@ -189,10 +189,18 @@ package enum RawHTTP {
     /// Whether `target`'s query may name `access_token` (in any case or percent-encoding): a look for the letters,
     /// the exact reading is `BearerCredential`'s.
     package static func queryMayHoldToken(_ target: String) -> Bool {
-        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
+        guard let mark = queryMark(target) else { return false }
         let query = target[target.index(after: mark)...]
         guard query.utf8.contains(UInt8(ascii: "%")) else { return query.containsBytes("access_token", caseInsensitive: true) }
         return (query.removingPercentEncoding ?? String(query)).containsBytes("access_token", caseInsensitive: true)
+    }
+
+    /// Where the query of `target` starts: its first `?`, found over the bytes (the `UTF8View`'s `firstIndex` walked
+    /// its indices, 40 instructions a byte, three times a request of the byte path).
+    package static func queryMark(_ target: String) -> String.Index? {
+        var copy = target
+        guard let offset = copy.withUTF8({ $0.firstIndex(of: UInt8(ascii: "?")) }) else { return nil }
+        return target.utf8.index(target.utf8.startIndex, offsetBy: offset)
     }
 
     /// A response head read whole, with the framing of the body that follows.

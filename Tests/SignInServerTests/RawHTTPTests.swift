@@ -337,6 +337,36 @@ struct RawHTTPWordTests {
         #expect(listed > 2_000, "values that list a token generated often: \(listed)")
     }
 
+    @Test("generated header lines written into a buffer's room (ByteHead.fields), with room made for all of them, too little or none: the bytes are those written line by line, the buffer's earlier bytes kept, whatever the room")
+    func linesIntoRoom() {
+        var random = SplitMix64(seed: 0x726f_6f6d)
+        let names = ["Host", "X-Auth-Request-User", "X-Siwa-Assertion", "Cookie", "a", "Accept-Language", "X-Auth-Request-Groups"]
+        var retried = 0
+        for _ in 0..<3_000 {
+            let lines = (0..<Int(random.next() % 14)).map { _ in
+                (names[Int(random.next() % UInt64(names.count))], String(repeating: "v", count: Int(random.next() % 600)) + (random.next() % 5 == 0 ? "é" : ""))
+            }
+            let before = String(repeating: "b", count: Int(random.next() % 40))
+            var expected = ByteBuffer(string: before)
+            for (name, value) in lines { ByteHead.writeField(&expected, name, value) }
+            let total = expected.readableBytes - before.utf8.count
+            // None, a little, almost enough, just enough, plenty.
+            let rooms = [0, Int(random.next() % 64), max(total - 1, 0), total, total + 1_000]
+            for room in rooms {
+                var out = ByteBuffer(string: before)
+                var calls = 0
+                ByteHead.fields(into: &out, expected: room) { sink in
+                    calls += 1
+                    for (name, value) in lines { sink.add(name: name, value: value) }
+                }
+                #expect(out == expected, "room \(room) for \(total) bytes")
+                if room >= total { #expect(calls == 1, "room \(room) for \(total) bytes: \(calls) writes") }
+                if calls > 1 { retried += 1 }
+            }
+        }
+        #expect(retried > 3_000, "too little room generated rarely: \(retried)")
+    }
+
     /// The byte loop `headEnd` was.
     static func referenceHeadEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> RawHTTP.HeadEnd {
         let searched = min(bytes.count, limit)

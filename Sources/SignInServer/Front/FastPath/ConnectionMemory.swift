@@ -66,7 +66,7 @@ final class ConnectionMemory {
         // URI's query a trusted proxy names (found by `BytePathTests.tokenInOriginalQuery`:
         // memory passed a cookie's person where the handlers refuse the token in the URL).
         guard DoorRoutes.Check(path: path) != nil, !head.mayHoldToken, !originalQueryMayHoldToken(head) else { return nil }
-        let query = head.target.utf8.firstIndex(of: UInt8(ascii: "?")).map { head.target[head.target.index(after: $0)...] }
+        let query = RawHTTP.queryMark(head.target).map { head.target[head.target.index(after: $0)...] }
         let narrowing = query.map(CheckNarrowing.parse) ?? []
         let (checked, origin) = forwardedOrigin(head)
         guard let presented = presented(head), let found = answers.checkPass(
@@ -280,11 +280,6 @@ final class ConnectionMemory {
             method: method, host: head.host, target: target, authorization: head.authorization, presented: { presented }, now: now
         )
         else { return nil }
-        var out = allocator.buffer(capacity: head.length + (head.contentLength ?? 0) + 1024)
-        out.writeString(head.method)
-        out.writeStaticString(" ")
-        out.writeString(upstream.rawPool.settings.requestTarget(target.forwarded))
-        out.writeStaticString(" HTTP/1.1\r\n")
         // Where the request came from, as the handlers' carriers say it (from a trusted proxy's headers, else the peer).
         let forwarded = UpstreamForwarder.ForwardedFields(
             peerTrusted && !head.forwarded.isEmpty ? forwardedFields(head) : HTTPFields(), authority: head.host, peer: peer, peerTrusted: peerTrusted,
@@ -296,11 +291,18 @@ final class ConnectionMemory {
             identity = identityFields(person, assertion: assertion)
             dropsAuthorization = drops
         }
+        // Room for the client's lines, siwa's identity (its assertion most of it) and the rest, made once.
+        let expected = head.length + identity.reduce(256) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
+        var out = allocator.buffer(capacity: expected + (head.contentLength ?? 0) + 64)
+        out.writeString(head.method)
+        out.writeStaticString(" ")
+        out.writeString(upstream.rawPool.settings.requestTarget(target.forwarded))
+        out.writeStaticString(" HTTP/1.1\r\n")
         // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`); the
         // bearer token that let the person in stays here unless the rule passes it (`UpstreamGate.passed`).
         source.withUnsafeReadableBytes { bytes in
             let fields = head.lines.lazy.filter { !dropsAuthorization || $0.name != "authorization" }.map { RawClientLine(line: $0, head: bytes) }
-            ByteHead.fields(into: &out) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
+            ByteHead.fields(into: &out, expected: expected) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
         }
         if let length = head.contentLength {
             // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
@@ -362,7 +364,7 @@ final class ConnectionMemory {
 
     /// The path of an origin-form target, as Hummingbird's `URI` reads it: up to the query.
     static func path(of target: String) -> String {
-        guard let query = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
+        guard let query = RawHTTP.queryMark(target) else { return target }
         return String(target[..<query])
     }
 }
@@ -383,8 +385,8 @@ private struct RawClientLine: ClientField {
     }
     private var valueBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: head[line.value]) }
 
-    func writeLine(into buffer: inout ByteBuffer) {
-        ByteHead.writeField(&buffer, nameBytes, valueBytes)
+    func withLine<Result>(_ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Result) -> Result {
+        body(nameBytes, valueBytes)
     }
 }
 

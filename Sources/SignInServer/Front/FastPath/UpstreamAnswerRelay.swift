@@ -43,7 +43,8 @@ enum UpstreamAnswerRelay {
             guard kept, let bytes = answer.viewBytes(at: start + line.line.lowerBound, length: line.line.count + 2) else { continue }
             out.writeBytes(bytes)
         }
-        ByteHead.fields(into: &out) { filter.finish(to: &$0) }
+        // Nearly always nothing (a transfer coding other than chunked becomes a content coding).
+        ByteHead.fields(into: &out, expected: 0) { filter.finish(to: &$0) }
         ByteHead.writeStamp(&out, dates: dates)
         let body: Body
         switch head.framing {

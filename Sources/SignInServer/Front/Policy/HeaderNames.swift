@@ -22,9 +22,10 @@ struct HeaderNames: Sendable, ExpressibleByArrayLiteral {
     }
 
     func contains(_ name: String) -> Bool {
-        let bytes = name.utf8
-        guard let last = bytes.last else { return names.contains(name) }
-        guard shapes[bytes.count & 63] & (1 << UInt64(last & 63)) != 0 else { return false }
+        // The last byte from the string's bytes (the `UTF8View`'s `last` walked back through its indices).
+        var copy = name
+        guard let last = copy.withUTF8({ $0.last }) else { return names.contains(name) }
+        guard shapes[name.utf8.count & 63] & (1 << UInt64(last & 63)) != 0 else { return false }
         return names.contains(name)
     }
 }
