@@ -229,7 +229,10 @@ struct UpstreamForwarder: Sendable {
     static func keptCookies(_ value: String, own: OwnCookieNames) -> String? {
         var value = value
         let cut: [UInt8]?? = value.withUTF8 { bytes in
-            guard Self.cookiePairs(bytes, own: own, each: { _, _ in }) else { return .none }
+            var anyKept = false
+            guard Self.cookiePairs(bytes, own: own, each: { _, dropped in anyKept = anyKept || !dropped }) else { return .none }
+            // Only siwa's own (a browser that has no other cookie for the site): nothing is left, no second walk.
+            guard anyKept else { return .some(nil) }
             var kept: [UInt8] = []
             kept.reserveCapacity(bytes.count)
             _ = Self.cookiePairs(bytes, own: own) { pair, dropped in
