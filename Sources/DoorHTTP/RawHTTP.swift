@@ -172,7 +172,11 @@ package enum RawHTTP {
             case 10 where name == "connection":
                 connection.append(value())
             case 12...:
-                if name.hasPrefix("x-forwarded-") || name == "x-original-uri" || name == "x-original-method" { forwarded.append(Field(name: name, value: value())) }
+                if name.hasPrefix("x-forwarded-") || name == "x-original-uri" || name == "x-original-method" {
+                    // Room for a proxy's usual few at once (grown one by one, the array was made three times).
+                    if forwarded.isEmpty { forwarded.reserveCapacity(4) }
+                    forwarded.append(Field(name: name, value: value()))
+                }
             default:
                 break
             }
@@ -494,7 +498,7 @@ package enum RawHTTP {
             // at run time at every use in this function, each byte of the head (callgrind: 7,000 instructions a
             // proxied request in swift_beginAccess).
             let nameLength = index - lineStart
-            let name = String(unsafeUninitializedCapacity: nameLength) { out in
+            let name = Self.knownName(bytes, at: lineStart, count: nameLength) ?? String(unsafeUninitializedCapacity: nameLength) { out in
                 for offset in 0..<nameLength {
                     let byte = bytes[lineStart + offset]
                     out[offset] = (0x41...0x5A).contains(byte) ? byte + 0x20 : byte
@@ -521,6 +525,50 @@ package enum RawHTTP {
             index += 2
         }
         return index == end - 2 ? lines : nil
+    }
+
+    /// A field name the byte path reads often (the fields of browsers, proxies and common upstreams), lowercased.
+    struct KnownName {
+        let bytes: [UInt8]
+        let name: String
+    }
+
+    /// The known names by length: a name made of a literal, not a new `String` (one a line cost 300 instructions,
+    /// more for names over 15 bytes, which are allocated; a literal is compared with the same literal by identity).
+    static let knownNames: [[KnownName]] = {
+        let names = [
+            "host", "cookie", "authorization", "content-length", "content-type", "connection", "user-agent", "accept",
+            "accept-encoding", "accept-language", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-uri",
+            "x-forwarded-method", "x-forwarded-port", "x-original-uri", "x-original-method", "x-real-ip", "origin", "referer",
+            "sec-fetch-mode", "sec-fetch-site", "sec-fetch-dest", "sec-fetch-user", "upgrade-insecure-requests", "cache-control",
+            "pragma", "if-none-match", "if-modified-since", "x-requested-with", "transfer-encoding", "expect", "upgrade", "te",
+            "keep-alive", "forwarded", "via", "priority", "date", "server", "content-encoding", "etag", "last-modified",
+            "set-cookie", "vary", "location", "expires", "age", "www-authenticate", "access-control-request-method",
+            "access-control-allow-origin", "x-content-type-options", "x-frame-options", "strict-transport-security",
+            "content-security-policy", "referrer-policy", "accept-ranges", "x-siwa-assertion",
+        ]
+        var byLength = [[KnownName]](repeating: [], count: 32)
+        for name in names where name.utf8.count < byLength.count {
+            byLength[name.utf8.count].append(KnownName(bytes: Array(name.utf8), name: name))
+        }
+        return byLength
+    }()
+
+    /// The known name (`knownNames`) the `count` bytes at `start` spell in any case; nil for any other name.
+    @inline(__always)
+    static func knownName(_ bytes: UnsafeRawBufferPointer, at start: Int, count: Int) -> String? {
+        guard count < knownNames.count else { return nil }
+        for known in knownNames[count] {
+            let same = known.bytes.withUnsafeBufferPointer { lower -> Bool in
+                for offset in 0..<count {
+                    let byte = bytes[start + offset]
+                    guard ((0x41...0x5A).contains(byte) ? byte + 0x20 : byte) == lower[offset] else { return false }
+                }
+                return true
+            }
+            if same { return known.name }
+        }
+        return nil
     }
 
     /// RFC 9110 §5.6.2: a token (a field name, a method), not empty. For a `String` and a `Substring` each, not
