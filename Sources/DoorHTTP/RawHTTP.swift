@@ -527,15 +527,18 @@ package enum RawHTTP {
         return index == end - 2 ? lines : nil
     }
 
-    /// A field name the byte path reads often (the fields of browsers, proxies and common upstreams), lowercased.
+    /// A field name the byte path reads often (the fields of browsers, proxies and common upstreams), lowercased: its
+    /// bytes as four little-endian words (`loweredWord`'s), and the literal.
     struct KnownName {
-        let bytes: [UInt8]
+        let count: Int
+        let words: (UInt64, UInt64, UInt64, UInt64)
         let name: String
     }
 
-    /// The known names by length: a name made of a literal, not a new `String` (one a line cost 300 instructions,
-    /// more for names over 15 bytes, which are allocated; a literal is compared with the same literal by identity).
-    static let knownNames: [[KnownName]] = {
+    /// The known names, by length (`knownByLength`): a name made of a literal, not a new `String` (one a line cost 300
+    /// instructions, more for names over 15 bytes, which are allocated; a literal is compared with the same literal by
+    /// identity).
+    static let knownNames: [KnownName] = {
         let names = [
             "host", "cookie", "authorization", "content-length", "content-type", "connection", "user-agent", "accept",
             "accept-encoding", "accept-language", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-uri",
@@ -547,24 +550,58 @@ package enum RawHTTP {
             "access-control-allow-origin", "x-content-type-options", "x-frame-options", "strict-transport-security",
             "content-security-policy", "referrer-policy", "accept-ranges", "x-siwa-assertion",
         ]
-        var byLength = [[KnownName]](repeating: [], count: 32)
-        for name in names where name.utf8.count < byLength.count {
-            byLength[name.utf8.count].append(KnownName(bytes: Array(name.utf8), name: name))
+        return names.filter { (1...32).contains($0.utf8.count) }.sorted { $0.utf8.count < $1.utf8.count }.map { name in
+            let bytes = Array(name.utf8)
+            let words = bytes.withUnsafeBytes { raw in
+                (0..<4).map { index in index * 8 < raw.count ? loweredWord(raw, at: index * 8, count: min(8, raw.count - index * 8)) : 0 }
+            }
+            return KnownName(count: bytes.count, words: (words[0], words[1], words[2], words[3]), name: name)
         }
-        return byLength
     }()
+
+    /// Where the known names of each length lie in `knownNames`.
+    static let knownByLength: [Range<Int>] = (0...32).map { length in
+        let first = knownNames.firstIndex { $0.count == length } ?? 0
+        let end = knownNames.lastIndex { $0.count == length }.map { $0 + 1 } ?? 0
+        return first..<max(first, end)
+    }
+
+    /// The `count` bytes (1 to 8) at `index` as a little-endian word, the rest zero, with upper-case ASCII letters
+    /// lowered (a field name's bytes are tokens, below 0x80).
+    @inline(__always)
+    static func loweredWord(_ bytes: UnsafeRawBufferPointer, at index: Int, count: Int) -> UInt64 {
+        var word: UInt64 = 0
+        if index + 8 <= bytes.count {
+            word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            if count < 8 { word &= (1 << (UInt64(count) * 8)) - 1 }
+        } else {
+            for offset in 0..<count { word |= UInt64(bytes[index + offset]) << (UInt64(offset) * 8) }
+        }
+        // A byte's high bit set where it is at least 0x41, and where it is at least 0x5B: an upper-case letter in between.
+        let seven = word & 0x7F7F_7F7F_7F7F_7F7F
+        let upper = (seven &+ 0x3F3F_3F3F_3F3F_3F3F) & ~(seven &+ 0x2525_2525_2525_2525) & ~word & 0x8080_8080_8080_8080
+        return word | (upper >> 2)
+    }
 
     /// The known name (`knownNames`) the `count` bytes at `start` spell in any case; nil for any other name.
     @inline(__always)
     static func knownName(_ bytes: UnsafeRawBufferPointer, at start: Int, count: Int) -> String? {
-        guard count < knownNames.count else { return nil }
-        for known in knownNames[count] {
-            let same = known.bytes.withUnsafeBufferPointer { lower -> Bool in
-                for offset in 0..<count {
-                    let byte = bytes[start + offset]
-                    guard ((0x41...0x5A).contains(byte) ? byte + 0x20 : byte) == lower[offset] else { return false }
+        guard count <= 32 else { return nil }
+        let candidates = knownByLength[count]
+        guard !candidates.isEmpty else { return nil }
+        let first = loweredWord(bytes, at: start, count: min(count, 8))
+        for index in candidates where knownNames[index].words.0 == first {
+            let known = knownNames[index]
+            var offset = 8
+            var same = true
+            while same, offset < count {
+                let word = switch offset {
+                case 8: known.words.1
+                case 16: known.words.2
+                default: known.words.3
                 }
-                return true
+                same = loweredWord(bytes, at: start + offset, count: min(8, count - offset)) == word
+                offset += 8
             }
             if same { return known.name }
         }

@@ -367,6 +367,32 @@ struct RawHTTPWordTests {
         #expect(retried > 3_000, "too little room generated rarely: \(retried)")
     }
 
+    @Test("generated field names (known ones in any case, each with one byte changed, other tokens), anywhere in a buffer, at its very end too: knownName gives the known name exactly when the lowercased bytes are one, as a literal of the same bytes")
+    func knownNamesByWords() {
+        let known = Set(RawHTTP.knownNames.map(\.name))
+        let tokenBytes = (0...255).map(UInt8.init).filter(RawHTTP.isTokenByte)
+        var random = SplitMix64(seed: 0x6b6e_6f77_6e)
+        var found = 0, missed = 0
+        for _ in 0..<50_000 {
+            var name: [UInt8]
+            if random.next() % 3 != 0 {
+                name = Array(RawHTTP.knownNames[Int(random.next() % UInt64(RawHTTP.knownNames.count))].name.utf8)
+                if random.next() % 3 == 0 { name[Int(random.next() % UInt64(name.count))] = tokenBytes[Int(random.next() % UInt64(tokenBytes.count))] }
+            } else {
+                name = (0..<(1 + Int(random.next() % 40))).map { _ in tokenBytes[Int(random.next() % UInt64(tokenBytes.count))] }
+            }
+            name = name.map { random.next() % 2 == 0 && (0x61...0x7A).contains($0) ? $0 - 0x20 : $0 }
+            let before = Int(random.next() % 12), after = random.next() % 3 == 0 ? 0 : Int(random.next() % 12)
+            let buffer = [UInt8](repeating: 0x41, count: before) + name + [UInt8](repeating: 0x5A, count: after)
+            let lowered = String(decoding: name, as: UTF8.self).lowercased()
+            let expected = known.contains(lowered) ? lowered : nil
+            let got = buffer.withUnsafeBytes { RawHTTP.knownName($0, at: before, count: name.count) }
+            #expect(got == expected, "\(String(decoding: name, as: UTF8.self)) at \(before) of \(buffer.count)")
+            if expected == nil { missed += 1 } else { found += 1 }
+        }
+        #expect(found > 20_000 && missed > 15_000, "both outcomes generated: \(found) known, \(missed) not")
+    }
+
     /// The byte loop `headEnd` was.
     static func referenceHeadEnd(_ bytes: UnsafeRawBufferPointer, limit: Int) -> RawHTTP.HeadEnd {
         let searched = min(bytes.count, limit)
