@@ -405,14 +405,10 @@ package enum RawHTTP {
 
     /// Whether `text` is `lowercase` (ASCII, lower case) in any case.
     package static func equalsIgnoringCase(_ text: Substring, _ lowercase: StaticString) -> Bool {
-        let bytes = text.utf8
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            // Through the bytes themselves when the string has them in one piece (a native string always does): the
-            // view's indices cost more than the comparison, on every proxied request's `Connection`.
-            bytes.withContiguousStorageIfAvailable { sameIgnoringCase($0, expected) }
-                ?? zip(bytes, expected).allSatisfy { byte, want in (0x61...0x7A).contains(want) ? byte | 0x20 == want : byte == want }
-        }
+        guard text.utf8.count == lowercase.utf8CodeUnitCount else { return false }
+        // Through the bytes themselves (the view's indices cost more than the comparison), as `sameToken` compares.
+        var text = text
+        return lowercase.withUTF8Buffer { expected in text.withUTF8 { sameToken($0, expected) } }
     }
 
     /// Where the head ends.

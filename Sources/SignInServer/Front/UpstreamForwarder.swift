@@ -469,8 +469,7 @@ protocol ClientField {
 
 extension ClientField {
     func withLine<Result>(_ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Result) -> Result {
-        var name = name, value = value
-        return name.withUTF8 { name in value.withUTF8 { value in body(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value)) } }
+        ByteHead.bytes(of: name, value, body)
     }
 }
 
