@@ -117,6 +117,84 @@ struct BytePathTests {
         }
     }
 
+    @Test("proxied GETs on one kept-alive connection from a trusted proxy, in a generated order of two people, three Host values and three sets of X-Forwarded-* (none among them): each reaches the upstream as the handlers send it alone (its own person, its own origin), every one passed from memory")
+    func proxiedOnOneConnection() async throws {
+        try await UpstreamProxyTests.withEchoSite(Self.memoryKept.merging(["trusted_proxies": "127.0.0.1"]) { $1 }) { site, visit in
+            let people = [("Ada", try await visit.signIn(site, user: site.user("Ada")).session), ("Grace", try await visit.signIn(site, user: site.user("Grace")).session)]
+            let hosts = ["127.0.0.1:\(site.port)", "wiki.example.com", "Wiki.Example.com:8443"]
+            let forwarded = [
+                [], ["X-Forwarded-For: 203.0.113.9", "X-Forwarded-Proto: https"],
+                ["X-Forwarded-Host: app.example", "X-Forwarded-For: 198.51.100.4, 10.0.0.1", "X-Forwarded-Proto: http"],
+            ]
+            func lines(_ person: Int, _ host: Int, _ set: Int) -> [String] {
+                ["Host: \(hosts[host])", "Accept: text/html", "Cookie: theme=dark; siwa_session=\(people[person].1)"] + forwarded[set]
+            }
+            /// What the upstream got, less the handlers' marker, the assertion as what it says.
+            func seen(_ body: String) throws -> EchoedRequest {
+                var echoed = try EchoedRequest(json: ByteBuffer(string: body))
+                echoed.headers["x-note"] = nil
+                echoed.headers["x-siwa-assertion"] = echoed.headers["x-siwa-assertion"]?.map(RawSocket.assertionClaims)
+                return echoed
+            }
+            // Each combination alone through the handlers (which also sign each person's assertion).
+            var byHandlers: [[Int]: EchoedRequest] = [:]
+            for person in people.indices {
+                for host in hosts.indices {
+                    for set in forwarded.indices {
+                        let head = (["GET /page/\(person)\(host)\(set) HTTP/1.1"] + lines(person, host, set) + [DoorTests.toTheHandlers, "Connection: close"])
+                        let text = try await RawSocket.exchange(port: site.port, head.map { $0 + "\r\n" }.joined() + "\r\n")
+                        let answers = try Self.pipelinedAnswers(text)
+                        #expect(answers.count == 1 && answers.first?.status == 200, "\(text)")
+                        byHandlers[[person, host, set]] = try answers.first.map { try seen($0.body) }
+                    }
+                }
+            }
+            #expect(byHandlers.count == 18)
+            var random = SplitMix64(seed: 46)
+            for run in 0..<4 {
+                // Runs of the same request and changes of one part at a time, as a proxy's connection carries them.
+                var asked: [[Int]] = []
+                var current = [0, 0, 0]
+                for _ in 0..<14 {
+                    if Int.random(in: 0..<3, using: &random) > 0 {
+                        let part = Int.random(in: 0..<3, using: &random)
+                        current[part] = Int.random(in: 0..<(part == 0 ? people.count : 3), using: &random)
+                    }
+                    asked.append(current)
+                }
+                let before = try await Self.counted("upstream_bytes", site, visit)
+                let requests = asked.enumerated().map { index, ask in
+                    let close = index == asked.count - 1 ? ["Connection: close"] : []
+                    return (["GET /page/\(ask[0])\(ask[1])\(ask[2]) HTTP/1.1"] + lines(ask[0], ask[1], ask[2]) + close).map { $0 + "\r\n" }.joined() + "\r\n"
+                }
+                let text = try await RawSocket.exchange(port: site.port, requests.joined())
+                let answers = try Self.pipelinedAnswers(text)
+                #expect(answers.count == asked.count, "run \(run): \(text)")
+                for (ask, answer) in zip(asked, answers) {
+                    #expect(answer.status == 200, "run \(run) \(ask): \(answer.head)")
+                    let echoed = try seen(answer.body)
+                    #expect(echoed == byHandlers[ask], "run \(run): the upstream got \(ask) otherwise than the handlers send it alone")
+                }
+                #expect(try await Self.counted("upstream_bytes", site, visit) == before + asked.count, "run \(run): every request passed from memory")
+            }
+        }
+    }
+
+    /// The answers in `text`, one after another, each with its `Content-Length` body.
+    static func pipelinedAnswers(_ text: String) throws -> [RawSocket.Answer] {
+        var rest = Substring(text)
+        var answers: [RawSocket.Answer] = []
+        while let end = rest.range(of: "\r\n\r\n") {
+            let head = String(rest[..<end.lowerBound])
+            let length = head.firstMatch(of: /(?i)\r\ncontent-length: *(\d+)/).flatMap { Int($0.1) } ?? 0
+            let body = rest[end.upperBound...].utf8.prefix(length)
+            guard body.count == length else { throw EndToEndError("an answer cut short: \(rest)") }
+            answers.append(RawSocket.Answer(head: head, body: String(decoding: body, as: UTF8.self)))
+            rest = rest[rest.utf8.index(end.upperBound, offsetBy: length)...]
+        }
+        return answers
+    }
+
     @Test("a first request whose session is not in memory yet waits for the store and is passed by the byte path; so are the next ones on the connection, in order")
     func sessionLookedUpThenPassed() async throws {
         try await UpstreamProxyTests.withEchoSite(Self.memoryKept) { site, visit in

@@ -29,8 +29,7 @@ enum ByteHead {
 
     /// siwa's `Date` and `Server`, as Hummingbird writes them on the handlers' answers.
     static func writeStamp(_ out: inout ByteBuffer, dates: HTTPDateCache) {
-        Self.writeField(&out, "Date", dates.now)
-        Self.writeField(&out, "Server", BytePathAnswers.serverName)
+        out.writeBytes(dates.stampLines)
     }
 
     /// `name: value` and its line end, made room for once and copied in (four `writeString`s cost four checks of the
@@ -84,6 +83,16 @@ extension ByteHead {
     }
 }
 
+extension ByteHead {
+    /// The header lines `write` adds, as HTTP/1.1 bytes (each `name: value` and its CRLF): lines a carrier of bytes
+    /// makes once and copies into each head it writes (`UpstreamForwarder.SiwaLines.rendered`).
+    static func rendered(_ write: (inout RawHeadSink) -> Void) -> [UInt8] {
+        var buffer = ByteBuffer()
+        fields(into: &buffer, expected: 512, write)
+        return Array(buffer.readableBytesView)
+    }
+}
+
 /// Header lines written as HTTP/1.1 into a buffer's room (`ByteHead.fields`; `UpstreamForwarder.writeHead`,
 /// `AnswerFilter.finish`): each line copied in, nothing written once one does not fit (`overflowed`).
 struct RawHeadSink: HeaderSink {
@@ -101,6 +110,21 @@ struct RawHeadSink: HeaderSink {
 
     mutating func pass<Field: ClientField>(_ field: Field) {
         field.withLine { put($0, $1) }
+    }
+
+    mutating func addRendered(_ lines: [UInt8]) -> Bool {
+        lines.withUnsafeBytes { put($0) }
+        return true
+    }
+
+    /// `bytes` as they are: lines already written as HTTP/1.1.
+    mutating func put(_ bytes: UnsafeRawBufferPointer) {
+        guard !overflowed, used + bytes.count <= room.count, let base = room.baseAddress.map({ $0 + used }) else {
+            overflowed = true
+            return
+        }
+        if let from = bytes.baseAddress { base.copyMemory(from: from, byteCount: bytes.count) }
+        used += bytes.count
     }
 
     /// `name: value` and its line end.

@@ -31,6 +31,8 @@ final class ConnectionMemory {
     private var lastGRPCCheck: EnvoyAnswerMemo?
     /// The last `X-Forwarded-*` values a trusted proxy sent on this connection, and the origin they name.
     private var lastForwarded: ForwardedMemo?
+    /// siwa's own lines to the upstream for the last request passed on this connection, and what they were made of.
+    private var lastSiwaLines: SiwaLinesMemo?
     /// The connection's one timer for its exchanges' deadlines, shared by an HTTP/2 connection's streams.
     let timer = ConnectionTimer()
     /// What builds the handlers behind the byte path, called before it first hands bytes on to them (with its own
@@ -52,6 +54,7 @@ final class ConnectionMemory {
     func learnPeer(_ address: String?) {
         peer = address
         peerTrusted = answers.resolver.trusted(address)
+        lastSiwaLines = nil
     }
 
     /// The answer to `head` when it is a check (`/auth/check`, `/auth/forward`) that memory decides, as HTTP/1.1
@@ -280,19 +283,15 @@ final class ConnectionMemory {
             method: method, host: head.host, target: target, authorization: head.authorization, presented: { presented }, now: now
         )
         else { return nil }
-        // Where the request came from, as the handlers' carriers say it (from a trusted proxy's headers, else the peer).
-        let forwarded = UpstreamForwarder.ForwardedFields(
-            peerTrusted && !head.forwarded.isEmpty ? forwardedFields(head) : HTTPFields(), authority: head.host, peer: peer, peerTrusted: peerTrusted,
-            resolver: answers.resolver
-        )
-        var identity: [HTTPField] = []
+        var identified: (person: Admission.Person, assertion: String)?
         var dropsAuthorization = false
         if case .identified(let person, let assertion, let drops) = pass {
-            identity = identityFields(person, assertion: assertion)
+            identified = (person, assertion)
             dropsAuthorization = drops
         }
-        // Room for the client's lines, siwa's identity (its assertion most of it) and the rest, made once.
-        let expected = head.length + identity.reduce(256) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
+        let siwa = siwaLines(head, identified: identified, writer: upstream.forwarder)
+        // Room for the client's lines, siwa's own (the assertion most of them) and the rest, made once.
+        let expected = head.length + 256 + (siwa.rendered?.count ?? 0)
         var out = allocator.buffer(capacity: expected + (head.contentLength ?? 0) + 64)
         out.writeString(head.method)
         out.writeStaticString(" ")
@@ -302,7 +301,7 @@ final class ConnectionMemory {
         // bearer token that let the person in stays here unless the rule passes it (`UpstreamGate.passed`).
         source.withUnsafeReadableBytes { bytes in
             let fields = head.lines.lazy.filter { !dropsAuthorization || $0.name != "authorization" }.map { RawClientLine(line: $0, head: bytes) }
-            ByteHead.fields(into: &out, expected: expected) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, forwarded: forwarded, identity: identity) }
+            ByteHead.fields(into: &out, expected: expected) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, siwa: siwa) }
         }
         if let length = head.contentLength {
             // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
@@ -314,6 +313,29 @@ final class ConnectionMemory {
         }
         out.writeString("\r\n")
         return out
+    }
+
+    /// siwa's own lines to the upstream for `head` (where it came from, as the handlers' carriers say it: a trusted
+    /// proxy's `X-Forwarded-*`, else the peer; then the identity of `identified`), rendered as bytes once per host,
+    /// forwarded values and identity on a connection: a browser's requests on a connection all come from one host and
+    /// person, and a proxy's come mostly in runs.
+    private func siwaLines(
+        _ head: RawHTTP.RequestHead, identified: (person: Admission.Person, assertion: String)?, writer: UpstreamForwarder
+    ) -> UpstreamForwarder.SiwaLines {
+        let forwardedKey = peerTrusted ? head.forwarded : []
+        if let last = lastSiwaLines, last.host == head.host, last.forwarded == forwardedKey, last.assertion == identified?.assertion,
+            last.person == identified?.person
+        {
+            return last.lines
+        }
+        let forwarded = UpstreamForwarder.ForwardedFields(
+            forwardedKey.isEmpty ? HTTPFields() : forwardedFields(head), authority: head.host, peer: peer, peerTrusted: peerTrusted, resolver: answers.resolver
+        )
+        let identity = identified.map { identityFields($0.person, assertion: $0.assertion) } ?? []
+        let unrendered = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: identity)
+        let lines = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: identity, rendered: ByteHead.rendered { unrendered.write(to: &$0) })
+        lastSiwaLines = SiwaLinesMemo(host: head.host, forwarded: forwardedKey, person: identified?.person, assertion: identified?.assertion, lines: lines)
+        return lines
     }
 
     /// The identity fields of `person` with `assertion`, made once per person and assertion on a connection.
@@ -454,6 +476,23 @@ private final class EnvoyAnswerMemo {
         self.assertion = assertion
         self.removed = removed
         self.answer = answer
+    }
+}
+
+/// siwa's own lines to the upstream (`UpstreamForwarder.SiwaLines`, rendered) and what they were made of: the request's
+/// `Host`, a trusted proxy's `X-Forwarded-*` values (none from another peer), the person and the assertion.
+private final class SiwaLinesMemo {
+    let host: String?
+    let forwarded: [RawHTTP.Field]
+    let person: Admission.Person?
+    let assertion: String?
+    let lines: UpstreamForwarder.SiwaLines
+    init(host: String?, forwarded: [RawHTTP.Field], person: Admission.Person?, assertion: String?, lines: UpstreamForwarder.SiwaLines) {
+        self.host = host
+        self.forwarded = forwarded
+        self.person = person
+        self.assertion = assertion
+        self.lines = lines
     }
 }
 

@@ -18,51 +18,68 @@ enum UpstreamAnswerRelay {
     /// A chunked body that is not.
     struct Malformed: Error {}
 
-    private static let statusLineStart = Array("HTTP/1.1 ".utf8)
-
-    /// The upstream's response head as the client gets it, and the body's framing from here.
+    /// The upstream's response head as the client gets it, and the body's framing from here: written into room made
+    /// once (`ByteHead.fields`), each kept line copied as it came (a `writeBytes` a line made room and moved the
+    /// buffer's indices each time, checked for exclusive access: 5,100 instructions an answer, 2,000 of them those).
     static func head(_ head: RawHTTP.ResponseHead, from answer: ByteBuffer, closeClient: Bool, dates: HTTPDateCache, allocator: ByteBufferAllocator) -> (ByteBuffer, Body) {
-        var out = allocator.buffer(capacity: head.length + 64)
-        // `HTTP/1.1 NNN ` in one write (the parser took three digits, 100 to 999).
-        let status = head.status
-        out.writeWithUnsafeMutableBytes(minimumWritableBytes: 13) { room in
-            room.copyBytes(from: statusLineStart)
-            room[9] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status / 100 % 10)
-            room[10] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status / 10 % 10)
-            room[11] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status % 10)
-            room[12] = UInt8(ascii: " ")
-            return 13
-        }
-        let start = answer.readerIndex
-        if let reason = answer.viewBytes(at: start + head.reason.lowerBound, length: head.reason.count) { out.writeBytes(reason) }
-        out.writeStaticString("\r\n")
-        var filter = AnswerFilter(connection: head.connection)
-        for line in head.lines {
-            let kept = filter.keeps(line.name) { answer.getString(at: start + line.value.lowerBound, length: line.value.count) ?? "" }
-            // The line as it came with its CRLF (the parser took each line only with one after it).
-            guard kept, let bytes = answer.viewBytes(at: start + line.line.lowerBound, length: line.line.count + 2) else { continue }
-            out.writeBytes(bytes)
-        }
-        // Nearly always nothing (a transfer coding other than chunked becomes a content coding).
-        ByteHead.fields(into: &out, expected: 0) { filter.finish(to: &$0) }
-        ByteHead.writeStamp(&out, dates: dates)
         let body: Body
+        let framing: StaticString?
         switch head.framing {
         case .none:
-            body = .ended(reusable: true)
+            (body, framing) = (.ended(reusable: true), nil)
         case .length(let length):
-            body = length == 0 ? .ended(reusable: true) : .length(remaining: length)
+            (body, framing) = (length == 0 ? .ended(reusable: true) : .length(remaining: length), nil)
         case .chunked:
             // Spelled as NIO's encoder spells it on the handlers' carrier.
-            out.writeString("transfer-encoding: chunked\r\n")
-            body = .chunked(ChunkedFraming())
+            (body, framing) = (.chunked(ChunkedFraming()), "transfer-encoding: chunked\r\n")
         case .close:
-            out.writeString("transfer-encoding: chunked\r\n")
-            body = .untilClose
+            (body, framing) = (.untilClose, "transfer-encoding: chunked\r\n")
         }
-        if closeClient { out.writeString("Connection: close\r\n") }
-        out.writeString("\r\n")
+        let stamp = dates.stampLines
+        var out = allocator.buffer(capacity: head.length + stamp.count + 96)
+        answer.withUnsafeReadableBytes { source in
+            ByteHead.fields(into: &out, expected: head.length + stamp.count + 64) { sink in
+                statusLine(head.status, reason: bytes(source, head.reason), to: &sink)
+                var filter = AnswerFilter(connection: head.connection)
+                for line in head.lines {
+                    let kept = filter.keeps(line.name) { String(decoding: bytes(source, line.value), as: UTF8.self) }
+                    // The line as it came with its CRLF (the parser took each line only with one after it).
+                    guard kept, line.line.upperBound + 2 <= source.count else { continue }
+                    sink.put(bytes(source, line.line.lowerBound..<(line.line.upperBound + 2)))
+                }
+                // Nearly always nothing (a transfer coding other than chunked becomes a content coding).
+                filter.finish(to: &sink)
+                stamp.withUnsafeBytes { sink.put($0) }
+                if let framing { sink.put(UnsafeRawBufferPointer(start: framing.utf8Start, count: framing.utf8CodeUnitCount)) }
+                if closeClient { sink.put(UnsafeRawBufferPointer(start: closing.utf8Start, count: closing.utf8CodeUnitCount)) }
+                sink.put(UnsafeRawBufferPointer(start: lineEnd.utf8Start, count: lineEnd.utf8CodeUnitCount))
+            }
+        }
         return (out, body)
+    }
+
+    private static let closing: StaticString = "Connection: close\r\n"
+    private static let lineEnd: StaticString = "\r\n"
+
+    /// The bytes of `range` in `source` (within it: the parser's ranges are).
+    private static func bytes(_ source: UnsafeRawBufferPointer, _ range: Range<Int>) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: source[range.clamped(to: 0..<source.count)])
+    }
+
+    /// `HTTP/1.1 NNN reason` and its CRLF (the parser took three digits, 100 to 999, and the reason as it came).
+    private static func statusLine(_ status: Int, reason: UnsafeRawBufferPointer, to sink: inout RawHeadSink) {
+        withUnsafeTemporaryAllocation(byteCount: 13, alignment: 8) { start in
+            // "HTTP/1.1" as one little-endian word.
+            start.storeBytes(of: (0x312E_312F_5054_5448 as UInt64).littleEndian, toByteOffset: 0, as: UInt64.self)
+            start[8] = UInt8(ascii: " ")
+            start[9] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status / 100 % 10)
+            start[10] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status / 10 % 10)
+            start[11] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: status % 10)
+            start[12] = UInt8(ascii: " ")
+            sink.put(UnsafeRawBufferPointer(start))
+        }
+        sink.put(reason)
+        sink.put(UnsafeRawBufferPointer(start: lineEnd.utf8Start, count: lineEnd.utf8CodeUnitCount))
     }
 
     /// Passes on (`write`) the part of `buffer` that belongs to the body; what is left after its end stays in

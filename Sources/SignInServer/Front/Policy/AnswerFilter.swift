@@ -114,10 +114,15 @@ protocol HeaderSink {
     mutating func add(name: String, value: String)
     /// Adds one of the client's fields as it came (bytes on the wire take the line's bytes as they are).
     mutating func pass<Field: ClientField>(_ field: Field)
+    /// Adds lines already written as HTTP/1.1 bytes (`UpstreamForwarder.SiwaLines.rendered`), when this sink writes
+    /// bytes; false when it does not (the lines are then added one by one).
+    mutating func addRendered(_ lines: [UInt8]) -> Bool
 }
 
 extension HeaderSink {
     mutating func pass<Field: ClientField>(_ field: Field) {
         add(name: field.name, value: field.value)
     }
+
+    mutating func addRendered(_ lines: [UInt8]) -> Bool { false }
 }
