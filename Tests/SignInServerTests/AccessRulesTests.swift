@@ -39,6 +39,20 @@ struct AccessRulesTests {
         #expect(HostPattern.normalized("app.example.:443") == "app.example." && HostPattern.normalized("app.example.") == "app.example")
     }
 
+    @Test("generated methods: the in-place reading of an upper-case ASCII method gives what uppercased() gives, for any spelling")
+    func methodUpperCasedEitherWay() {
+        let pieces = ["GET", "get", "Post", "PROPFIND", "M-SEARCH", "x", "Z", "_", "é", "ß", "\u{0131}", "ﬁ", "1", "!", "~", "a", "OPTIONS"]
+        var random = SplitMix64(seed: 0x6d65_7468_6f64)
+        var unchanged = 0
+        for _ in 0..<30_000 {
+            let method = random.joined(pieces, count: Int(random.next() % 4) + 1)
+            #expect(AccessRequest.upperCased(method) == method.uppercased(), "\(method)")
+            #expect(AccessRequest(host: nil, method: method, path: nil).method == method.uppercased(), "\(method)")
+            if AccessRequest.upperCased(method) == method { unchanged += 1 }
+        }
+        #expect(unchanged > 3_000, "the generator rarely made a method already upper-case: \(unchanged)")
+    }
+
     @Test("a bad rule is refused naming its index and field")
     func badRules() {
         #expect(Self.refusal(#"[{"policy": "public"}, {"paths": ["^/a"], "polcy": "deny"}]"#)?.hasPrefix("access_rules[1].polcy: not a rule field") == true)

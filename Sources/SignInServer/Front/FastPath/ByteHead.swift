@@ -117,6 +117,25 @@ struct RawHeadSink: HeaderSink {
         return true
     }
 
+    /// A request line: `method target HTTP/1.1` and its CRLF.
+    mutating func putRequestLine(method: String, target: String) {
+        ByteHead.bytes(of: method, target) { method, target in
+            put(method)
+            put(UnsafeRawBufferPointer(start: Self.space.utf8Start, count: Self.space.utf8CodeUnitCount))
+            put(target)
+            put(UnsafeRawBufferPointer(start: Self.version.utf8Start, count: Self.version.utf8CodeUnitCount))
+        }
+    }
+
+    /// The empty line that ends a head.
+    mutating func putLineEnd() {
+        put(UnsafeRawBufferPointer(start: Self.lineEnd.utf8Start, count: Self.lineEnd.utf8CodeUnitCount))
+    }
+
+    private static let space: StaticString = " "
+    private static let version: StaticString = " HTTP/1.1\r\n"
+    private static let lineEnd: StaticString = "\r\n"
+
     /// `bytes` as they are: lines already written as HTTP/1.1.
     mutating func put(_ bytes: UnsafeRawBufferPointer) {
         guard !overflowed, used + bytes.count <= room.count, let base = room.baseAddress.map({ $0 + used }) else {

@@ -283,35 +283,36 @@ final class ConnectionMemory {
             method: method, host: head.host, target: target, authorization: head.authorization, presented: { presented }, now: now
         )
         else { return nil }
-        var identified: (person: Admission.Person, assertion: String)?
+        let siwa: UpstreamForwarder.SiwaLines
         var dropsAuthorization = false
         if case .identified(let person, let assertion, let drops) = pass {
-            identified = (person, assertion)
+            siwa = siwaLines(head, person: person, assertion: assertion)
             dropsAuthorization = drops
+        } else {
+            siwa = siwaLines(head, person: nil, assertion: nil)
         }
-        let siwa = siwaLines(head, identified: identified, writer: upstream.forwarder)
-        // Room for the client's lines, siwa's own (the assertion most of them) and the rest, made once.
-        let expected = head.length + 256 + (siwa.rendered?.count ?? 0)
+        let requestTarget = upstream.rawPool.settings.requestTarget(target.forwarded)
+        // Room for the request line, the client's lines, siwa's own (the assertion most of them) and the rest, made
+        // once: the whole head is copied into it (`RawHeadSink`).
+        let expected = head.length + requestTarget.utf8.count + 256 + (siwa.rendered?.count ?? 0)
         var out = allocator.buffer(capacity: expected + (head.contentLength ?? 0) + 64)
-        out.writeString(head.method)
-        out.writeStaticString(" ")
-        out.writeString(upstream.rawPool.settings.requestTarget(target.forwarded))
-        out.writeStaticString(" HTTP/1.1\r\n")
-        // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`); the
-        // bearer token that let the person in stays here unless the rule passes it (`UpstreamGate.passed`).
         source.withUnsafeReadableBytes { bytes in
             let fields = head.lines.lazy.filter { !dropsAuthorization || $0.name != "authorization" }.map { RawClientLine(line: $0, head: bytes) }
-            ByteHead.fields(into: &out, expected: expected) { upstream.forwarder.writeHead(to: &$0, clientFields: fields, connection: head.connection, siwa: siwa) }
+            ByteHead.fields(into: &out, expected: expected) { sink in
+                sink.putRequestLine(method: head.method, target: requestTarget)
+                // The rest of the head as the handlers' carriers write it: one writer (`UpstreamForwarder.writeHead`);
+                // the bearer token that let the person in stays here unless the rule passes it (`UpstreamGate.passed`).
+                upstream.forwarder.writeHead(to: &sink, clientFields: fields, connection: head.connection, siwa: siwa)
+                // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the
+                // handlers').
+                if let length = head.contentLength { sink.add(name: "Content-Length", value: String(length)) }
+                sink.putLineEnd()
+            }
         }
         if let length = head.contentLength {
-            // The body's length goes with the body (the client's `Content-Length` stays with siwa, as on the handlers').
-            ByteHead.writeField(&out, "Content-Length", String(length))
-            out.writeString("\r\n")
             guard let body = source.viewBytes(at: source.readerIndex + head.length, length: length) else { return nil }
             out.writeBytes(body)
-            return out
         }
-        out.writeString("\r\n")
         return out
     }
 
@@ -319,22 +320,20 @@ final class ConnectionMemory {
     /// proxy's `X-Forwarded-*`, else the peer; then the identity of `identified`), rendered as bytes once per host,
     /// forwarded values and identity on a connection: a browser's requests on a connection all come from one host and
     /// person, and a proxy's come mostly in runs.
-    private func siwaLines(
-        _ head: RawHTTP.RequestHead, identified: (person: Admission.Person, assertion: String)?, writer: UpstreamForwarder
-    ) -> UpstreamForwarder.SiwaLines {
+    /// (A person and an assertion are compared, never copied: a copy of a person retains each of its strings.)
+    private func siwaLines(_ head: RawHTTP.RequestHead, person: Admission.Person?, assertion: String?) -> UpstreamForwarder.SiwaLines {
         let forwardedKey = peerTrusted ? head.forwarded : []
-        if let last = lastSiwaLines, last.host == head.host, last.forwarded == forwardedKey, last.assertion == identified?.assertion,
-            last.person == identified?.person
-        {
+        if let last = lastSiwaLines, last.host == head.host, last.forwarded == forwardedKey, last.assertion == assertion, last.person == person {
             return last.lines
         }
         let forwarded = UpstreamForwarder.ForwardedFields(
             forwardedKey.isEmpty ? HTTPFields() : forwardedFields(head), authority: head.host, peer: peer, peerTrusted: peerTrusted, resolver: answers.resolver
         )
-        let identity = identified.map { identityFields($0.person, assertion: $0.assertion) } ?? []
+        var identity: [HTTPField] = []
+        if let person, let assertion { identity = identityFields(person, assertion: assertion) }
         let unrendered = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: identity)
         let lines = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: identity, rendered: ByteHead.rendered { unrendered.write(to: &$0) })
-        lastSiwaLines = SiwaLinesMemo(host: head.host, forwarded: forwardedKey, person: identified?.person, assertion: identified?.assertion, lines: lines)
+        lastSiwaLines = SiwaLinesMemo(host: head.host, forwarded: forwardedKey, person: person, assertion: assertion, lines: lines)
         return lines
     }
 

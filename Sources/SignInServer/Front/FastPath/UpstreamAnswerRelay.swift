@@ -52,14 +52,13 @@ enum UpstreamAnswerRelay {
                 stamp.withUnsafeBytes { sink.put($0) }
                 if let framing { sink.put(UnsafeRawBufferPointer(start: framing.utf8Start, count: framing.utf8CodeUnitCount)) }
                 if closeClient { sink.put(UnsafeRawBufferPointer(start: closing.utf8Start, count: closing.utf8CodeUnitCount)) }
-                sink.put(UnsafeRawBufferPointer(start: lineEnd.utf8Start, count: lineEnd.utf8CodeUnitCount))
+                sink.putLineEnd()
             }
         }
         return (out, body)
     }
 
     private static let closing: StaticString = "Connection: close\r\n"
-    private static let lineEnd: StaticString = "\r\n"
 
     /// The bytes of `range` in `source` (within it: the parser's ranges are).
     private static func bytes(_ source: UnsafeRawBufferPointer, _ range: Range<Int>) -> UnsafeRawBufferPointer {
@@ -79,7 +78,7 @@ enum UpstreamAnswerRelay {
             sink.put(UnsafeRawBufferPointer(start))
         }
         sink.put(reason)
-        sink.put(UnsafeRawBufferPointer(start: lineEnd.utf8Start, count: lineEnd.utf8CodeUnitCount))
+        sink.putLineEnd()
     }
 
     /// Passes on (`write`) the part of `buffer` that belongs to the body; what is left after its end stays in
