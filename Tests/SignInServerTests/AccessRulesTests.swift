@@ -198,7 +198,7 @@ struct AccessRulesTests {
         #expect(access.judge(request, subject: "s", email: "ada@example.com").verdict == .deny)
     }
 
-    @Test("generated sequences of requests, people and reloads: one AccessControl judged again and again (its matches remembered, the last one by itself) says what a fresh one says of each request, before and after a reload or skip routes change the rules")
+    @Test("generated sequences of requests, people and reloads: one AccessControl judged again and again (its matches and a person's groups remembered, the last of each by itself) says what a fresh one says of each request, before and after a reload, skip routes or the store's members change the rules or the groups")
     func rememberedMatchesAgreeWithFresh() throws {
         let hosts: [String?] = ["grafana.example.com", "Grafana.Example.com:443", "eu.billing.example.com", "docs.example.com", "other.example.com", nil]
         let methods: [String?] = ["GET", "get", "HEAD", "POST", "DELETE", "OPTIONS", nil]
@@ -209,10 +209,17 @@ struct AccessRulesTests {
             try Self.rules(#"[{"paths": ["^/admin/"], "policy": "public"}, {"methods": ["GET"], "policy": "deny"}]"#),
             try Self.rules(#"[{"hosts": ["docs.example.com"], "paths": ["^/$"], "policy": "deny"}, {"paths": ["^/x"], "policy": "allow", "pass_authorization": true}]"#),
         ]
-        let groups: [String: [GroupMember]] = ["admins": [try GroupMember(parsing: "ada@example.com")], "staff": [try GroupMember(parsing: "@example.com")]]
+        // Each configuration with its own groups, so that a person's groups change with a reload too.
+        let groups: [[String: [GroupMember]]] = [
+            ["admins": [try GroupMember(parsing: "ada@example.com")], "staff": [try GroupMember(parsing: "@example.com")]],
+            ["admins": [try GroupMember(parsing: "bob@example.com")], "staff": [try GroupMember(parsing: "@example.com"), try GroupMember(parsing: "@example.org")]],
+            ["staff": [try GroupMember(parsing: "grace@example.org")], "ops": [try GroupMember(parsing: "@example.net")]],
+        ]
         func configuration(_ index: Int) -> AccessConfiguration {
-            AccessConfiguration(rules: configurations[index], global: AccessPolicy(groups: ["staff"]), groups: groups)
+            AccessConfiguration(rules: configurations[index], global: AccessPolicy(groups: ["staff"]), groups: groups[index])
         }
+        let storedSets: [[(group: String, member: GroupMember)]] = [[], [("ops", .email("ada@example.com"))], [("admins", .email("eve@example.net")), ("staff", .email("eve@example.net"))]]
+        var stored = 0
         var random = SplitMix64(seed: 0x6d61_7463_6865_73)
         var inForce = 0
         var skipRoutes: [SkipAuthRoute] = []
@@ -220,6 +227,7 @@ struct AccessRulesTests {
         var changed = 0
         var previous = AccessRequest(host: nil, method: nil, path: nil)
         var request = previous
+        var person: String?
         for step in 0..<6_000 {
             switch random.below(40) {
             case 0:
@@ -229,6 +237,11 @@ struct AccessRulesTests {
             case 1:
                 skipRoutes = random.below(2) == 0 ? [] : [try SkipAuthRoute("GET=^/admin/")]
                 access.install(skipRoutes: skipRoutes)
+                changed += 1
+            case 2:
+                // The store's members change a person's groups without a reload.
+                stored = random.below(storedSets.count)
+                access.setStoreMembers(storedSets[stored])
                 changed += 1
             default:
                 break
@@ -240,8 +253,11 @@ struct AccessRulesTests {
             ) }
             previous = request
             for _ in 0...random.below(3) {
-                let email = people[random.below(people.count)]
+                // Runs of one person too, as a connection's requests come.
+                if random.below(2) == 0 { person = people[random.below(people.count)] }
+                let email = person
                 let fresh = AccessControl(configuration(inForce), skipRoutes: skipRoutes)
+                fresh.setStoreMembers(storedSets[stored])
                 let got = access.judge(request, subject: email.map { "sub-" + $0 }, email: email)
                 let expected = fresh.judge(request, subject: email.map { "sub-" + $0 }, email: email)
                 let who = email ?? "no one"

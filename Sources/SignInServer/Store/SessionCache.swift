@@ -88,7 +88,7 @@ final class SessionCache: Sendable {
     /// The cached session for `idHash`, if fresh and not expired.
     func lookup(_ idHash: String, now: Date) -> (SessionRecord, UserRecord)? {
         state.withLock { state in
-            guard let entry = state.entries[idHash] else { return nil }
+            guard let entry = state.entries.value(for: idHash) else { return nil }
             guard entry.session.expiresAt > now, now.timeIntervalSince(entry.cachedAt) < lifetime else {
                 Self.remove(idHash, entry.session, from: &state)
                 return nil

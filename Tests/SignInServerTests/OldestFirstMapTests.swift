@@ -1,0 +1,54 @@
+@testable import SignInServer
+import TestSupport
+import Testing
+
+/// The map behind the session cache (`OldestFirstMap`): what `value(for:)` remembers never outlives a change.
+@Suite("The session cache's map")
+struct OldestFirstMapTests {
+    @Test("generated runs of look-ups, sets, changes in place, removals, evictions and clearing: value(for:) gives what the map holds each time, as a plain dictionary with the same steps says")
+    func rememberedValueAgreesWithTheMap() {
+        var random = SplitMix64(seed: 0x6f6c_6465_7374)
+        let keys = (0..<6).map { String(repeating: "\($0)", count: 64) }
+        var map = OldestFirstMap<Int>(capacity: 4)
+        var reference: [String: Int] = [:]
+        var order: [String] = []
+        var key = keys[0]
+        var remembered = 0
+        for step in 0..<20_000 {
+            // Runs of one key, as a session's requests come.
+            if random.below(3) == 0 { key = keys[random.below(keys.count)] }
+            switch random.below(12) {
+            case 0:
+                let value = step
+                if let evicted = map.set(value, for: key) {
+                    #expect(evicted.key == order.first, "step \(step): the oldest is evicted")
+                    reference[evicted.key] = nil
+                    order.removeFirst()
+                }
+                order.removeAll { $0 == key }
+                order.append(key)
+                reference[key] = value
+            case 1:
+                map.modify(key) { $0 = -step }
+                if reference[key] != nil { reference[key] = -step }
+            case 2:
+                map.remove(key)
+                reference[key] = nil
+                order.removeAll { $0 == key }
+            case 3 where random.below(20) == 0:
+                map.removeAll()
+                reference.removeAll()
+                order.removeAll()
+            default:
+                break
+            }
+            let before = map[key]
+            let got = map.value(for: key)
+            if got != nil, got == before { remembered += 1 }
+            #expect(got == reference[key], "step \(step): \(key.prefix(1))")
+            #expect(map.value(for: key) == reference[key], "step \(step): asked again")
+            #expect(map.count == reference.count, "step \(step)")
+        }
+        #expect(remembered > 5_000, "the generator rarely found a key: \(remembered)")
+    }
+}
