@@ -1,3 +1,4 @@
+import Foundation
 @testable import SignInServer
 import TestSupport
 import Testing
@@ -50,5 +51,24 @@ struct OldestFirstMapTests {
             #expect(map.count == reference.count, "step \(step)")
         }
         #expect(remembered > 5_000, "the generator rarely found a key: \(remembered)")
+    }
+}
+
+/// A session's `via` read as who holds it as a bearer token (`SessionRecord.bearerClient`, `isAccessToken`).
+@Suite("A session's holder read from its via")
+struct BearerClientTests {
+    @Test("generated via values, ASCII and not (marks after the colon, singletons that look like ASCII, empty client ids): bearerClient and isAccessToken read from bytes say what hasPrefix and dropFirst say")
+    func bearerClientEitherWay() {
+        let pieces = ["native:", "token:", "page", "client:", "com.example.app", "web-client", ":", "\u{301}", "\u{212A}", "é", "\u{0600}", "x", "", "NATIVE:", "native", "tok", "en:"]
+        var random = SplitMix64(seed: 0x7669_6121)
+        var bearers = 0
+        for _ in 0..<30_000 {
+            let via = random.below(20) == 0 ? nil : random.joined(pieces, count: random.below(4) + 1)
+            let record = SessionRecord(idHash: "h", subject: "s", csrfToken: "c", createdAt: Date(timeIntervalSince1970: 0), expiresAt: Date(timeIntervalSince1970: 1), via: via)
+            #expect(record.bearerClient == record.bearerClientSpelledOut, "\(String(describing: via))")
+            #expect(record.isAccessToken == (via?.hasPrefix("token:") == true), "\(String(describing: via))")
+            if record.bearerClient != nil { bearers += 1 }
+        }
+        #expect(bearers > 3_000, "the generator rarely made a bearer's via: \(bearers)")
     }
 }

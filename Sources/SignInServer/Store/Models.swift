@@ -89,7 +89,19 @@ public struct SessionRecord: Sendable, Hashable {
 
     /// The client that holds this session as a bearer token: a native app's bundle ID, or the OpenID client an
     /// access token was issued to; nil for a browser's session, which is no bearer token.
+    /// Read from `via`'s bytes (every bearer token's request asks, twice): the same as `bearerClientSpelledOut`.
     public var bearerClient: String? {
+        guard let via else { return nil }
+        switch Self.viaKind(via) {
+        case .native: return String(decoding: via.utf8.dropFirst(7), as: UTF8.self)
+        case .token: return String(decoding: via.utf8.dropFirst(6), as: UTF8.self)
+        case .other: return nil
+        case .spelledOut: return bearerClientSpelledOut
+        }
+    }
+
+    /// `bearerClient` as first written, by `String`'s `hasPrefix` and `dropFirst` (characters, not bytes).
+    var bearerClientSpelledOut: String? {
         guard let via else { return nil }
         if via.hasPrefix("native:") { return String(via.dropFirst(7)) }
         if via.hasPrefix("token:") { return String(via.dropFirst(6)) }
@@ -97,7 +109,34 @@ public struct SessionRecord: Sendable, Hashable {
     }
 
     /// Whether this is an access token's record, not a session a cookie or a native app holds.
-    public var isAccessToken: Bool { via?.hasPrefix("token:") == true }
+    public var isAccessToken: Bool {
+        guard let via else { return false }
+        switch Self.viaKind(via) {
+        case .token: return true
+        case .native, .other: return false
+        case .spelledOut: return via.hasPrefix("token:")
+        }
+    }
+
+    private enum ViaKind { case native, token, other, spelledOut }
+
+    /// What `via` begins with, read from its bytes: `native:` or `token:` followed by an ASCII byte or nothing (a byte
+    /// past ASCII could be a mark that joins the colon into another character, which `hasPrefix` would not match:
+    /// `spelledOut` then), or neither.
+    private static func viaKind(_ via: String) -> ViaKind {
+        let bytes = via.utf8
+        let kind: ViaKind
+        let prefixLength: Int
+        if bytes.starts(with: "native:".utf8) {
+            (kind, prefixLength) = (.native, 7)
+        } else if bytes.starts(with: "token:".utf8) {
+            (kind, prefixLength) = (.token, 6)
+        } else {
+            return bytes.contains { $0 >= 0x80 } ? .spelledOut : .other
+        }
+        let next = bytes.dropFirst(prefixLength).first
+        return next.map { $0 < 0x80 } ?? true ? kind : .spelledOut
+    }
 
     /// The session's public id (`sid` in id_tokens and Logout Tokens, the sessions page's and console's handle):
     /// derived from the stored hash by a second, labelled hash, so it names the session without revealing the
