@@ -286,10 +286,10 @@ final class ConnectionMemory {
         let siwa: UpstreamForwarder.SiwaLines
         var dropsAuthorization = false
         if case .identified(let person, let assertion, let drops) = pass {
-            siwa = siwaLines(head, person: person, assertion: assertion)
+            siwa = siwaLines(head, identity: identity(person, assertion: assertion))
             dropsAuthorization = drops
         } else {
-            siwa = siwaLines(head, person: nil, assertion: nil)
+            siwa = siwaLines(head, identity: nil)
         }
         let requestTarget = upstream.rawPool.settings.requestTarget(target.forwarded)
         // Room for the request line, the client's lines, siwa's own (the assertion most of them) and the rest, made
@@ -317,32 +317,38 @@ final class ConnectionMemory {
     }
 
     /// siwa's own lines to the upstream for `head` (where it came from, as the handlers' carriers say it: a trusted
-    /// proxy's `X-Forwarded-*`, else the peer; then the identity of `identified`), rendered as bytes once per host,
-    /// forwarded values and identity on a connection: a browser's requests on a connection all come from one host and
-    /// person, and a proxy's come mostly in runs.
-    /// (A person and an assertion are compared, never copied: a copy of a person retains each of its strings.)
-    private func siwaLines(_ head: RawHTTP.RequestHead, person: Admission.Person?, assertion: String?) -> UpstreamForwarder.SiwaLines {
+    /// proxy's `X-Forwarded-*`, else the peer; then `identity`'s fields), rendered as bytes once per host, forwarded
+    /// values and identity on a connection: a browser's requests on a connection all come from one host and person, and
+    /// a proxy's come mostly in runs. The identity is the connection's one memo of it (`identity(_:assertion:)`),
+    /// compared by reference: comparing the person here again, through an optional, copied it (each string of the user
+    /// record retained) twice a request.
+    private func siwaLines(_ head: RawHTTP.RequestHead, identity: IdentityMemo?) -> UpstreamForwarder.SiwaLines {
         let forwardedKey = peerTrusted ? head.forwarded : []
-        if let last = lastSiwaLines, last.host == head.host, last.forwarded == forwardedKey, last.assertion == assertion, last.person == person {
+        if let last = lastSiwaLines, last.identity === identity, last.host == head.host, last.forwarded == forwardedKey {
             return last.lines
         }
         let forwarded = UpstreamForwarder.ForwardedFields(
             forwardedKey.isEmpty ? HTTPFields() : forwardedFields(head), authority: head.host, peer: peer, peerTrusted: peerTrusted, resolver: answers.resolver
         )
-        var identity: [HTTPField] = []
-        if let person, let assertion { identity = identityFields(person, assertion: assertion) }
-        let unrendered = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: identity)
-        let lines = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: identity, rendered: ByteHead.rendered { unrendered.write(to: &$0) })
-        lastSiwaLines = SiwaLinesMemo(host: head.host, forwarded: forwardedKey, person: person, assertion: assertion, lines: lines)
+        let fields = identity?.fields ?? []
+        let unrendered = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: fields)
+        let lines = UpstreamForwarder.SiwaLines(forwarded: forwarded, identity: fields, rendered: ByteHead.rendered { unrendered.write(to: &$0) })
+        lastSiwaLines = SiwaLinesMemo(host: head.host, forwarded: forwardedKey, identity: identity, lines: lines)
         return lines
     }
 
     /// The identity fields of `person` with `assertion`, made once per person and assertion on a connection.
     private func identityFields(_ person: Admission.Person, assertion: String) -> [HTTPField] {
-        if let last = lastIdentity, last.assertion == assertion, last.person == person { return last.fields }
-        let fields = IdentityHeaders.fields(for: person, assertion: assertion)
-        lastIdentity = IdentityMemo(person: person, assertion: assertion, fields: fields)
-        return fields
+        identity(person, assertion: assertion).fields
+    }
+
+    /// The connection's memo of `person`'s identity fields with `assertion`: the same object for as long as they are
+    /// the last asked for.
+    private func identity(_ person: Admission.Person, assertion: String) -> IdentityMemo {
+        if let last = lastIdentity, last.assertion == assertion, last.person == person { return last }
+        let memo = IdentityMemo(person: person, assertion: assertion, fields: IdentityHeaders.fields(for: person, assertion: assertion))
+        lastIdentity = memo
+        return memo
     }
 
     /// What `head` presents: its bearer token (read once per `Authorization` value on a connection), else its
@@ -479,18 +485,17 @@ private final class EnvoyAnswerMemo {
 }
 
 /// siwa's own lines to the upstream (`UpstreamForwarder.SiwaLines`, rendered) and what they were made of: the request's
-/// `Host`, a trusted proxy's `X-Forwarded-*` values (none from another peer), the person and the assertion.
+/// `Host`, a trusted proxy's `X-Forwarded-*` values (none from another peer), and the connection's identity memo (nil:
+/// no one's identity goes on).
 private final class SiwaLinesMemo {
     let host: String?
     let forwarded: [RawHTTP.Field]
-    let person: Admission.Person?
-    let assertion: String?
+    let identity: IdentityMemo?
     let lines: UpstreamForwarder.SiwaLines
-    init(host: String?, forwarded: [RawHTTP.Field], person: Admission.Person?, assertion: String?, lines: UpstreamForwarder.SiwaLines) {
+    init(host: String?, forwarded: [RawHTTP.Field], identity: IdentityMemo?, lines: UpstreamForwarder.SiwaLines) {
         self.host = host
         self.forwarded = forwarded
-        self.person = person
-        self.assertion = assertion
+        self.identity = identity
         self.lines = lines
     }
 }
