@@ -89,12 +89,17 @@ public struct SessionRecord: Sendable, Hashable {
 
     /// The client that holds this session as a bearer token: a native app's bundle ID, or the OpenID client an
     /// access token was issued to; nil for a browser's session, which is no bearer token.
-    /// Read from `via`'s bytes (every bearer token's request asks, twice): the same as `bearerClientSpelledOut`.
+    /// Read from `via`'s bytes in place (every bearer token's request asks, twice): the same as
+    /// `bearerClientSpelledOut`.
     public var bearerClient: String? {
         guard let via else { return nil }
-        switch Self.viaKind(via) {
-        case .native: return String(decoding: via.utf8.dropFirst(7), as: UTF8.self)
-        case .token: return String(decoding: via.utf8.dropFirst(6), as: UTF8.self)
+        switch Self.viaPrefix(via) {
+        case .native, .token:
+            var via = via
+            return via.withUTF8 { bytes in
+                let prefix = bytes.first == UInt8(ascii: "n") ? Self.native.utf8CodeUnitCount : Self.token.utf8CodeUnitCount
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[prefix...]), as: UTF8.self)
+            }
         case .other: return nil
         case .spelledOut: return bearerClientSpelledOut
         }
@@ -111,31 +116,31 @@ public struct SessionRecord: Sendable, Hashable {
     /// Whether this is an access token's record, not a session a cookie or a native app holds.
     public var isAccessToken: Bool {
         guard let via else { return false }
-        switch Self.viaKind(via) {
+        switch Self.viaPrefix(via) {
         case .token: return true
         case .native, .other: return false
         case .spelledOut: return via.hasPrefix("token:")
         }
     }
 
-    private enum ViaKind { case native, token, other, spelledOut }
+    private enum ViaPrefix { case native, token, other, spelledOut }
+    private static let native: StaticString = "native:"
+    private static let token: StaticString = "token:"
 
-    /// What `via` begins with, read from its bytes: `native:` or `token:` followed by an ASCII byte or nothing (a byte
-    /// past ASCII could be a mark that joins the colon into another character, which `hasPrefix` would not match:
-    /// `spelledOut` then), or neither.
-    private static func viaKind(_ via: String) -> ViaKind {
-        let bytes = via.utf8
-        let kind: ViaKind
-        let prefixLength: Int
-        if bytes.starts(with: "native:".utf8) {
-            (kind, prefixLength) = (.native, 7)
-        } else if bytes.starts(with: "token:".utf8) {
-            (kind, prefixLength) = (.token, 6)
-        } else {
-            return bytes.contains { $0 >= 0x80 } ? .spelledOut : .other
+    /// What `via` begins with, read from its bytes in place: `native:` or `token:` followed by an ASCII byte or
+    /// nothing (a byte past ASCII could be a mark that joins the colon into another character, which `hasPrefix` would
+    /// not match: `spelledOut` then), or neither (`spelledOut` too when a byte past ASCII could spell either otherwise).
+    private static func viaPrefix(_ via: String) -> ViaPrefix {
+        var via = via
+        return via.withUTF8 { bytes in
+            /// `prefix`'s kind when `bytes` begin with it, nil when they do not.
+            func begins(with prefix: StaticString, _ kind: ViaPrefix) -> ViaPrefix? {
+                let count = prefix.utf8CodeUnitCount
+                guard bytes.count >= count, let base = bytes.baseAddress, memcmp(base, prefix.utf8Start, count) == 0 else { return nil }
+                return bytes.count == count || bytes[count] < 0x80 ? kind : .spelledOut
+            }
+            return begins(with: native, .native) ?? begins(with: token, .token) ?? (bytes.contains { $0 >= 0x80 } ? .spelledOut : .other)
         }
-        let next = bytes.dropFirst(prefixLength).first
-        return next.map { $0 < 0x80 } ?? true ? kind : .spelledOut
     }
 
     /// The session's public id (`sid` in id_tokens and Logout Tokens, the sessions page's and console's handle):
