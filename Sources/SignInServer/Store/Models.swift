@@ -94,15 +94,17 @@ public struct SessionRecord: Sendable, Hashable {
     public var bearerClient: String? {
         guard let via else { return nil }
         switch Self.viaPrefix(via) {
-        case .native, .token:
-            var via = via
-            return via.withUTF8 { bytes in
-                let prefix = bytes.first == UInt8(ascii: "n") ? Self.native.utf8CodeUnitCount : Self.token.utf8CodeUnitCount
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[prefix...]), as: UTF8.self)
-            }
+        case .native: return Self.client(of: via, after: Self.native)
+        case .token: return Self.client(of: via, after: Self.token)
         case .other: return nil
         case .spelledOut: return bearerClientSpelledOut
         }
+    }
+
+    /// What follows `prefix` (which `via` begins with, byte for byte) in `via`.
+    private static func client(of via: String, after prefix: StaticString) -> String {
+        var via = via
+        return via.withUTF8 { String(decoding: UnsafeBufferPointer(rebasing: $0[prefix.utf8CodeUnitCount...]), as: UTF8.self) }
     }
 
     /// `bearerClient` as first written, by `String`'s `hasPrefix` and `dropFirst` (characters, not bytes).

@@ -121,20 +121,25 @@ struct RawHeadSink: HeaderSink {
     mutating func putRequestLine(method: String, target: String) {
         ByteHead.bytes(of: method, target) { method, target in
             put(method)
-            put(UnsafeRawBufferPointer(start: Self.space.utf8Start, count: Self.space.utf8CodeUnitCount))
+            put(Self.space)
             put(target)
-            put(UnsafeRawBufferPointer(start: Self.version.utf8Start, count: Self.version.utf8CodeUnitCount))
+            put(Self.version)
         }
     }
 
     /// The empty line that ends a head.
     mutating func putLineEnd() {
-        put(UnsafeRawBufferPointer(start: Self.lineEnd.utf8Start, count: Self.lineEnd.utf8CodeUnitCount))
+        put(Self.lineEnd)
     }
 
     private static let space: StaticString = " "
     private static let version: StaticString = " HTTP/1.1\r\n"
     private static let lineEnd: StaticString = "\r\n"
+
+    /// `text`'s bytes as they are.
+    mutating func put(_ text: StaticString) {
+        put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
 
     /// `bytes` as they are: lines already written as HTTP/1.1.
     mutating func put(_ bytes: UnsafeRawBufferPointer) {

@@ -50,8 +50,8 @@ enum UpstreamAnswerRelay {
                 // Nearly always nothing (a transfer coding other than chunked becomes a content coding).
                 filter.finish(to: &sink)
                 stamp.withUnsafeBytes { sink.put($0) }
-                if let framing { sink.put(UnsafeRawBufferPointer(start: framing.utf8Start, count: framing.utf8CodeUnitCount)) }
-                if closeClient { sink.put(UnsafeRawBufferPointer(start: closing.utf8Start, count: closing.utf8CodeUnitCount)) }
+                if let framing { sink.put(framing) }
+                if closeClient { sink.put(closing) }
                 sink.putLineEnd()
             }
         }
