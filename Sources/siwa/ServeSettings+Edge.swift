@@ -18,7 +18,7 @@ extension ServePlan {
         for domain in domains where !Self.isDNSName(domain) {
             throw ConfigurationError(field: "tls_domains", "entries are DNS names siwa is reached at (auth.example.com), without scheme, port or wildcard; got \(domain)")
         }
-        let httpsPort = try values.int("https_port", default: 443)
+        let httpsPort = try values.int("https_port", default: EdgeSettings.defaultHTTPSPort)
         guard (0...65535).contains(httpsPort) else { throw ConfigurationError(field: "https_port", "must be between 0 and 65535") }
         if httpsPort == port, httpsPort != 0 { throw ConfigurationError(field: "https_port", "must differ from port (\(port)), which serves the redirect to HTTPS") }
         let source: EdgeSettings.Source
@@ -104,7 +104,7 @@ extension ServePlan {
 
     /// `hsts_max_age`: 0 (off) up to two years.
     static func hstsMaxAge(_ values: LayeredValues) throws -> Int {
-        try bounded(values, "hsts_max_age", default: 0, 0...63_072_000)
+        try bounded(values, "hsts_max_age", default: ServerSettings.defaultHSTSMaxAge, 0...63_072_000)
     }
 
     /// Letters, digits and hyphens in dot-separated labels, at least two labels, or `localhost` names.

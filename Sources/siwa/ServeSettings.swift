@@ -12,43 +12,46 @@ struct ServePlan {
     var logLevel: String
     /// `event_loops`: the number of event loops of the process's one group; nil: NIO's default (a loop a core).
     var eventLoops: Int? = nil
+    /// `emulator_port` and `log_level` unset, each written only here.
+    static let defaultEmulatorPort = 9090
+    static let defaultLogLevel = "info"
 }
 
 extension ServePlan {
     /// Reads settings from the layers; Apple mode when any Apple credential is given (then all are required).
     /// `creatingLocalKey: false` (the doctor) checks without creating local mode's data key file.
     init(values: LayeredValues, creatingLocalKey: Bool = true) throws {
-        let host = values.string("host") ?? "127.0.0.1"
+        let host = values.string("host") ?? ServerSettings.defaultHost
         // With siwa's own TLS, `port` serves the redirect to HTTPS: 80 unless said.
         let tlsOn = !values.list("tls_domains").isEmpty || values.string("tls_cert_file") != nil
-        let port = try values.int("port", default: tlsOn ? 80 : 8080)
+        let port = try values.int("port", default: tlsOn ? EdgeSettings.defaultPlainPort : ServerSettings.defaultPort)
         guard (0...65535).contains(port) else { throw ConfigurationError(field: "port", "must be between 0 and 65535") }
-        let emulatorPort = try values.int("emulator_port", default: 9090)
+        let emulatorPort = try values.int("emulator_port", default: Self.defaultEmulatorPort)
         let appleFields = ["team_id", "key_id", "key_file", "services_id", "return_url"]
         let given = appleFields.filter { values.string($0) != nil }
-        let sessionLifetime = TimeInterval(try values.int("session_lifetime", default: 7 * 86_400))
+        let sessionLifetime = TimeInterval(try values.int("session_lifetime", default: ServerSettings.defaultSessionLifetime))
         let button = try ButtonSettings(
             style: values.string("button_style").map { text in
                 guard let style = ButtonSettings.Style(rawValue: text) else {
                     throw ConfigurationError(field: "button_style", "must be black, white or white-outline")
                 }
                 return style
-            } ?? .black,
+            } ?? ButtonSettings.defaultStyle,
             title: values.string("button_title").map { text in
                 guard let title = ButtonSettings.Title(rawValue: text) else {
                     throw ConfigurationError(field: "button_title", "must be sign-in, continue or sign-up")
                 }
                 return title
-            } ?? .signIn,
-            height: values.int("button_height", default: 44),
-            cornerRadius: values.int("button_corner_radius", default: 8)
+            } ?? ButtonSettings.defaultTitle,
+            height: values.int("button_height", default: ButtonSettings.defaultHeight),
+            cornerRadius: values.int("button_corner_radius", default: ButtonSettings.defaultCornerRadius)
         )
-        let timeout = try values.int("apple_timeout_ms", default: 10_000)
-        let database = values.string("db") ?? "./siwa.sqlite"
-        logLevel = values.string("log_level") ?? "info"
+        let timeout = try values.int("apple_timeout_ms", default: ServerSettings.defaultAppleTimeoutMS)
+        let database = values.string("db") ?? ServerSettings.defaultDatabase
+        logLevel = values.string("log_level") ?? Self.defaultLogLevel
         // Unset: NIO's default, a loop a core.
         eventLoops = try values.string("event_loops").map { _ in try Self.bounded(values, "event_loops", default: 0, 1...256) }
-        let rateLimit = try values.int("rate_limit_per_minute", default: 60)
+        let rateLimit = try values.int("rate_limit_per_minute", default: ServerSettings.serveRateLimitPerMinute)
         let trustedProxies = values.list("trusted_proxies")
         do {
             _ = try TrustedProxies(trustedProxies)
@@ -131,7 +134,7 @@ extension ServePlan {
             {
                 apple.authorizeBaseURL = base
             }
-            let keyPath = database.contains("://") ? "./siwa.sqlite.key" : database + ".key"
+            let keyPath = (database.contains("://") ? ServerSettings.defaultDatabase : database) + ".key"
             let dataKeys = !values.list("data_key").isEmpty ? try Self.checked(dataKeys: values.list("data_key"))
                 : creatingLocalKey ? [try LocalDataKey.loadOrCreate(path: keyPath)] : [TokenCipher.generateKey()]
             settings = ServerSettings(mode: .local, host: host, port: port, database: database, apple: apple, sessionLifetime: sessionLifetime, button: button, appleTimeoutMS: timeout, dataKeys: dataKeys)
@@ -167,7 +170,7 @@ extension ServePlan {
             extraAudiences: values.list("extra_audiences"), returnURLs: values.list("return_url"), privateKeyPEM: pem,
             appleBaseURL: values.string("apple_base_url") ?? AppleSignInConfiguration.appleBaseURL,
             acceptedIssuers: values.list("accepted_issuers").isEmpty ? nil : values.list("accepted_issuers"),
-            clientSecretLifetime: TimeInterval(try values.int("client_secret_lifetime", default: 86_400))
+            clientSecretLifetime: TimeInterval(try values.int("client_secret_lifetime", default: AppleSignInConfiguration.defaultClientSecretLifetime))
         )
         if apple.isApple, apple.returnURLs[0].scheme != "https" {
             throw ConfigurationError(field: "return_url", "must be https in Apple mode")

@@ -1,3 +1,4 @@
+import AppleIDEmulator
 import AppleSignIn
 import ArgumentParser
 import Foundation
@@ -51,6 +52,74 @@ struct ConfigurationLayersTests {
             #expect(row.environment == "SIWA_" + row.key.uppercased())
             #expect(row.flag == "--" + row.key.replacingOccurrences(of: "_", with: "-"))
         }
+    }
+
+    @Test("every default the configuration reference states (a value in backticks) is what siwa serve runs with when its key is unset: in local mode, in Apple mode at its own edge, and in front of an upstream")
+    func statedDefaultsAreServed() async throws {
+        let directory = try Self.directory(["AuthKey.p8": EmulatorConfiguration.testPrivateKeyPEM])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let local = try ServePlan(values: try await LayeredValues(arguments: [], environment: [:], dotEnvPath: nil), creatingLocalKey: false)
+        let apple = try ServePlan(
+            values: try await LayeredValues(
+                arguments: [
+                    "--team-id", EmulatorConfiguration.testTeamID, "--key-id", EmulatorConfiguration.testKeyID,
+                    "--services-id", EmulatorConfiguration.testServicesID, "--key-file", directory.appendingPathComponent("AuthKey.p8").path,
+                    "--return-url", "https://auth.example.com/auth/apple/callback", "--data-key", TokenCipher.generateKey(),
+                    "--tls-domains", "auth.example.com", "--upstream", "http://127.0.0.1:3000",
+                ],
+                environment: [:], dotEnvPath: nil
+            )
+        )
+        let edge = try #require(apple.settings.edge)
+        let upstream = try #require(apple.settings.upstream)
+        guard case .acme(let acme) = edge.source else {
+            Issue.record("tls_domains without certificate files is ACME")
+            return
+        }
+        let limits = local.settings.clientLimits
+        // What serve runs with, key by key, where the key applies.
+        let served: [String: String] = [
+            "host": local.settings.host, "port": String(local.settings.port), "db": local.settings.database,
+            "https_port": String(edge.httpsPort), "acme_challenges": acme.challenges.map(\.rawValue).joined(separator: ","),
+            "hsts_max_age": String(local.settings.hstsMaxAge),
+            "h2_max_concurrent_streams": String(edge.http2.maxConcurrentStreams), "h2_max_header_list_size": String(edge.http2.maxHeaderListSize),
+            "h2_stall_timeout_ms": String(edge.http2.stallTimeoutMS), "h2_max_resets": String(edge.http2.maxResets),
+            "h2_max_control_frames": String(edge.http2.maxControlFrames),
+            "emulator_port": String(local.emulatorPort),
+            "apple_base_url": apple.settings.apple.appleBaseURL.absoluteString, "accepted_issuers": apple.settings.apple.acceptedIssuers.joined(separator: ","),
+            "client_secret_lifetime": String(Int(apple.settings.apple.clientSecretLifetime)),
+            "session_lifetime": String(Int(local.settings.sessionLifetime)),
+            "button_style": local.settings.button.style.rawValue, "button_title": local.settings.button.title.rawValue,
+            "button_height": String(local.settings.button.height), "button_corner_radius": String(local.settings.button.cornerRadius),
+            "apple_timeout_ms": String(local.settings.appleTimeoutMS), "log_level": local.logLevel,
+            "rate_limit_per_minute": String(local.settings.rateLimitPerMinute),
+            "upstream_http2": String(upstream.http2), "upstream_timeout_ms": String(upstream.timeoutMS),
+            "upstream_idle_timeout_ms": String(upstream.idleTimeoutMS), "upstream_max_connections": String(upstream.maxConnections),
+            "client_header_timeout_ms": String(limits.headerTimeoutMS), "client_idle_timeout_ms": String(limits.idleTimeoutMS),
+            "client_body_timeout_ms": String(limits.bodyTimeoutMS), "client_send_timeout_ms": String(limits.sendTimeoutMS),
+            "check_cache_seconds": String(local.settings.checkCacheSeconds),
+        ]
+        var stated: [String: String] = [:]
+        for key in SettingKey.all {
+            if let literal = key.defaultText.firstMatch(of: /^`([^`]+)`/) { stated[key.name] = String(literal.1) }
+        }
+        // Every key whose default is a value has its check here, and nothing else does.
+        #expect(Set(stated.keys) == Set(served.keys))
+        for (name, value) in stated.sorted(by: { $0.key < $1.key }) {
+            #expect(served[name] == value, "\(name): the reference says \(value), serve runs with \(served[name] ?? "nothing")")
+        }
+        // `port` with siwa's own TLS: the second value its default names.
+        let port = try #require(SettingKey.named("port"))
+        #expect(port.defaultText.contains("`\(apple.settings.port)` with `tls_domains`"))
+        #expect(apple.settings.port != local.settings.port)
+        // The library's own settings start from the same values (`ServerSettings`' initializer, `ClientLimits`,
+        // `HTTP2Limits`, `ButtonSettings`), but for the rate limit, which serve turns on.
+        let library = ServerSettings(mode: .local, apple: local.settings.apple)
+        #expect(library.host == local.settings.host && library.port == local.settings.port && library.database == local.settings.database)
+        #expect(library.sessionLifetime == local.settings.sessionLifetime && library.appleTimeoutMS == local.settings.appleTimeoutMS)
+        #expect(library.button == local.settings.button && library.clientLimits == limits && library.hstsMaxAge == local.settings.hstsMaxAge)
+        #expect(library.checkCacheSeconds == local.settings.checkCacheSeconds && HTTP2Limits() == edge.http2)
+        #expect(library.rateLimitPerMinute == 0 && local.settings.rateLimitPerMinute > 0)
     }
 
     @Test("command line > environment > .env > config file, and --print-config says where each value came from")

@@ -203,7 +203,10 @@ struct AccessRulesTests {
         let hosts: [String?] = ["grafana.example.com", "Grafana.Example.com:443", "eu.billing.example.com", "docs.example.com", "other.example.com", nil]
         let methods: [String?] = ["GET", "get", "HEAD", "POST", "DELETE", "OPTIONS", nil]
         let paths: [String?] = ["/health", "/admin/", "/admin/users", "/", "/x", "/health/", nil]
-        let people: [String?] = [nil, "ada@example.com", "bob@example.com", "grace@example.org", "eve@example.net"]
+        // A person's subject and email drawn apart (one subject with a new email after Apple's account events, one
+        // email on two subjects), and members named by subject as well as by email.
+        let subjects = ["sub-1", "sub-2", "sub-3"]
+        let emails: [String?] = [nil, "ada@example.com", "bob@example.com", "grace@example.org", "eve@example.net"]
         let configurations = [
             try Self.rules(Self.sample),
             try Self.rules(#"[{"paths": ["^/admin/"], "policy": "public"}, {"methods": ["GET"], "policy": "deny"}]"#),
@@ -211,9 +214,9 @@ struct AccessRulesTests {
         ]
         // Each configuration with its own groups, so that a person's groups change with a reload too.
         let groups: [[String: [GroupMember]]] = [
-            ["admins": [try GroupMember(parsing: "ada@example.com")], "staff": [try GroupMember(parsing: "@example.com")]],
+            ["admins": [try GroupMember(parsing: "ada@example.com"), try GroupMember(parsing: "sub:sub-3")], "staff": [try GroupMember(parsing: "@example.com")]],
             ["admins": [try GroupMember(parsing: "bob@example.com")], "staff": [try GroupMember(parsing: "@example.com"), try GroupMember(parsing: "@example.org")]],
-            ["staff": [try GroupMember(parsing: "grace@example.org")], "ops": [try GroupMember(parsing: "@example.net")]],
+            ["staff": [try GroupMember(parsing: "grace@example.org"), try GroupMember(parsing: "sub:sub-1")], "ops": [try GroupMember(parsing: "@example.net")]],
         ]
         func configuration(_ index: Int) -> AccessConfiguration {
             AccessConfiguration(rules: configurations[index], global: AccessPolicy(groups: ["staff"]), groups: groups[index])
@@ -227,7 +230,7 @@ struct AccessRulesTests {
         var changed = 0
         var previous = AccessRequest(host: nil, method: nil, path: nil)
         var request = previous
-        var person: String?
+        var person: (subject: String, email: String?)?
         for step in 0..<6_000 {
             switch random.below(40) {
             case 0:
@@ -254,13 +257,19 @@ struct AccessRulesTests {
             previous = request
             for _ in 0...random.below(3) {
                 // Runs of one person too, as a connection's requests come.
-                if random.below(2) == 0 { person = people[random.below(people.count)] }
-                let email = person
+                switch random.below(6) {
+                case 0: person = nil
+                case 1: person = person.map { ($0.subject, emails[random.below(emails.count)]) }
+                case 2: person = person.map { (subjects[random.below(subjects.count)], $0.email) }
+                case 3: person = (subjects[random.below(subjects.count)], emails[random.below(emails.count)])
+                default: break
+                }
+                let (subject, email) = (person?.subject, person?.email)
                 let fresh = AccessControl(configuration(inForce), skipRoutes: skipRoutes)
                 fresh.setStoreMembers(storedSets[stored])
-                let got = access.judge(request, subject: email.map { "sub-" + $0 }, email: email)
-                let expected = fresh.judge(request, subject: email.map { "sub-" + $0 }, email: email)
-                let who = email ?? "no one"
+                let got = access.judge(request, subject: subject, email: email)
+                let expected = fresh.judge(request, subject: subject, email: email)
+                let who = person.map { "\($0.subject) \($0.email ?? "-")" } ?? "no one"
                 #expect(got.verdict == expected.verdict, "step \(step): \(request) \(who)")
                 #expect(got.rule == expected.rule && got.groups == expected.groups, "step \(step): \(request) \(who)")
                 #expect(access.passesAuthorization(request) == fresh.passesAuthorization(request), "step \(step): \(request)")

@@ -6,7 +6,7 @@ import Testing
 /// The map behind the session cache (`OldestFirstMap`): what `value(for:)` remembers never outlives a change.
 @Suite("The session cache's map")
 struct OldestFirstMapTests {
-    @Test("generated runs of look-ups, sets, changes in place, removals, evictions and clearing: value(for:) gives what the map holds each time, as a plain dictionary with the same steps says")
+    @Test("generated runs of look-ups, with sets, changes in place and removals of the key looked up or of another, evictions of the key remembered, and clearing: value(for:) gives what the map holds each time, as a plain dictionary with the same steps says")
     func rememberedValueAgreesWithTheMap() {
         var random = SplitMix64(seed: 0x6f6c_6465_7374)
         let keys = (0..<6).map { String(repeating: "\($0)", count: 64) }
@@ -18,24 +18,26 @@ struct OldestFirstMapTests {
         for step in 0..<20_000 {
             // Runs of one key, as a session's requests come.
             if random.below(3) == 0 { key = keys[random.below(keys.count)] }
+            // Changes to the key looked up, or to another: a set of another may evict the one the map remembers.
+            let target = random.below(2) == 0 ? key : keys[random.below(keys.count)]
             switch random.below(12) {
             case 0:
                 let value = step
-                if let evicted = map.set(value, for: key) {
+                if let evicted = map.set(value, for: target) {
                     #expect(evicted.key == order.first, "step \(step): the oldest is evicted")
                     reference[evicted.key] = nil
                     order.removeFirst()
                 }
-                order.removeAll { $0 == key }
-                order.append(key)
-                reference[key] = value
+                order.removeAll { $0 == target }
+                order.append(target)
+                reference[target] = value
             case 1:
-                map.modify(key) { $0 = -step }
-                if reference[key] != nil { reference[key] = -step }
+                map.modify(target) { $0 = -step }
+                if reference[target] != nil { reference[target] = -step }
             case 2:
-                map.remove(key)
-                reference[key] = nil
-                order.removeAll { $0 == key }
+                map.remove(target)
+                reference[target] = nil
+                order.removeAll { $0 == target }
             case 3 where random.below(20) == 0:
                 map.removeAll()
                 reference.removeAll()

@@ -28,6 +28,8 @@ public struct AppleSignInConfiguration: Sendable {
     public var acceptedIssuers: [String]
     /// How long a signed client secret is valid.
     public var clientSecretLifetime: TimeInterval
+    /// `client_secret_lifetime`'s default in seconds (a day), the one place it is written.
+    public static let defaultClientSecretLifetime = 86_400
 
     /// Every `client_id` whose tokens we accept: the Services ID first, then the extra audiences.
     public var audiences: [ClientID] { [servicesID] + extraAudiences }
@@ -45,7 +47,7 @@ public struct AppleSignInConfiguration: Sendable {
         privateKeyPEM: String,
         appleBaseURL: String = AppleSignInConfiguration.appleBaseURL,
         acceptedIssuers: [String]? = nil,
-        clientSecretLifetime: TimeInterval = 86_400
+        clientSecretLifetime: TimeInterval = TimeInterval(AppleSignInConfiguration.defaultClientSecretLifetime)
     ) throws(ConfigurationError) {
         self.teamID = try TeamID(teamID)
         self.keyID = try KeyID(keyID)

@@ -228,7 +228,7 @@ public struct ConfigurationDoctor: Sendable {
         let directory = values["acme_directory"] ?? ACMESettings.letsEncrypt
         let name = EdgeRecordNames.certificate(directory: directory, domains: domains)
         do {
-            let database = values["db"] ?? "./siwa.sqlite"
+            let database = values["db"] ?? ServerSettings.defaultDatabase
             let cipher = try TokenCipher(base64Keys: [TokenCipher.generateKey()])
             let notAfter: Date?
             if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
@@ -259,7 +259,7 @@ public struct ConfigurationDoctor: Sendable {
     }
 
     private func databaseCheck() async -> Check {
-        let database = values["db"] ?? "./siwa.sqlite"
+        let database = values["db"] ?? ServerSettings.defaultDatabase
         do {
             if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
                 let store = try PostgresStore(url: database, cipher: TokenCipher(base64Keys: [TokenCipher.generateKey()]), logger: Logger(label: "siwa.doctor"))

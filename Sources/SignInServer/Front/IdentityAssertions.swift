@@ -99,7 +99,7 @@ public final class IdentityAssertions: Sendable {
                 exp: issuedAt + Int(Self.lifetime)
             )
             let token = try JWTSigning.es256(header: ["alg": "ES256", "kid": signing.record.kid, "typ": "JWT"], claims: claims, key: key)
-            self.recent.withLock { $0.keep(Signed(token: token, groups: groups, authenticatedAt: person.authenticatedAt, issuedAt: now), for: cacheKey) }
+            self.recent.withLock { $0.keep(Signed(token: token, groups: groups, authenticatedAt: person.authenticatedAt, issuedAt: now, user: user), for: cacheKey) }
             return token
         } catch {
             logger.error("identity assertion not signed", metadata: ["error": "\(String(describing: type(of: error)))"])
@@ -107,13 +107,14 @@ public final class IdentityAssertions: Sendable {
         }
     }
 
-    /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any, when it says the same
-    /// `groups` (a change of groups is in force at once): no signing, no store, so it can be asked on an event loop
-    /// (the front's fast path); nil sends the caller to `assertion`.
+    /// The assertion signed for `user` and `audience` in the last `reuse` seconds, if any, when it says what the
+    /// identity fields beside it say: the same `groups`, sign-in time, email and name (a change is in force at once,
+    /// as Apple's account events change the email): no signing, no store, so it can be asked on an event loop (the
+    /// front's fast path); nil sends the caller to `assertion`.
     func recentAssertion(for person: Admission.Person, audience: String, now: Date = Date()) -> String? {
         let cacheKey = CacheKey(subject: person.user.subject, audience: audience, client: person.client)
         guard let recent = self.recent.withLock({ $0.find(cacheKey) }), now.timeIntervalSince(recent.issuedAt) < Self.reuse, recent.issuedAt <= now,
-            recent.groups == person.groups, recent.authenticatedAt == person.authenticatedAt
+            recent.groups == person.groups, recent.authenticatedAt == person.authenticatedAt, recent.says(person.user)
         else {
             return nil
         }
@@ -135,6 +136,27 @@ public final class IdentityAssertions: Sendable {
         let groups: [String]
         let authenticatedAt: Date?
         let issuedAt: Date
+        /// The user record's parts the claims were made of (`email`, `is_private_email`, `name`).
+        let email: String?
+        let isPrivateEmail: Bool
+        let firstName: String?
+        let lastName: String?
+
+        init(token: String, groups: [String], authenticatedAt: Date?, issuedAt: Date, user: UserRecord) {
+            self.token = token
+            self.groups = groups
+            self.authenticatedAt = authenticatedAt
+            self.issuedAt = issuedAt
+            email = user.email
+            isPrivateEmail = user.isPrivateEmail
+            firstName = user.firstName
+            lastName = user.lastName
+        }
+
+        /// Whether its claims say of the person what `user` says now.
+        func says(_ user: UserRecord) -> Bool {
+            email == user.email && isPrivateEmail == user.isPrivateEmail && firstName == user.firstName && lastName == user.lastName
+        }
     }
 
     /// The assertions signed lately, by what each is for, and the one found or kept last: a connection's requests are

@@ -2,15 +2,21 @@
 /// (`ClientTimer`; over HTTP/2 the body's limit per stream, `HTTP2StreamBridge`).
 public struct ClientLimits: Sendable, Equatable {
     /// How long a request head may take to arrive whole, from its first byte.
-    public var headerTimeoutMS: Int = 10_000
+    public var headerTimeoutMS: Int = Self.defaultHeaderTimeoutMS
     /// How long a kept-alive connection may wait for its next request.
-    public var idleTimeoutMS: Int = 75_000
+    public var idleTimeoutMS: Int = Self.defaultIdleTimeoutMS
     /// How long a request body being read may go without a byte (nginx's `client_body_timeout`): counted only while
     /// siwa asks for more of it, so an upload held back by a slow upstream is not cut.
-    public var bodyTimeoutMS: Int = 60_000
+    public var bodyTimeoutMS: Int = Self.defaultBodyTimeoutMS
     /// How long an answer held back by a client that takes none of it may wait (nginx's `send_timeout`), over
     /// HTTP/1.1; HTTP/2's streams have `h2_stall_timeout_ms`.
-    public var sendTimeoutMS: Int = 60_000
+    public var sendTimeoutMS: Int = Self.defaultSendTimeoutMS
+    /// The four keys' defaults, each written only here (the limits, `siwa serve`'s parse and the configuration
+    /// reference read them).
+    public static let defaultHeaderTimeoutMS = 10_000
+    public static let defaultIdleTimeoutMS = 75_000
+    public static let defaultBodyTimeoutMS = 60_000
+    public static let defaultSendTimeoutMS = 60_000
 
     public init() {}
 }

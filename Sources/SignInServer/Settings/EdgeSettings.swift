@@ -23,7 +23,12 @@ public struct EdgeSettings: Sendable {
         case acme(ACMESettings)
     }
 
-    public init(domains: [String], httpsPort: Int = 443, host: String = "0.0.0.0", source: Source) {
+    /// `https_port`'s default, the one place it is written; and `port`'s with siwa's own TLS (the plain port, which
+    /// only redirects to HTTPS).
+    public static let defaultHTTPSPort = 443
+    public static let defaultPlainPort = 80
+
+    public init(domains: [String], httpsPort: Int = Self.defaultHTTPSPort, host: String = "0.0.0.0", source: Source) {
         self.domains = domains.map { $0.lowercased() }
         self.httpsPort = httpsPort
         self.host = host
@@ -94,18 +99,24 @@ public struct ACMESettings: Sendable {
 /// HTTP/2's limits (`h2_*` keys), each with a default; a client past one loses its connection, no one else's.
 public struct HTTP2Limits: Sendable, Equatable {
     /// `h2_max_concurrent_streams`: streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
-    public var maxConcurrentStreams: Int = 100
+    public var maxConcurrentStreams: Int = Self.defaultMaxConcurrentStreams
     /// `h2_max_header_list_size`: the largest header list a request may carry, decoded (SETTINGS_MAX_HEADER_LIST_SIZE).
-    public var maxHeaderListSize: Int = 16_384
+    public var maxHeaderListSize: Int = Self.defaultMaxHeaderListSize
     /// `h2_stall_timeout_ms`: a connection with streams open that neither sends nor takes a byte this long is ended
     /// (a zero window that never opens, a request that never finishes).
     public var stallTimeoutMS: Int = Self.defaultStallTimeoutMS
     /// `h2_stall_timeout_ms`' default, the one place it is written.
     public static let defaultStallTimeoutMS = 30_000
     /// `h2_max_resets`: streams a client may reset in 30 seconds (rapid reset, CVE-2023-44487).
-    public var maxResets: Int = 200
+    public var maxResets: Int = Self.defaultMaxResets
     /// `h2_max_control_frames`: SETTINGS, PING and PRIORITY frames a client may send in 30 seconds.
-    public var maxControlFrames: Int = 200
+    public var maxControlFrames: Int = Self.defaultMaxControlFrames
+    /// The `h2_*` keys' other defaults, each written only here (the limits, `siwa serve`'s parse and the configuration
+    /// reference read them).
+    public static let defaultMaxConcurrentStreams = 100
+    public static let defaultMaxHeaderListSize = 16_384
+    public static let defaultMaxResets = 200
+    public static let defaultMaxControlFrames = 200
 
     public init() {}
 }

@@ -72,12 +72,22 @@ public struct ServerSettings: Sendable {
     public var edge: EdgeSettings?
 
     /// `hsts_max_age`: seconds of `Strict-Transport-Security` on siwa's own answers over HTTPS; 0 (the default): none.
-    public var hstsMaxAge: Int = 0
+    public var hstsMaxAge: Int = Self.defaultHSTSMaxAge
+    public static let defaultHSTSMaxAge = 0
 
     /// `check_cache_seconds`: how long a session looked up stays in memory (0: every lookup asks the store).
     public var checkCacheSeconds: Int = Self.defaultCheckCacheSeconds
-    /// `check_cache_seconds`' default, the one place it is written.
-    public static let defaultCheckCacheSeconds = 5
+    /// `check_cache_seconds`' default, written once, with the cache it sizes.
+    public static let defaultCheckCacheSeconds = SessionCache.defaultLifetimeSeconds
+    /// `host`, `port`, `db`, `session_lifetime` (seconds), `apple_timeout_ms` and `rate_limit_per_minute` unset in
+    /// `siwa serve`, each written only here (the settings' initializer, `siwa serve`'s parse, the doctor and the
+    /// configuration reference read them). The library's own `rateLimitPerMinute` is 0, no limit, unless set.
+    public static let defaultHost = "127.0.0.1"
+    public static let defaultPort = 8080
+    public static let defaultDatabase = "./siwa.sqlite"
+    public static let defaultSessionLifetime = 7 * 86_400
+    public static let defaultAppleTimeoutMS = 10_000
+    public static let serveRateLimitPerMinute = 60
     /// `admin_groups`: the groups whose members may use the operator's console (`/auth/admin`); empty: no console.
     public var adminGroups: [String] = []
     /// `event_webhooks`: the apps told of account events (issue 47, part B).
@@ -116,10 +126,10 @@ public struct ServerSettings: Sendable {
 
     /// Creates settings.
     public init(
-        mode: Mode, host: String = "127.0.0.1", port: Int = 8080, database: String = "./siwa.sqlite",
-        apple: AppleSignInConfiguration, sessionLifetime: TimeInterval = 7 * 86_400, button: ButtonSettings = ButtonSettings(),
+        mode: Mode, host: String = Self.defaultHost, port: Int = Self.defaultPort, database: String = Self.defaultDatabase,
+        apple: AppleSignInConfiguration, sessionLifetime: TimeInterval = TimeInterval(Self.defaultSessionLifetime), button: ButtonSettings = ButtonSettings(),
         templatesDirectory: String = ResourceLocator.directory("Templates"), publicDirectory: String = ResourceLocator.directory("Public"),
-        appleTimeoutMS: Int = 10_000, dataKeys: [String] = [TokenCipher.generateKey()]
+        appleTimeoutMS: Int = Self.defaultAppleTimeoutMS, dataKeys: [String] = [TokenCipher.generateKey()]
     ) {
         self.mode = mode
         self.host = host

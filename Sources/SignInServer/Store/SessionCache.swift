@@ -64,7 +64,11 @@ final class SessionCache: Sendable {
     let capacity: Int
     private let state: Mutex<State>
 
-    init(lifetime: TimeInterval = 5, capacity: Int = 10_000) {
+    /// `check_cache_seconds`' default, the one place it is written (`ServerSettings.defaultCheckCacheSeconds` is
+    /// this; the store is a layer below the settings).
+    static let defaultLifetimeSeconds = 5
+
+    init(lifetime: TimeInterval = TimeInterval(SessionCache.defaultLifetimeSeconds), capacity: Int = 10_000) {
         self.lifetime = lifetime
         self.capacity = capacity
         state = Mutex(State(entries: OldestFirstMap(capacity: capacity), unknownOnce: OldestFirstMap(capacity: capacity), unknownAgain: OldestFirstMap(capacity: capacity)))

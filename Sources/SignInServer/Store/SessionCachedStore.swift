@@ -46,12 +46,12 @@ final class SessionCachedStore: StoreLayer {
 
     /// The SQLite store with its session cache, which every store of this process opened on the same file shares
     /// (another process writing it, such as `siwa migrate-users`, is seen within `cacheSeconds`).
-    convenience init(_ backend: SQLiteStore, cacheSeconds: Int = 5, logger: Logger = Logger(label: "siwa")) {
+    convenience init(_ backend: SQLiteStore, cacheSeconds: Int = SessionCache.defaultLifetimeSeconds, logger: Logger = Logger(label: "siwa")) {
         self.init(backend, cache: SessionCache.shared(for: backend.pool.path, lifetime: TimeInterval(cacheSeconds)), logger: logger)
     }
 
     /// The PostgreSQL store with its session cache, hearing the other instances' changes through `LISTEN`/`NOTIFY`.
-    convenience init(_ backend: PostgresStore, cacheSeconds: Int = 5) {
+    convenience init(_ backend: PostgresStore, cacheSeconds: Int = SessionCache.defaultLifetimeSeconds) {
         let changes = PostgresSessionChanges(client: backend.client, logger: backend.logger, timeout: backend.operationTimeout)
         self.init(backend, cache: SessionCache(lifetime: TimeInterval(cacheSeconds)), changes: changes, logger: backend.logger)
     }

@@ -44,7 +44,13 @@ public struct ButtonSettings: Sendable, Hashable {
     public var cornerRadius: Int
 
     /// Creates settings, clamping the height to the guidelines' minimum.
-    public init(style: Style = .black, title: Title = .signIn, height: Int = 44, cornerRadius: Int = 8) {
+    /// `button_style`, `button_title`, `button_height` and `button_corner_radius` unset, each written only here.
+    public static let defaultStyle = Style.black
+    public static let defaultTitle = Title.signIn
+    public static let defaultHeight = 44
+    public static let defaultCornerRadius = 8
+
+    public init(style: Style = Self.defaultStyle, title: Title = Self.defaultTitle, height: Int = Self.defaultHeight, cornerRadius: Int = Self.defaultCornerRadius) {
         self.style = style
         self.title = title
         self.height = max(30, min(height, 64))
