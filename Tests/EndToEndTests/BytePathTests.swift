@@ -117,7 +117,7 @@ struct BytePathTests {
         }
     }
 
-    @Test("proxied GETs on one kept-alive connection from a trusted proxy, in a generated order of two people and no one (a public route, no cookie), three Host values and three sets of X-Forwarded-* (none among them): each reaches the upstream as the handlers send it alone (its own person or none, its own origin), every one passed from memory")
+    @Test("proxied GETs on one kept-alive connection from a trusted proxy, HTTP/1.1 and h2c, in a generated order of two people and no one (a public route, no cookie), three Host values and three sets of X-Forwarded-* (none among them): each reaches the upstream as the handlers send it alone on the same protocol (its own person or none, its own origin), every one passed from memory")
     func proxiedOnOneConnection() async throws {
         let configuration = Self.memoryKept.merging(["trusted_proxies": "127.0.0.1", "skip_auth_routes": "GET=^/open/"]) { $1 }
         try await UpstreamProxyTests.withEchoSite(configuration) { site, visit in
@@ -161,6 +161,7 @@ struct BytePathTests {
             #expect(byHandlers.filter { $0.key[0] == 2 }.allSatisfy { $0.value.headers["x-siwa-assertion"] == nil && $0.value.headers["x-auth-request-email"] == nil })
             var random = SplitMix64(seed: 46)
             var handovers = 0
+            var runs: [[[Int]]] = []
             for run in 0..<6 {
                 // Runs of the same request and changes of one part at a time, as a proxy's connection carries them; the
                 // person changes half the time, so that one follows another (and no one follows a person) on the same
@@ -175,6 +176,7 @@ struct BytePathTests {
                     if let last = asked.last, last[0] != current[0], last[1...] == current[1...] { handovers += 1 }
                     asked.append(current)
                 }
+                runs.append(asked)
                 let before = try await Self.counted("upstream_bytes", site, visit)
                 let requests = asked.enumerated().map { index, ask in
                     let close = index == asked.count - 1 ? ["Connection: close"] : []
@@ -191,6 +193,36 @@ struct BytePathTests {
                 #expect(try await Self.counted("upstream_bytes", site, visit) == before + asked.count, "run \(run): every request passed from memory")
             }
             #expect(handovers >= 10, "the generator rarely changed the person alone: \(handovers)")
+            // The same runs as streams of one h2c connection each (prior knowledge), which share the connection's memory
+            // as a kept-alive HTTP/1.1 connection's requests do: each as the handlers send the same stream alone.
+            func stream(_ ask: [Int], toTheHandlers: Bool = false) -> HTTP2DoorTests.Sent {
+                let fields = lines(ask[0], ask[1], ask[2]).dropFirst().map { line -> [String] in
+                    let colon = line.firstIndex(of: ":") ?? line.endIndex
+                    return [line[..<colon].lowercased(), line[colon...].dropFirst().trimmingCharacters(in: .whitespaces)]
+                }
+                return HTTP2DoorTests.Sent(path: target(ask[0], ask[1], ask[2]), authority: hosts[ask[1]], fields: fields + (toTheHandlers ? [["x-note", "caf\u{e9}"]] : []))
+            }
+            func h2c(_ requests: [HTTP2DoorTests.Sent]) async throws -> [HTTP2DoorTests.Received] {
+                try await ThirdPartyScript.run("h2_requests.py", [String(site.port), "127.0.0.1", "-"], sending: requests, as: [HTTP2DoorTests.Received].self)
+            }
+            let combinations = byHandlers.keys.sorted { $0.lexicographicallyPrecedes($1) }
+            let handled = try await h2c(combinations.map { stream($0, toTheHandlers: true) })
+            var byHandlersH2: [[Int]: EchoedRequest] = [:]
+            for (ask, answer) in zip(combinations, handled) {
+                #expect(answer.status == 200 && !answer.closed, "\(ask): \(answer.status ?? 0) \(answer.body)")
+                byHandlersH2[ask] = try seen(answer.body)
+            }
+            #expect(byHandlersH2.count == 27)
+            for (run, asked) in runs.enumerated() {
+                let before = try await Self.counted("upstream_bytes", site, visit)
+                let answers = try await h2c(asked.map { stream($0) })
+                #expect(answers.count == asked.count && answers.allSatisfy { !$0.closed }, "h2c run \(run)")
+                for (ask, answer) in zip(asked, answers) {
+                    #expect(answer.status == 200, "h2c run \(run) \(ask): \(answer.status ?? 0)")
+                    #expect(try seen(answer.body) == byHandlersH2[ask], "h2c run \(run): the upstream got \(ask) otherwise than the handlers send it alone")
+                }
+                #expect(try await Self.counted("upstream_bytes", site, visit) == before + asked.count, "h2c run \(run): every stream passed from memory")
+            }
         }
     }
 
