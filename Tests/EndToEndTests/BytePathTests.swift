@@ -117,14 +117,16 @@ struct BytePathTests {
         }
     }
 
-    @Test("proxied GETs on one kept-alive connection from a trusted proxy, HTTP/1.1 and h2c, in a generated order of two people and no one (a public route, no cookie), three Host values and three sets of X-Forwarded-* (none among them): each reaches the upstream as the handlers send it alone on the same protocol (its own person or none, its own origin), every one passed from memory")
+    @Test("proxied GETs on one kept-alive connection from a trusted proxy, HTTP/1.1 and h2c, in a generated order of two people, one of them through her app's bearer token too, and no one (a public route, no cookie), three Host values and three sets of X-Forwarded-* (none among them): each reaches the upstream as the handlers send it alone on the same protocol (its own person or none, its own origin), every one passed from memory")
     func proxiedOnOneConnection() async throws {
         let configuration = Self.memoryKept.merging(["trusted_proxies": "127.0.0.1", "skip_auth_routes": "GET=^/open/"]) { $1 }
         try await UpstreamProxyTests.withEchoSite(configuration) { site, visit in
             // The third is no one: a public route, without a cookie, which must reach the upstream with no identity
             // even right after a person's request on the same connection.
+            // The fourth is Ada again through her iOS app's bearer token: the same person, another client (`azp`).
             let people = [
                 ("Ada", try await visit.signIn(site, user: site.user("Ada")).session), ("Grace", try await visit.signIn(site, user: site.user("Grace")).session), ("no one", ""),
+                ("Ada's app", try await BearerUpstreamTests.nativeToken(site, visit, sub: site.user("Ada").sub)),
             ]
             func target(_ person: Int, _ host: Int, _ set: Int) -> String {
                 (people[person].1.isEmpty ? "/open/" : "/page/") + "\(person)\(host)\(set)"
@@ -135,7 +137,12 @@ struct BytePathTests {
                 ["X-Forwarded-Host: app.example", "X-Forwarded-For: 198.51.100.4, 10.0.0.1", "X-Forwarded-Proto: http"],
             ]
             func lines(_ person: Int, _ host: Int, _ set: Int) -> [String] {
-                ["Host: \(hosts[host])", "Accept: text/html"] + (people[person].1.isEmpty ? [] : ["Cookie: theme=dark; siwa_session=\(people[person].1)"]) + forwarded[set]
+                let credential = switch person {
+                case 2: [String]()
+                case 3: ["Authorization: Bearer \(people[person].1)"]
+                default: ["Cookie: theme=dark; siwa_session=\(people[person].1)"]
+                }
+                return ["Host: \(hosts[host])", "Accept: text/html"] + credential + forwarded[set]
             }
             /// What the upstream got, less the handlers' marker, the assertion as what it says.
             func seen(_ body: String) throws -> EchoedRequest {
@@ -157,7 +164,7 @@ struct BytePathTests {
                     }
                 }
             }
-            #expect(byHandlers.count == 27)
+            #expect(byHandlers.count == 36)
             #expect(byHandlers.filter { $0.key[0] == 2 }.allSatisfy { $0.value.headers["x-siwa-assertion"] == nil && $0.value.headers["x-auth-request-email"] == nil })
             var random = SplitMix64(seed: 46)
             var handovers = 0
@@ -212,7 +219,7 @@ struct BytePathTests {
                 #expect(answer.status == 200 && !answer.closed, "\(ask): \(answer.status ?? 0) \(answer.body)")
                 byHandlersH2[ask] = try seen(answer.body)
             }
-            #expect(byHandlersH2.count == 27)
+            #expect(byHandlersH2.count == 36)
             for (run, asked) in runs.enumerated() {
                 let before = try await Self.counted("upstream_bytes", site, visit)
                 let answers = try await h2c(asked.map { stream($0) })
