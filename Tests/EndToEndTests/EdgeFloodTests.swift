@@ -24,15 +24,16 @@ struct EdgeFloodTests {
     }
 
     /// A site on HTTPS with a certificate of the test's own (no ACME), its stall and idle timeouts short. The handshake
-    /// gets 6 s (`client_header_timeout_ms`): under the full suite's load a TLS 1.3 handshake can take over 2 s, and
+    /// gets 12 s (`client_header_timeout_ms`): under the full suite's load a TLS 1.3 handshake can take over 2 s, and
     /// siwa then rightly closes the connection, whose client has finished its side and is sending its flood, before
-    /// reading any of it; so a ping flood once ended with no limit counted.
+    /// reading any of it; so a ping flood once ended with no limit counted at 2 s, and a header-list flood at 6 s (a
+    /// fresh clone's run of 1396b29).
     static func withSite(_ more: [String: String?] = [:], _ body: (LocalSite, _ cert: String, _ https: Int) async throws -> Void) async throws {
         try await TestCertificate.withSelfSigned { cert, key in
             let https = try await FreePorts.reserve(1)[0]
             try await LocalSite.run(settings: [
                 "tls_cert_file": cert, "tls_key_file": key, "tls_domains": "auth.localhost", "https_port": String(https),
-                "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000", "client_header_timeout_ms": "6000",
+                "h2_stall_timeout_ms": "2000", "client_idle_timeout_ms": "3000", "client_header_timeout_ms": "12000",
             ].merging(more) { $1 }) { site in
                 try await body(site, cert, https)
             }
@@ -101,8 +102,12 @@ struct EdgeFloodTests {
         var client: Task<Outcome, any Error>?
         try await Self.withSite { _, cert, https in
             client = Task { try await Self.flood("shutdown", https: https, cert: cert, path: "/auth/apple/notifications", wait: 45) }
-            // The client's stream is open (its body not ended) when the site shuts down, at the end of this body.
-            try await Task.sleep(for: .seconds(3))
+            // The client's stream is open (its body not ended) when the site shuts down, at the end of this body: 8 s
+            // for the client's start and TLS handshake under the full suite's load (with 3 s, a fresh clone's run of
+            // 1396b29 once left the client told nothing for 45 s, most likely because the shutdown began while its
+            // connection was still in its TLS handshake, and such a connection is not told GOAWAY once it has its
+            // HTTP/2 handler: not yet confirmed, in the session notes to look into).
+            try await Task.sleep(for: .seconds(8))
         }
         let outcome = try #require(try await client?.value)
         #expect(outcome.ended == "goaway" && outcome.error_code == 0, "\(outcome)")
