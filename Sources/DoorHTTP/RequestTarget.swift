@@ -41,9 +41,10 @@ package struct RequestTarget: Sendable, Equatable, CustomStringConvertible {
         try self.init(bytes: raw.withUTF8 { Array($0) }, host: host)
     }
 
-    /// `init(_:host:)` of a part of a string.
+    /// `init(_:host:)` of a part of a string, read from its bytes in place as a `String`'s are.
     package init(_ raw: Substring, host: String?) throws(Refusal) {
-        try self.init(String(raw), host: host)
+        var raw = raw
+        try self.init(bytes: raw.withUTF8 { Array($0) }, host: host)
     }
 
     private init(bytes: [UInt8], host: String?) throws(Refusal) {

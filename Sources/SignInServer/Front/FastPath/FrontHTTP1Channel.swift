@@ -7,9 +7,9 @@ import NIOHTTPTypesHTTP1
 /// Hummingbird's own HTTP/1 channel, with the byte path (`RawFrontPath`) ahead of its codecs: siwa's connections
 /// when it stands alone or behind a proxy (`--upstream` has `UpstreamWebSocketChannel`, which does the same). What
 /// memory decides is answered there (the checks, Envoy's HTTP check, siwa's pages) or, in front of an upstream, passed
-/// to it; every other request goes to the codecs as it came, one at a time (`SaysConnectionOutcome` tells the byte path when each answer has ended). Without `fastPath`
-/// (the plain port that only redirects to HTTPS, `buildRedirectRouter`), the codecs read every request, under the
-/// same limits on the client's time.
+/// to it; every other request goes to the codecs as it came, one at a time (`SaysConnectionOutcome` tells the byte
+/// path when each answer has ended). Without `fastPath` (the plain port that only redirects to HTTPS,
+/// `buildRedirectRouter`), the codecs read every request, under the same limits on the client's time.
 struct FrontHTTP1Channel: ServerChildChannel {
     let inner: HTTP1Channel
     let fastPath: BytePathAnswers?
