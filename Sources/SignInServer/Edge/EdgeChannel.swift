@@ -70,6 +70,8 @@ struct EdgeChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
                 promise.fail(error)
             }
             try channel.pipeline.syncOperations.addHandler(reader)
+            // A shutdown that begins before the protocol's handlers are in place is said to them once they are.
+            try SetupShutdownMemory.install(on: channel, grace: handshakeTimeout, until: promise.futureResult)
             // The hello and the whole handshake within the timeout: a client that sends its hello and stops holds
             // nothing longer (the HTTP time limits start once a protocol is chosen).
             let deadline = channel.eventLoop.scheduleTask(in: handshakeTimeout) { channel.close(promise: nil) }

@@ -36,6 +36,8 @@ struct PlainChannel<HTTP1: ServerChildChannel>: ServerChildChannel {
                 return http1.setup(channel: channel, logger: logger).map { .http1($0) }
             }
             try channel.pipeline.syncOperations.addHandler(sniffer)
+            // A shutdown that begins before the version is known is said to its handlers once they are in place.
+            try SetupShutdownMemory.install(on: channel, grace: firstBytesTimeout, until: promise.futureResult)
             let deadline = channel.eventLoop.scheduleTask(in: firstBytesTimeout) { channel.close(promise: nil) }
             promise.futureResult.whenComplete { _ in deadline.cancel() }
             return Value(spoken: promise.futureResult, channel: channel)

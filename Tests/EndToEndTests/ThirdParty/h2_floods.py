@@ -12,6 +12,7 @@ Prints one JSON object: {"flood", "ended": "goaway"|"closed"|"open", "error_code
 """
 
 import json
+import os
 import socket
 import ssl
 import struct
@@ -30,8 +31,8 @@ def frame(kind, flags, stream, payload=b""):
 
 
 class Connection:
-    def __init__(self, port, sni, cafile, window=None):
-        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def __init__(self, port, sni, cafile, window=None, raw=None):
+        raw = raw or socket.create_connection(("127.0.0.1", port), timeout=10)
         if cafile == "-":
             # h2c with prior knowledge: the preface on the plain connection.
             self.tls = raw
@@ -120,9 +121,12 @@ class Connection:
 
 def stall(port, sni, flood, wait):
     """A client that opens a connection and stops: before its hello (`silent`), or after it (`handshake-stall`: the
-    ClientHello made by Python's ssl in memory, sent, and the handshake never finished). Says when siwa closed it."""
+    ClientHello made by Python's ssl in memory, sent, and the handshake never finished), or ends its side at once
+    (`half-close`: a port check). Says when siwa closed it."""
     started = time.monotonic()
     raw = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    if flood == "half-close":
+        raw.shutdown(socket.SHUT_WR)
     if flood == "handshake-stall":
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname=sni)
@@ -146,11 +150,71 @@ def stall(port, sni, flood, wait):
     print(json.dumps(result))
 
 
+def set_up_during_shutdown(port, sni, cafile, flood, marker, wait):
+    """A client whose connection is set up while siwa shuts down: it connects, says so (creates the file `marker`,
+    its port in it), waits until siwa's listener refuses new connections (its graceful shutdown has begun), then does its handshake (TLS
+    with ALPN h2 or http/1.1; none on the plain port, `cafile` "-") and sends one GET. Says the answer's status, its
+    `Connection` field (HTTP/1.1), whether siwa said GOAWAY (HTTP/2), and whether siwa then closed the connection."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    with open(marker + ".part", "w") as written:
+        written.write(str(raw.getsockname()[1]))
+    os.rename(marker + ".part", marker)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            time.sleep(0.05)
+        except OSError:
+            break
+    # NIO tells the open connections of the shutdown right after it closes the listener.
+    time.sleep(0.5)
+    started = time.monotonic()
+    result = {"flood": flood, "sent": 1}
+    if flood == "setup-h2":
+        connection = Connection(port, sni, cafile, raw=raw)
+        connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, connection.request_block("/healthz")))
+        connection.outcome(wait, result)
+    else:
+        sock = raw
+        if cafile != "-":
+            context = ssl.create_default_context(cafile=cafile)
+            context.set_alpn_protocols(["http/1.1"])
+            sock = context.wrap_socket(raw, server_hostname=sni)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: " + sni.encode() + b"\r\n\r\n")
+        sock.settimeout(wait)
+        received = b""
+        result["ended"] = "open"
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    result["ended"] = "closed"
+                    result["closed"] = True
+                    break
+                received += chunk
+        except (socket.timeout, TimeoutError):
+            pass
+        except OSError:
+            result["ended"] = "closed"
+            result["closed"] = True
+        head = received.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        if head and head[0].startswith("HTTP/1.1 "):
+            result["statuses"] = {"1": int(head[0].split(" ")[1])}
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "connection":
+                result["connection"] = value.strip().lower()
+    result["seconds"] = round(time.monotonic() - started, 3)
+    print(json.dumps(result))
+
+
 def main():
     port, sni, cafile, flood = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     path = sys.argv[5] if len(sys.argv) > 5 else "/healthz"
-    if flood in ("silent", "handshake-stall"):
+    if flood in ("silent", "handshake-stall", "half-close"):
         return stall(port, sni, flood, float(sys.argv[6]) if len(sys.argv) > 6 else 15.0)
+    if flood in ("setup-h2", "setup-http1"):
+        return set_up_during_shutdown(port, sni, cafile, flood, path, float(sys.argv[6]) if len(sys.argv) > 6 else 15.0)
     started = time.monotonic()
     connection = Connection(port, sni, cafile, window=0 if flood in ("zero-window", "stalled-stream", "stalled-beside-idle") else None)
     result = {"flood": flood, "sent": 0}
@@ -237,7 +301,7 @@ def main():
         elif flood == "shutdown":
             # Not a flood: a POST whose body the page reads to its end, not ended, holds a stream open while siwa shuts
             # down (the test ends its site). siwa must say GOAWAY (NO_ERROR) at once; the client then ends its body,
-            # and the connection ends (a request still being read is ended by the shutdown, as over HTTP/1.1).
+            # the stream is answered, and the connection ends.
             wait = float(sys.argv[6]) if len(sys.argv) > 6 else 15.0
             head = [(":method", "POST"), (":scheme", "https"), (":authority", connection.sni), (":path", path), ("content-type", "application/json")]
             connection.send(frame(HEADERS, END_HEADERS, 1, connection.encoder.encode(head)) + frame(DATA, 0, 1, b'{"payload": "'))

@@ -63,6 +63,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
     private var inputClosed = false
     /// The server is shutting down: the connection ends after the exchange in progress.
     private var closeWhenIdle = false
+    /// The shutdown began while the connection was set up (`ShutdownDuringSetup`): its first request is answered as
+    /// one that said `Connection: close`.
+    private var closeAfterNext = false
     /// The handlers behind this one have been built (`ConnectionMemory.buildsBehind`).
     private var builtBehind = false
 
@@ -182,16 +185,17 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         // Shutting down: Hummingbird's connection handler would close a connection it sees as idle at once, under an
         // exchange in progress here. This path ends its connection itself once it is idle.
         if event is ChannelShouldQuiesceEvent {
-            if codecOwes > 0 || bodyToCodecs > 0 {
-                // Hummingbird ends the connection after the answer it owes; nothing after it is taken.
-                pending = nil
-                closeWhenIdle = true
-                context.fireUserInboundEventTriggered(event)
-            } else if isIdle {
-                // Nothing in progress (what is pending is a head not yet whole).
-                context.close(promise: nil)
-            } else {
-                closeWhenIdle = true
+            return quiesce(context)
+        }
+        if let late = event as? ShutdownDuringSetup {
+            // Told before anything was taken (the version's first bytes come after it): the first request is answered,
+            // and the connection ends with it; one that has not come within the grace will not be.
+            guard ownsConnection, isIdle, !closeAfterNext else { return quiesce(context) }
+            closeAfterNext = true
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: late.grace) {
+                let handler = handler.value
+                if handler.isIdle, let context = handler.context { context.close(promise: nil) }
             }
             return
         }
@@ -202,6 +206,22 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// The server is shutting down: the exchange in progress is finished (Hummingbird's, when the codecs have the
+    /// request), nothing after it is taken, and the connection ends.
+    private func quiesce(_ context: ChannelHandlerContext) {
+        if codecOwes > 0 || bodyToCodecs > 0 {
+            // Hummingbird ends the connection after the answer it owes; nothing after it is taken.
+            pending = nil
+            closeWhenIdle = true
+            context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        } else if isIdle {
+            // Nothing in progress (what is pending is a head not yet whole).
+            context.close(promise: nil)
+        } else {
+            closeWhenIdle = true
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -227,9 +247,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
             case .incomplete:
                 break taking
             case .notTaken:
+                // Hummingbird's handler, told of the shutdown after the request, ends the connection after its answer.
+                if closeAfterNext { closeWhenIdle = true }
                 return handOn(context)
             case .head(let head):
-                let close = head.closesAfter
+                let close = head.closesAfter || closeAfterNext
                 if head.hasNoBody,
                     let answer = head.isBodilessGET
                         ? memory.checkAnswer(head, from: buffer, closing: close, allocator: context.channel.allocator)
@@ -264,6 +286,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                     if warmed { clientTimer?.headForgotten() }
                     warmed = false
                     handToCodecs(head, from: &buffer, context: context)
+                    if closeAfterNext { return quiesce(context) }
                     continue
                 }
                 guard let headBytes = buffer.readSlice(length: head.length) else { return handOn(context) }

@@ -24,14 +24,21 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         let watch: NIOLoopBound<ConnectionWatch>
 
         func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
-            watch.value.open += 1
+            let watch = watch.value
+            watch.open += 1
+            // The shutdown began while the connection was set up: its first stream is answered, and the client told
+            // to open no other.
+            if watch.awaitingFirstStream, let context = watch.context {
+                watch.awaitingFirstStream = false
+                watch.sayGoAway(context: context)
+            }
         }
 
         func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
             let watch = watch.value
             watch.open -= 1
             watch.last = .now()
-            if watch.quiescing, watch.open == 0 { watch.context?.close(promise: nil) }
+            if watch.quiescing, watch.open == 0, let context = watch.context { watch.endGracefully(context: context) }
         }
     }
 
@@ -48,12 +55,16 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     fileprivate var last = NIODeadline.now()
     private(set) var open = 0
     fileprivate var quiescing = false
+    /// The shutdown began while the connection was set up (`ShutdownDuringSetup`): GOAWAY waits for the first stream.
+    fileprivate var awaitingFirstStream = false
     /// The handler after NIO's HTTP/2 handler, which writes siwa's own GOAWAY on a graceful shutdown.
     weak var closer: ConnectionErrorCloser?
     /// GOAWAY frames siwa asked for itself (a graceful shutdown), not yet seen going out: not a connection error's.
     private var ownGoAways = 0
     fileprivate var context: ChannelHandlerContext?
     private var task: RepeatedTask?
+    /// Ending after a graceful shutdown (`endGracefully`): siwa's side is closed, the client's read and dropped.
+    private var lingering = false
 
     private let stallTimeout: TimeAmount
     private let bodyTimeout: TimeAmount
@@ -173,27 +184,76 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = nil
     }
 
+    /// Ends the connection once a shutdown has no stream left on it, so that the client loses nothing: what was written
+    /// goes out, then siwa's side is closed (TLS's close_notify, then FIN), and what the client still sends (a SETTINGS
+    /// or PING acknowledgement, a WINDOW_UPDATE) is read and dropped until it closes its side, 2 s at most. Closed at
+    /// once with those bytes unread, the connection was reset, and a client that had not yet read the last answer
+    /// lost it (nginx's `lingering_close` for the same reason).
+    fileprivate func endGracefully(context: ChannelHandlerContext) {
+        guard !lingering else { return }
+        lingering = true
+        flushPending = false
+        context.flush()
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        context.close(mode: .output, promise: promise)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        // A carrier that cannot close one side alone is closed whole.
+        promise.futureResult.whenFailure { _ in bound.value.close(promise: nil) }
+        context.eventLoop.scheduleTask(in: .seconds(2)) { bound.value.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // After the end, nothing the client sends is read: NIO's HTTP/2 handler would answer it on a closed side.
+        guard !lingering else { return }
+        context.fireChannelRead(data)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         task?.cancel()
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent {
+        if lingering, event as? ChannelEvent == .inputClosed {
+            // The client has closed its side too.
+            return context.close(promise: nil)
+        }
+        if event is ChannelShouldQuiesceEvent, !quiescing {
             quiescing = true
-            if open == 0 { return context.close(promise: nil) }
-            // The client is told to open no new stream (RFC 9113 6.8: GOAWAY, NO_ERROR), so that the streams under way
-            // can end and the connection with them; without it a busy client went on opening streams until the 30 s
-            // below cut them. Its GOAWAY is siwa's own, not a connection error's (`scan`).
-            if let closer {
-                ownGoAways += 1
-                closer.goAway()
+            sayGoAway(context: context)
+            if open == 0 { endGracefully(context: context) }
+        } else if let late = event as? ShutdownDuringSetup, !quiescing {
+            quiescing = true
+            guard open == 0 else { return sayGoAway(context: context) }
+            // A GOAWAY now would forbid the stream the client is about to open (RFC 9113 6.8): it comes with that
+            // stream, and a client that opens none within the grace is closed.
+            awaitingFirstStream = true
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: late.grace) {
+                let (watch, context) = bound.value
+                guard watch.awaitingFirstStream else { return }
+                watch.sayGoAway(context: context)
+                watch.endGracefully(context: context)
             }
-            // Answers under way get 30 s, no more: a stream that never ends does not hold the shutdown.
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: .seconds(30)) { bound.value.close(promise: nil) }
+            return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Tells the client to open no new stream (RFC 9113 6.8: GOAWAY, NO_ERROR), so that the streams under way can end
+    /// and the connection with them; without it a busy client went on opening streams until the 30 s below cut them.
+    /// Its GOAWAY is siwa's own, not a connection error's (`scan`).
+    fileprivate func sayGoAway(context: ChannelHandlerContext) {
+        if let closer {
+            ownGoAways += 1
+            closer.goAway()
+        }
+        // Answers under way get 30 s, no more: a stream that never ends does not hold the shutdown.
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .seconds(30)) {
+            let (watch, context) = bound.value
+            watch.close(context: context, mode: .all, promise: nil)
+        }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
