@@ -267,16 +267,17 @@ public func buildApplication(
     let idle = TimeAmount.milliseconds(Int64(settings.clientLimits.idleTimeoutMS))
     let body = TimeAmount.milliseconds(Int64(settings.clientLimits.bodyTimeoutMS))
     let handshake = TimeAmount.milliseconds(Int64(settings.clientLimits.headerTimeoutMS))
+    let shutdown = TimeAmount.milliseconds(Int64(settings.clientLimits.shutdownTimeoutMS))
     let server: HTTPServerBuilder = gate.map { gate in
         HTTPServerBuilder { responder in
             let http1 = UpstreamWebSocketChannel(responder: responder, gate: gate, owned: owned, fastPath: fastPath, limits: settings.clientLimits, metrics: metrics)
             guard let edge else {
-                let http2 = ClientHTTP2(responder: responder, limits: HTTP2Limits(), idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath, webSockets: http1)
+                let http2 = ClientHTTP2(responder: responder, limits: HTTP2Limits(), idleTimeout: idle, bodyTimeout: body, shutdownTimeout: shutdown, metrics: metrics, fastPath: fastPath, webSockets: http1)
                 return PlainChannel(http1: http1, http2: http2, firstBytesTimeout: handshake)
             }
             return EdgeChannel(
                 http1: http1,
-                http2: ClientHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath, webSockets: http1),
+                http2: ClientHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, shutdownTimeout: shutdown, metrics: metrics, fastPath: fastPath, webSockets: http1),
                 certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
                 challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
             )
@@ -285,11 +286,11 @@ public func buildApplication(
         let http1 = FrontHTTP1Channel(inner: HTTP1Channel(responder: responder), fastPath: fastPath, limits: settings.clientLimits, metrics: metrics)
         guard let edge else {
             // The plain port: HTTP/1.1, or h2c with prior knowledge (Envoy's gRPC ext_authz, gRPC clients in a cluster).
-            let http2 = ClientHTTP2(responder: responder, limits: HTTP2Limits(), idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath)
+            let http2 = ClientHTTP2(responder: responder, limits: HTTP2Limits(), idleTimeout: idle, bodyTimeout: body, shutdownTimeout: shutdown, metrics: metrics, fastPath: fastPath)
             return PlainChannel(http1: http1, http2: http2, firstBytesTimeout: handshake)
         }
         return EdgeChannel(
-            http1: http1, http2: ClientHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, metrics: metrics, fastPath: fastPath),
+            http1: http1, http2: ClientHTTP2(responder: responder, limits: edge.settings.http2, idleTimeout: idle, bodyTimeout: body, shutdownTimeout: shutdown, metrics: metrics, fastPath: fastPath),
             certificates: edge.service.certificates, handshakeTimeout: handshake, metrics: metrics,
             challengeLookup: { [service = edge.service] in await service.challengeAnswer(.tlsALPN01, domain: $0) }
         )

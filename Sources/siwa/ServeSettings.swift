@@ -282,13 +282,15 @@ extension ServePlan {
         throw ConfigurationError(field: "cookie_domain", "\(cookieDomain) does not cover \(host), the host of the return URL, where the session cookie is set")
     }
 
-    /// `client_header_timeout_ms`, `client_idle_timeout_ms`, `client_body_timeout_ms` and `client_send_timeout_ms`.
+    /// `client_header_timeout_ms`, `client_idle_timeout_ms`, `client_body_timeout_ms`, `client_send_timeout_ms` and
+    /// `shutdown_timeout_ms`.
     static func clientLimits(_ values: LayeredValues) throws -> ClientLimits {
         var limits = ClientLimits()
         limits.headerTimeoutMS = try positiveMilliseconds(values, "client_header_timeout_ms", default: limits.headerTimeoutMS)
         limits.idleTimeoutMS = try positiveMilliseconds(values, "client_idle_timeout_ms", default: limits.idleTimeoutMS)
         limits.bodyTimeoutMS = try positiveMilliseconds(values, "client_body_timeout_ms", default: limits.bodyTimeoutMS)
         limits.sendTimeoutMS = try positiveMilliseconds(values, "client_send_timeout_ms", default: limits.sendTimeoutMS)
+        limits.shutdownTimeoutMS = try positiveMilliseconds(values, "shutdown_timeout_ms", default: limits.shutdownTimeoutMS)
         return limits
     }
 

@@ -97,6 +97,7 @@ struct ConfigurationLayersTests {
             "upstream_idle_timeout_ms": String(upstream.idleTimeoutMS), "upstream_max_connections": String(upstream.maxConnections),
             "client_header_timeout_ms": String(limits.headerTimeoutMS), "client_idle_timeout_ms": String(limits.idleTimeoutMS),
             "client_body_timeout_ms": String(limits.bodyTimeoutMS), "client_send_timeout_ms": String(limits.sendTimeoutMS),
+            "shutdown_timeout_ms": String(limits.shutdownTimeoutMS),
             "check_cache_seconds": String(local.settings.checkCacheSeconds),
         ]
         var stated: [String: String] = [:]

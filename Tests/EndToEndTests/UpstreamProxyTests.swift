@@ -61,6 +61,37 @@ struct UpstreamProxyTests {
         }
     }
 
+    @Test(
+        "a graceful shutdown ends an answer without end (server-sent events from the upstream) after shutdown_timeout_ms, over HTTP/1.1 and HTTP/2 (h2c) alike, and siwa stops; before, an HTTP/1.1 client's stream held the shutdown for as long as the client stayed, an HTTP/2 one for 30 s",
+        arguments: [false, true]
+    )
+    func shutdownEndsEndlessAnswers(http2: Bool) async throws {
+        try await withScratchDirectory("siwa-events") { directory in
+            let output = directory.appendingPathComponent("events").path
+            var client: Task<ChildProcess.Outcome, any Error>?
+            var stopping = ContinuousClock.now
+            try await Self.withEchoSite(["skip_auth_routes": "GET=^/events$", "shutdown_timeout_ms": "2000"]) { site, _ in
+                let arguments = ["-sS", "-N", "--max-time", "45", http2 ? "--http2-prior-knowledge" : "--http1.1", "-o", output, site.url("/events")]
+                client = Task { try await ChildProcess.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments: arguments, environment: [:], timeLimit: .seconds(60)) }
+                // The events flowing to the client, the site shuts down (at the end of this body).
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ((try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0) < 20, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                stopping = ContinuousClock.now
+            }
+            let stopped = ContinuousClock.now - stopping
+            let outcome = try #require(try await client?.value)
+            let received = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            #expect(received.hasPrefix("data: 0\n\n"), "HTTP/2 \(http2): the events did not reach the client: \(received.prefix(200))")
+            // Ended by siwa (curl: 18, the transfer closed with data still to come; HTTP/2: 16, 56 or 92), not by
+            // curl's own 45 s limit (28).
+            #expect(outcome.status != 0 && outcome.status != 28, "HTTP/2 \(http2): curl exited \(outcome.status): \(outcome.stderr)")
+            // 2 s, then the rest of the shutdown; far more than the suite's load adds, far less than 30 s.
+            #expect(stopped < .seconds(20), "HTTP/2 \(http2): the shutdown took \(stopped)")
+        }
+    }
+
     /// A header outside the byte path's subset (a value that is not ASCII): the request carrying it, and the rest of
     /// its connection, go through NIO's codecs to the handlers; `BytePathTests` compares the byte path with them.
     static let throughTheCodecs = ("X-Note", "caf\u{e9}")

@@ -51,6 +51,8 @@ struct NotAnEchoError: Error, CustomStringConvertible {
 ///   streams in, never held whole.
 /// - `/status/N` answers the echo with status N (and `Retry-After: 7` with 429).
 /// - `GET /large?bytes=N` streams N bytes of `PatternedBytes` (with `Content-Length`), never held whole.
+/// - `GET /events` answers server-sent events, a tick every 100 ms for a minute: an answer without end, as far as a
+///   test can tell.
 /// - Every answer carries `Set-Cookie: upstream=1` (to see that a proxy passes the upstream's cookies) and
 ///   `X-Echo-Path` with the request target (a header an auth subrequest's caller can copy, to see that it did).
 /// - Under `/overreach/` it also answers with what a proxy must not hand on: `Connection` naming its own header
@@ -82,6 +84,16 @@ enum EchoUpstream {
             for name in ["siwa_session", "__Host-siwa_session", "__Secure-siwa_session"] {
                 headers.append(HTTPFields.Element(name: .setCookie, value: "\(name)=planted; Path=/"))
             }
+        }
+        if request.method == .get, request.uri.path == "/events" {
+            headers[.contentType] = "text/event-stream"
+            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                for tick in 0..<600 {
+                    try await writer.write(ByteBuffer(string: "data: \(tick)\n\n"))
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                try await writer.finish(nil)
+            })
         }
         if request.method == .get, request.uri.path == "/large" {
             guard let count = request.uri.queryParameters.get("bytes", as: Int.self), count >= 0 else {

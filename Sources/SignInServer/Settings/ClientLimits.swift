@@ -1,4 +1,4 @@
-/// `client_header_timeout_ms`, `client_idle_timeout_ms`, `client_body_timeout_ms` and `client_send_timeout_ms`
+/// `client_header_timeout_ms`, `client_idle_timeout_ms`, `client_body_timeout_ms`, `client_send_timeout_ms` and `shutdown_timeout_ms`
 /// (`ClientTimer`; over HTTP/2 the body's limit per stream, `HTTP2StreamBridge`).
 public struct ClientLimits: Sendable, Equatable {
     /// How long a request head may take to arrive whole, from its first byte.
@@ -11,12 +11,17 @@ public struct ClientLimits: Sendable, Equatable {
     /// How long an answer held back by a client that takes none of it may wait (nginx's `send_timeout`), over
     /// HTTP/1.1; HTTP/2's streams have `h2_stall_timeout_ms`.
     public var sendTimeoutMS: Int = Self.defaultSendTimeoutMS
-    /// The four keys' defaults, each written only here (the limits, `siwa serve`'s parse and the configuration
-    /// reference read them).
+    /// How long answers under way may go on once a graceful shutdown (SIGTERM) has begun, on either HTTP version: then
+    /// their connections are closed, so that an answer without end (server-sent events, a long download) does not
+    /// hold the shutdown (nginx's `worker_shutdown_timeout`, Envoy's drain time).
+    public var shutdownTimeoutMS: Int = Self.defaultShutdownTimeoutMS
+    /// The keys' defaults, each written only here (the limits, `siwa serve`'s parse and the configuration reference
+    /// read them).
     public static let defaultHeaderTimeoutMS = 10_000
     public static let defaultIdleTimeoutMS = 75_000
     public static let defaultBodyTimeoutMS = 60_000
     public static let defaultSendTimeoutMS = 60_000
+    public static let defaultShutdownTimeoutMS = 30_000
 
     public init() {}
 }

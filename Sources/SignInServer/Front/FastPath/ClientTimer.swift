@@ -19,6 +19,11 @@ import NIOCore
 /// (`answerEnded`: the byte path, `SaysConnectionOutcome`); a request is in progress until both its answer and its
 /// body have passed (an answer may come before the body's end: a 401 to an upload). A WebSocket, once switched, is
 /// a request that never ends here (its relay has the upstream's idle limit).
+///
+/// Once a graceful shutdown has begun (`ChannelShouldQuiesceEvent`, or `ShutdownDuringSetup`), the connection ends
+/// after `shutdown_timeout_ms` whatever is under way: the handlers behind end it after the answer in progress, and an
+/// answer without end (server-sent events passed from the upstream) held the shutdown for as long as the client
+/// stayed, as HTTP/2's streams (`ConnectionWatch`) no longer could.
 final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -53,6 +58,8 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     /// scheduling on a busy connection (scheduling and cancelling a timer per request showed in profiles), and a
     /// timer that fires before the deadline is armed again.
     private var timer: Scheduled<Void>?
+    /// The end of the time a graceful shutdown leaves the connection.
+    private var shutdownCap: Scheduled<Void>?
 
     init(limits: ClientLimits, metrics: ServerMetrics) {
         self.limits = limits
@@ -70,7 +77,16 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
+        shutdownCap?.cancel()
         self.context = nil
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if shutdownCap == nil, event is ChannelShouldQuiesceEvent || event is ShutdownDuringSetup {
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            shutdownCap = context.eventLoop.scheduleTask(in: .milliseconds(Int64(limits.shutdownTimeoutMS))) { bound.value.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -81,6 +97,7 @@ final class ClientTimer: ChannelDuplexHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
+        shutdownCap?.cancel()
         context.fireChannelInactive()
     }
 

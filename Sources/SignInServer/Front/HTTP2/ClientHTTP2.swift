@@ -44,6 +44,8 @@ struct ClientHTTP2: Sendable {
     /// A request's body silent this long while read, before its answer, ends its stream with a 408
     /// (`client_body_timeout_ms`).
     let bodyTimeout: TimeAmount
+    /// How long streams under way may go on once a graceful shutdown has begun (`shutdown_timeout_ms`).
+    let shutdownTimeout: TimeAmount
     let metrics: ServerMetrics
     /// The byte path's answers (the same as HTTP/1.1's).
     let fastPath: BytePathAnswers
@@ -76,6 +78,7 @@ struct ClientHTTP2: Sendable {
         let metrics = metrics
         let idle = idleTimeout
         let body = bodyTimeout
+        let shutdown = shutdownTimeout
         let fastPath = fastPath
         let configuration = configuration
         let extendedConnect = webSockets != nil
@@ -84,7 +87,8 @@ struct ClientHTTP2: Sendable {
             let launch = CodecInstaller.Launch(launched: launched, webSockets: webSockets, logger: logger)
             channel.closeFuture.whenComplete { _ in launched.finish() }
             let watch = ConnectionWatch(
-                idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), bodyTimeout: body, maxRefusals: limits.maxResets, metrics: metrics
+                idleTimeout: idle, stallTimeout: .milliseconds(Int64(limits.stallTimeoutMS)), bodyTimeout: body, shutdownTimeout: shutdown, maxRefusals: limits.maxResets,
+                metrics: metrics
             )
             let watched = NIOLoopBound(watch, eventLoop: channel.eventLoop)
             try channel.pipeline.syncOperations.addHandler(watch)

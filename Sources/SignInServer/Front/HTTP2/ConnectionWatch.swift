@@ -12,7 +12,7 @@ import NIOHTTPTypesHTTP1
 /// Ends an HTTP/2 connection that has had no stream open for `idleTimeout` (since its last stream ended, or its start:
 /// control frames, a PING every few seconds, do not keep a connection without requests open, as Go's server has it), and on
 /// the server's graceful shutdown (`ChannelShouldQuiesceEvent`) once its open streams have ended (at once when none
-/// is), so a shutdown waits for answers under way and for nothing else.
+/// is, `shutdown_timeout_ms` at most), so a shutdown waits for answers under way and for nothing else.
 final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -68,6 +68,8 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let stallTimeout: TimeAmount
     private let bodyTimeout: TimeAmount
+    /// How long streams under way may go on once a graceful shutdown has begun (`shutdown_timeout_ms`).
+    private let shutdownTimeout: TimeAmount
     /// The open streams' answers and bodies, checked on the same timer as the idle time. Each stream's bridge
     /// (`HTTP2StreamBridge`, which follows its writes) joins when added to its stream and leaves when removed (held
     /// strongly: a weak reference would cost each stream an allocation of its own).
@@ -86,10 +88,11 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     private let maxRefusals: Int
     private var refusalLimitMet = false
 
-    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, bodyTimeout: TimeAmount, maxRefusals: Int, metrics: ServerMetrics) {
+    init(idleTimeout: TimeAmount, stallTimeout: TimeAmount, bodyTimeout: TimeAmount, shutdownTimeout: TimeAmount, maxRefusals: Int, metrics: ServerMetrics) {
         self.idleTimeout = idleTimeout
         self.stallTimeout = stallTimeout
         self.bodyTimeout = bodyTimeout
+        self.shutdownTimeout = shutdownTimeout
         self.maxRefusals = maxRefusals
         self.metrics = metrics
     }
@@ -248,9 +251,9 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
             ownGoAways += 1
             closer.goAway()
         }
-        // Answers under way get 30 s, no more: a stream that never ends does not hold the shutdown.
+        // Answers under way get `shutdown_timeout_ms`, no more: a stream that never ends does not hold the shutdown.
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: .seconds(30)) {
+        context.eventLoop.scheduleTask(in: shutdownTimeout) {
             let (watch, context) = bound.value
             watch.close(context: context, mode: .all, promise: nil)
         }
