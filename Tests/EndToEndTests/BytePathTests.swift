@@ -197,7 +197,11 @@ struct BytePathTests {
                     let echoed = try seen(answer.body)
                     #expect(echoed == byHandlers[ask], "run \(run): the upstream got \(ask) otherwise than the handlers send it alone")
                 }
-                #expect(try await Self.counted("upstream_bytes", site, visit) == before + asked.count, "run \(run): every request passed from memory")
+                // A person's session or assertion missing from memory is fetched and signed off the event loop, the
+                // request then passed from memory: a cookie's, and an app's bearer token's (which under the full
+                // suite's load once went to the handlers, its assertion over 20 s old, in a fresh clone's run of e9c0066).
+                let after = try await Self.counted("upstream_bytes", site, visit)
+                #expect(after == before + asked.count, "run \(run): every request passed from memory: \(after - before) of \(asked.count): \(asked)")
             }
             #expect(handovers >= 10, "the generator rarely changed the person alone: \(handovers)")
             // The same runs as streams of one h2c connection each (prior knowledge), which share the connection's memory
@@ -228,7 +232,8 @@ struct BytePathTests {
                     #expect(answer.status == 200, "h2c run \(run) \(ask): \(answer.status ?? 0)")
                     #expect(try seen(answer.body) == byHandlersH2[ask], "h2c run \(run): the upstream got \(ask) otherwise than the handlers send it alone")
                 }
-                #expect(try await Self.counted("upstream_bytes", site, visit) == before + asked.count, "h2c run \(run): every stream passed from memory")
+                let after = try await Self.counted("upstream_bytes", site, visit)
+                #expect(after == before + asked.count, "h2c run \(run): every stream passed from memory: \(after - before) of \(asked.count): \(asked)")
             }
         }
     }

@@ -203,13 +203,28 @@ final class BytePathAnswers: Sendable {
         return fields
     }
 
-    /// What the handlers would do first for a request the fast path could not decide from memory: the session
-    /// looked up in the store and, for a person let in, the assertion for the upstream signed, so that the caches
-    /// `upstreamPass` reads hold both when it asks again. Whatever the outcome, `upstreamPass` then decides.
-    func warmUpstream(sessionHash: String, request: AccessRequest, client: String) async {
-        guard let upstream, let (session, user) = try? await store.session(idHash: sessionHash, now: Date(), askedBy: client) else { return }
-        guard let person = DoorVerdicts.admissionFromMemory(request, authorization: nil, front: front, visitor: { .signedIn(session, user) })?.person
-        else { return }
+    /// What the handlers would do first for a request the fast path could not decide from memory: the session (a
+    /// session cookie's, or the record of a bearer token: a native app's session, an access token) looked up in the
+    /// store and, for a person let in, the assertion for the upstream signed, so that the caches `upstreamPass` reads
+    /// hold both when it asks again. Whatever the outcome, `upstreamPass` then decides. Without it for a bearer token, an
+    /// app's request went to the handlers whenever its assertion was over 20 s old (`IdentityAssertions.reuse`), as a
+    /// browser's no longer did.
+    func warmUpstream(_ presented: Presented, request: AccessRequest, authorization: String?, client: String) async {
+        guard let upstream else { return }
+        let visitor: Visitor
+        switch presented {
+        case .cookie(nil): return
+        case .cookie(let idHash?):
+            guard let (session, user) = try? await store.session(idHash: idHash, now: Date(), askedBy: client), !session.isAccessToken else { return }
+            visitor = .signedIn(session, user)
+        case .bearer(let hash, let access):
+            let found = access
+                ? try? await store.accessToken(hash: hash, now: Date(), askedBy: client)
+                : try? await store.session(idHash: hash, now: Date(), askedBy: client)
+            guard let (session, user) = found, session.isAccessToken == access, let holder = session.bearerClient else { return }
+            visitor = .bearer(session, user, client: holder)
+        }
+        guard let person = DoorVerdicts.admissionFromMemory(request, authorization: authorization, front: front, visitor: { visitor })?.person else { return }
         _ = await upstream.gate.identity(of: person)
     }
 

@@ -351,6 +351,15 @@ final class ConnectionMemory {
         return memo
     }
 
+    /// What `head` presents that the store could be asked about (`RawFrontPath.warm`): a bearer token, or a session
+    /// cookie; nil for neither.
+    func presentedToLookUp(_ head: RawHTTP.RequestHead) -> BytePathAnswers.Presented? {
+        switch presented(head) {
+        case .cookie(nil), nil: nil
+        case let presented: presented
+        }
+    }
+
     /// What `head` presents: its bearer token (read once per `Authorization` value on a connection), else its
     /// session cookie; nil when the handlers read it (a malformed `Bearer` value).
     private func presented(_ head: RawHTTP.RequestHead) -> BytePathAnswers.Presented? {

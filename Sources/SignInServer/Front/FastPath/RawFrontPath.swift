@@ -276,9 +276,9 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
                 let route = upstream?.owned.route(head.target, host: head.host)
                 let takeable = head.isTakeable(available: buffer.readableBytes)
                 guard takeable, case .upstream(let target)? = route, let request = memory.upstreamRequest(head, target: target, from: buffer, allocator: context.channel.allocator) else {
-                    if takeable, !warmed, let hash = memory.sessionHash(head.cookie), case .upstream(let target)? = route {
+                    if takeable, !warmed, let presented = memory.presentedToLookUp(head), case .upstream(let target)? = route {
                         return warm(
-                            sessionHash: hash, request: AccessRequest(host: head.host, method: head.method, path: target.path),
+                            presented, request: AccessRequest(host: head.host, method: head.method, path: target.path), authorization: head.authorization,
                             client: memory.clientAddress(head), context: context
                         )
                     }
@@ -322,9 +322,11 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         context.fireChannelReadComplete()
     }
 
-    /// Asks the store for the session (and has an assertion signed) off the event loop, then decides the request at
-    /// the front of `pending` again, once.
-    private func warm(sessionHash: String, request: AccessRequest, client: String, context: ChannelHandlerContext) {
+    /// Asks the store for the session or the bearer token's record (and has an assertion signed) off the event loop,
+    /// then decides the request at the front of `pending` again, once.
+    private func warm(
+        _ presented: BytePathAnswers.Presented, request: AccessRequest, authorization: String?, client: String, context: ChannelHandlerContext
+    ) {
         warming = true
         // The head is whole: the client's header limit no longer runs while the store is asked.
         clientTimer?.wholeRequestRead()
@@ -332,7 +334,7 @@ final class RawFrontPath: ChannelDuplexHandler, RemovableChannelHandler, Upstrea
         let loop = context.eventLoop
         let handler = NIOLoopBound(self, eventLoop: loop)
         Task {
-            await answers.warmUpstream(sessionHash: sessionHash, request: request, client: client)
+            await answers.warmUpstream(presented, request: request, authorization: authorization, client: client)
             loop.execute { handler.value.warmedUp() }
         }
     }
