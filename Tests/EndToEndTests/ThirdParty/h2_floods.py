@@ -153,13 +153,15 @@ def stall(port, sni, flood, wait):
 def set_up_during_shutdown(port, sni, cafile, flood, marker, wait):
     """A client whose connection is set up while siwa shuts down: it connects, says so (creates the file `marker`,
     its port in it), waits until siwa's listener refuses new connections (its graceful shutdown has begun), then does its handshake (TLS
-    with ALPN h2 or http/1.1; none on the plain port, `cafile` "-") and sends one GET. Says the answer's status, its
+    with ALPN h2 or http/1.1; none on the plain port, `cafile` "-") and sends one GET of the sign-in page (answered
+    on the event loop, from memory). Says the answer's status, its
     `Connection` field (HTTP/1.1), whether siwa said GOAWAY (HTTP/2), and whether siwa then closed the connection."""
     raw = socket.create_connection(("127.0.0.1", port), timeout=wait)
     with open(marker + ".part", "w") as written:
         written.write(str(raw.getsockname()[1]))
     os.rename(marker + ".part", marker)
-    deadline = time.monotonic() + wait
+    connected = time.monotonic()
+    deadline = connected + wait
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -169,10 +171,20 @@ def set_up_during_shutdown(port, sni, cafile, flood, marker, wait):
     # NIO tells the open connections of the shutdown right after it closes the listener.
     time.sleep(0.5)
     started = time.monotonic()
-    result = {"flood": flood, "sent": 1}
+    result = {"flood": flood, "sent": 1, "refused_after": round(started - connected, 3)}
+    try:
+        set_up_and_ask(raw, port, sni, cafile, flood, wait, result)
+    except (ConnectionError, ssl.SSLError, OSError) as error:
+        result["ended"] = "error: " + str(error)
+        result["closed"] = True
+    result["seconds"] = round(time.monotonic() - started, 3)
+    print(json.dumps(result))
+
+
+def set_up_and_ask(raw, port, sni, cafile, flood, wait, result):
     if flood == "setup-h2":
         connection = Connection(port, sni, cafile, raw=raw)
-        connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, connection.request_block("/healthz")))
+        connection.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, connection.request_block("/")))
         connection.outcome(wait, result)
     else:
         sock = raw
@@ -180,7 +192,7 @@ def set_up_during_shutdown(port, sni, cafile, flood, marker, wait):
             context = ssl.create_default_context(cafile=cafile)
             context.set_alpn_protocols(["http/1.1"])
             sock = context.wrap_socket(raw, server_hostname=sni)
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: " + sni.encode() + b"\r\n\r\n")
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: " + sni.encode() + b"\r\n\r\n")
         sock.settimeout(wait)
         received = b""
         result["ended"] = "open"
@@ -204,8 +216,6 @@ def set_up_during_shutdown(port, sni, cafile, flood, marker, wait):
             name, _, value = line.partition(":")
             if name.strip().lower() == "connection":
                 result["connection"] = value.strip().lower()
-    result["seconds"] = round(time.monotonic() - started, 3)
-    print(json.dumps(result))
 
 
 def main():
@@ -297,7 +307,10 @@ def main():
                 connection.send(frame(PING, 0, 0, struct.pack(">Q", result["sent"])))
                 result["sent"] += 1
                 connection.outcome(0.5, result)
-            result["ended"] = "closed" if result.get("closed") else "open"
+            if not result.get("closed"):
+                result["ended"] = "open"
+            elif result.get("ended") != "goaway":
+                result["ended"] = "closed"
         elif flood == "shutdown":
             # Not a flood: a POST whose body the page reads to its end, not ended, holds a stream open while siwa shuts
             # down (the test ends its site). siwa must say GOAWAY (NO_ERROR) at once; the client then ends its body,
