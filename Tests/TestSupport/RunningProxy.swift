@@ -32,7 +32,9 @@ public enum TCPProbe {
     public static func acceptsConnections(on port: Int) async -> Bool {
         do {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connectTimeout(.seconds(1))
+                // A connection to loopback is accepted at once, or refused at once; the 5 s is the test process's own
+                // event loop, busy under the full suite's load (1 s once read a running nginx as stopped).
+                .connectTimeout(.seconds(5))
                 .connect(host: "127.0.0.1", port: port).get()
             try? await channel.close()
             return true
