@@ -41,10 +41,8 @@ struct SessionMiddleware: RouterMiddleware {
         }
         let hash = SessionCookie.digest(token)
         do {
-            let found = token.hasPrefix(BearerCredential.accessTokenPrefix)
-                ? try await store.accessToken(hash: hash, now: Date(), askedBy: clientAddress)
-                : try await store.session(idHash: hash, now: Date(), askedBy: clientAddress)
-            guard let (session, user) = found, let holder = session.bearerClient else {
+            let access = token.hasPrefix(BearerCredential.accessTokenPrefix)
+            guard let (session, user, holder) = try await store.bearerRecord(hash: hash, access: access, now: Date(), askedBy: clientAddress) else {
                 logger.notice("bearer token refused at the door: unknown, expired or its session ended")
                 return .badToken(.notValid)
             }

@@ -52,6 +52,15 @@ extension UsersAndSessions {
     public func session(idHash: String, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord)? {
         try await session(idHash: idHash, now: now)
     }
+
+    /// The live record a bearer token siwa issued stands for, read as its form says (`access`: an access token's own
+    /// record; else a native app's session), with the client that holds it; nil when there is none or no client holds
+    /// it. The door's reading (`SessionMiddleware.doorVisitor`) and the byte path's look-up (`BytePathAnswers.warmUpstream`).
+    func bearerRecord(hash: String, access: Bool, now: Date, askedBy client: String) async throws -> (SessionRecord, UserRecord, holder: String)? {
+        let found = access ? try await accessToken(hash: hash, now: now, askedBy: client) : try await session(idHash: hash, now: now, askedBy: client)
+        guard let (session, user) = found, let holder = session.bearerClient else { return nil }
+        return (session, user, holder)
+    }
 }
 
 /// The account lifecycle's work: deletion, revoked links, daily refresh checks, the revocation queue and

@@ -218,10 +218,9 @@ final class BytePathAnswers: Sendable {
             guard let (session, user) = try? await store.session(idHash: idHash, now: Date(), askedBy: client), !session.isAccessToken else { return }
             visitor = .signedIn(session, user)
         case .bearer(let hash, let access):
-            let found = access
-                ? try? await store.accessToken(hash: hash, now: Date(), askedBy: client)
-                : try? await store.session(idHash: hash, now: Date(), askedBy: client)
-            guard let (session, user) = found, session.isAccessToken == access, let holder = session.bearerClient else { return }
+            guard let (session, user, holder) = try? await store.bearerRecord(hash: hash, access: access, now: Date(), askedBy: client),
+                session.isAccessToken == access
+            else { return }
             visitor = .bearer(session, user, client: holder)
         }
         guard let person = DoorVerdicts.admissionFromMemory(request, authorization: authorization, front: front, visitor: { visitor })?.person else { return }

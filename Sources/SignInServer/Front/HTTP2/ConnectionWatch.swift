@@ -244,7 +244,7 @@ final class ConnectionWatch: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Tells the client to open no new stream (RFC 9113 6.8: GOAWAY, NO_ERROR), so that the streams under way can end
-    /// and the connection with them; without it a busy client went on opening streams until the 30 s below cut them.
+    /// and the connection with them; without it a busy client went on opening streams until the limit below cut them.
     /// Its GOAWAY is siwa's own, not a connection error's (`scan`).
     fileprivate func sayGoAway(context: ChannelHandlerContext) {
         if let closer {
